@@ -1,0 +1,35 @@
+# The two set-up commands are `make run` and `make test`; both create everything they need.
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+SYSTEM_PYTHON ?= python3
+STAMP := $(VENV)/.golow-installed
+
+.PHONY: build run test bench lint clean
+
+# The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
+# (LIBTORCH in .cargo/config.toml).
+$(STAMP): requirements.txt
+	$(SYSTEM_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	ln -sfn "$$($(PYTHON) -c 'import os, torch; print(os.path.dirname(torch.__file__))')" $(VENV)/libtorch
+	touch $@
+
+build: $(STAMP)
+	cargo build --release
+
+run: build
+	./target/release/golow run --headless
+
+test: build
+	cargo test --release
+
+bench: build
+	cargo bench --bench abstraction_cost
+
+lint: $(STAMP)
+	cargo fmt --check
+	cargo clippy --release --all-targets -- -D warnings
+
+clean:
+	cargo clean
+	rm -rf $(VENV)

@@ -1,0 +1,26 @@
+//! Links the Rust workers against the torch that `make build` installed, so they run without LD_LIBRARY_PATH.
+
+fn main() {
+    // torch-sys (links = "tch") tells dependants where libtorch lives.
+    let Ok(lib_dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") else {
+        return;
+    };
+    let lib_dir = std::fs::canonicalize(&lib_dir).unwrap_or_else(|_| lib_dir.into());
+    // The version of the torch we link against, for the workers' hello event.
+    let version_py = lib_dir.join("../version.py");
+    println!("cargo:rerun-if-changed={}", version_py.display());
+    let version = std::fs::read_to_string(&version_py)
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("__version__ = "))
+                .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    println!("cargo:rustc-env=GOLOW_LIBTORCH_VERSION={version}");
+    let lib_dir = lib_dir.display();
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
+    // libtorch_cuda registers CUDA with the dispatcher only from static initialisers: without
+    // --no-as-needed the linker drops it (no symbol is referenced) and CUDA never shows up.
+    println!("cargo:rustc-link-arg-bin=golow-worker=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+}

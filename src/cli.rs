@@ -1,0 +1,502 @@
+//! The command line: parses and validates, then hands a plan to the session. Bad input gets one line
+//! on stderr and exit code 2, before anything is written.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
+use crate::session::{self, Length, Plan, PrepareError};
+use crate::state::Summary;
+use crate::workers::data::DatasetSpec;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_WORKER_FAILED: i32 = 1;
+pub const EXIT_BAD_INPUT: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Above this the data cache alone would not fit a machine's memory for real datasets.
+pub const MAX_RESOLUTION: i64 = 2048;
+
+#[derive(Parser)]
+#[command(
+    name = "golow",
+    version,
+    about = "What does each level of abstraction cost? ResNet in PyTorch, TorchScript and LibTorch, measured side by side"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run implementations side by side and report what each costs.
+    Run(Box<RunArgs>),
+    /// Print what golow found on this machine: python and torch, libtorch, CUDA, cuDNN, NVML and GPUs.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModelArg {
+    Resnet50,
+    Resnet18,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Train,
+    Eval,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ScheduleArg {
+    Alternate,
+    Parallel,
+    Sequential,
+}
+
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+struct RunArgs {
+    /// No TUI: progress on stderr, summary table on stdout (the only mode in this build).
+    #[arg(long)]
+    headless: bool,
+    /// Comma-separated implementations: pytorch, torchscript, libtorch.
+    #[arg(long = "impl", default_value = "libtorch,pytorch")]
+    impls: String,
+    #[arg(long, value_enum, default_value = "resnet50")]
+    model: ModelArg,
+    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
+    #[arg(long, default_value = "synthetic")]
+    dataset: String,
+    #[arg(long, value_enum, default_value = "train")]
+    mode: ModeArg,
+    #[arg(long, default_value_t = 16)]
+    batch_size: i64,
+    /// Square input size in pixels [default: the dataset's own: synthetic 32, mnist 28, cifar10 32, stl10 96, pascal 224].
+    #[arg(long)]
+    resolution: Option<i64>,
+    /// Steps to run, warm-up included [default: 100].
+    #[arg(long, conflicts_with = "epochs")]
+    steps: Option<i64>,
+    /// Passes over the split the mode reads (training split for train, test split for eval).
+    #[arg(long)]
+    epochs: Option<i64>,
+    /// Steps reported but excluded from statistics (cuDNN autotuning, allocator warm-up).
+    #[arg(long, default_value_t = 2)]
+    warmup: i64,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Intra-op threads per worker [default: all cores; divided among workers with --schedule parallel].
+    #[arg(long)]
+    threads: Option<i64>,
+    /// How workers that share the machine take turns.
+    #[arg(long, value_enum, default_value = "alternate")]
+    schedule: ScheduleArg,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
+    #[arg(long, default_value_t = 0.01)]
+    lr: f64,
+    /// Pin host batches (page-locked memory) before the host-to-device copy.
+    #[arg(long)]
+    pinned: bool,
+    /// Python with torch 2.11 for the pytorch and torchscript workers [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Process sampling period in milliseconds (at least 50).
+    #[arg(long, default_value_t = 100)]
+    interval: i64,
+    /// Write the summary JSON here (README, "Summary JSON").
+    #[arg(long)]
+    summary_json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct DoctorArgs {
+    /// Python to check [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    #[arg(long)]
+    python: Option<PathBuf>,
+}
+
+/// A problem with what the user asked for: one line, exit code 2.
+struct BadInput(String);
+
+fn positive(flag: &str, value: i64) -> Result<u64, BadInput> {
+    if value < 1 {
+        return Err(BadInput(format!("{flag} must be at least 1 (got {value})")));
+    }
+    Ok(value as u64)
+}
+
+fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
+    let mut impls = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let i = Impl::parse(name).map_err(BadInput)?;
+        if impls.contains(&i) {
+            return Err(BadInput(format!("--impl names {name} twice")));
+        }
+        impls.push(i);
+    }
+    if impls.is_empty() {
+        return Err(BadInput(
+            "--impl names no implementation (known: pytorch, torchscript, libtorch)".into(),
+        ));
+    }
+    Ok(impls)
+}
+
+/// Resolves `auto`, `cpu`, `cuda`, `cuda:N` against the GPUs the CUDA driver reports.
+fn resolve_device(
+    device: &str,
+    gpus: impl FnOnce() -> Result<usize, String>,
+) -> Result<String, BadInput> {
+    if device == "cpu" {
+        return Ok("cpu".into());
+    }
+    let index = match device {
+        "auto" => None,
+        "cuda" => Some(0),
+        _ => Some(
+            device
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    BadInput(format!(
+                        "unknown --device '{device}' (expected auto, cpu, cuda or cuda:N)"
+                    ))
+                })?,
+        ),
+    };
+    let available = gpus();
+    match (index, available) {
+        (None, Ok(n)) if n > 0 => Ok("cuda:0".into()),
+        (None, _) => Ok("cpu".into()),
+        (Some(i), Ok(n)) if i < n => Ok(format!("cuda:{i}")),
+        (Some(i), Ok(n)) => Err(BadInput(format!(
+            "--device {device}: this machine has {n} CUDA device(s), so cuda:{i} does not exist"
+        ))),
+        (Some(_), Err(why)) => Err(BadInput(format!(
+            "--device {device}: no NVIDIA GPU here ({why}); use --device cpu"
+        ))),
+    }
+}
+
+fn check_resolution(resolution: i64, batch_size: u64, mode: Mode) -> Result<u32, BadInput> {
+    if resolution < 1 {
+        return Err(BadInput(format!(
+            "--resolution must be at least 1 (got {resolution})"
+        )));
+    }
+    if resolution > MAX_RESOLUTION {
+        return Err(BadInput(format!(
+            "--resolution {resolution} is above golow's limit of {MAX_RESOLUTION} px"
+        )));
+    }
+    // ResNet reduces any input to ceil(r/32) squared at its last stage; training batch norm needs more
+    // than one value per channel there.
+    let last_stage = (resolution + 31) / 32;
+    if mode == Mode::Train && batch_size as i64 * last_stage * last_stage < 2 {
+        return Err(BadInput(format!(
+            "ResNet cannot train at --resolution {resolution} with --batch-size {batch_size}: its last batch norm would see one value per channel (use a batch size of at least 2 or a resolution above 32)"
+        )));
+    }
+    Ok(resolution as u32)
+}
+
+fn check_output_path(path: &std::path::Path) -> Result<(), BadInput> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !parent.is_dir() {
+        return Err(BadInput(format!(
+            "--summary-json {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+struct Validated {
+    plan: Plan,
+    interval: Duration,
+    summary_json: Option<PathBuf>,
+}
+
+fn validate(args: RunArgs) -> Result<Validated, BadInput> {
+    let impls = parse_impls(&args.impls)?;
+    let dataset = DatasetSpec::parse(&args.dataset).map_err(|e| BadInput(e.to_string()))?;
+    let mode = match args.mode {
+        ModeArg::Train => Mode::Train,
+        ModeArg::Eval => Mode::Eval,
+    };
+    let batch_size = positive("--batch-size", args.batch_size)?;
+    if batch_size > 1 << 16 {
+        return Err(BadInput(format!(
+            "--batch-size {batch_size} is above golow's limit of 65536"
+        )));
+    }
+    let resolution = check_resolution(
+        args.resolution
+            .unwrap_or(i64::from(dataset.default_resolution())),
+        batch_size,
+        mode,
+    )?;
+    let length = match (args.steps, args.epochs) {
+        (_, Some(e)) => Length::Epochs(positive("--epochs", e)?),
+        (Some(s), None) => Length::Steps(positive("--steps", s)?),
+        (None, None) => Length::Steps(100),
+    };
+    if args.warmup < 0 {
+        return Err(BadInput(format!(
+            "--warmup cannot be negative (got {})",
+            args.warmup
+        )));
+    }
+    if args.interval < 50 {
+        return Err(BadInput(format!(
+            "--interval must be at least 50 ms (got {})",
+            args.interval
+        )));
+    }
+    if !(args.lr.is_finite() && args.lr > 0.0) {
+        return Err(BadInput(format!(
+            "--lr must be a positive number (got {})",
+            args.lr
+        )));
+    }
+    let schedule = match args.schedule {
+        ScheduleArg::Alternate => Schedule::Alternate,
+        ScheduleArg::Parallel => Schedule::Parallel,
+        ScheduleArg::Sequential => Schedule::Sequential,
+    };
+    let threads = match args.threads {
+        Some(t) => positive("--threads", t)? as u32,
+        None => {
+            let cores = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
+            let sharing = if schedule == Schedule::Parallel {
+                impls.len()
+            } else {
+                1
+            };
+            (cores / sharing).max(1) as u32
+        }
+    };
+    if let Some(path) = &args.summary_json {
+        check_output_path(path)?;
+    }
+    let device = resolve_device(&args.device, crate::telemetry::cuda::device_count)?;
+    let python = if impls.iter().any(|i| i.needs_python()) {
+        let python = session::python::resolve(args.python);
+        session::python::check(&python).map_err(BadInput)?;
+        Some(python)
+    } else {
+        None
+    };
+    let worker_program = worker_program().map_err(BadInput)?;
+    let model = match args.model {
+        ModelArg::Resnet50 => Model::Resnet50,
+        ModelArg::Resnet18 => Model::Resnet18,
+    };
+    let session = SessionConfig {
+        impls: impls.iter().map(|i| i.name().to_string()).collect(),
+        model,
+        dataset: dataset.to_string(),
+        mode,
+        batch_size: batch_size as u32,
+        resolution,
+        steps: 0,
+        warmup: args.warmup as u64,
+        device,
+        threads,
+        schedule,
+        seed: args.seed,
+        pinned: args.pinned,
+        optimiser: Optimiser {
+            lr: args.lr,
+            ..Optimiser::default()
+        },
+    };
+    Ok(Validated {
+        plan: Plan {
+            impls,
+            session,
+            dataset,
+            length,
+            python,
+            worker_program,
+        },
+        interval: Duration::from_millis(args.interval as u64),
+        summary_json: args.summary_json,
+    })
+}
+
+/// `golow-worker` is installed next to `golow`.
+pub fn worker_program() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the golow executable: {e}"))?;
+    let worker = exe.with_file_name("golow-worker");
+    if !worker.is_file() {
+        return Err(format!(
+            "{} is missing: golow-worker must sit next to golow (run `make build`)",
+            worker.display()
+        ));
+    }
+    Ok(worker)
+}
+
+/// Writes `text` to `path` through a temporary file, so a reader never sees half a file.
+fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn run(args: RunArgs) -> i32 {
+    let Validated {
+        plan,
+        interval,
+        summary_json,
+    } = match validate(args) {
+        Ok(v) => v,
+        Err(BadInput(message)) => {
+            eprintln!("golow: {message}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let prepared = match session::prepare(&plan) {
+        Ok(p) => p,
+        Err(PrepareError::BadInput(message)) => {
+            eprintln!("golow: {message}");
+            return EXIT_BAD_INPUT;
+        }
+        Err(PrepareError::Setup(message)) => {
+            eprintln!("golow: {message}");
+            return EXIT_WORKER_FAILED;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("golow: cannot start the async runtime: {e}");
+            return EXIT_WORKER_FAILED;
+        }
+    };
+    let stderr = std::io::stderr();
+    let tty = stderr.is_terminal();
+    let mut progress = crate::ui::progress::Progress::new(stderr, tty);
+    let state = runtime.block_on(session::run(
+        prepared.session.clone(),
+        prepared.workers.clone(),
+        interval,
+        &mut progress,
+    ));
+    drop(prepared);
+    let summary = Summary::from_state(&state);
+    print!("{}", crate::ui::report::table(&summary));
+    if let Some(path) = summary_json {
+        let json = serde_json::to_string_pretty(&summary).expect("the summary serialises");
+        if let Err(e) = write_atomically(&path, &json) {
+            eprintln!("golow: cannot write --summary-json {}: {e}", path.display());
+            return EXIT_WORKER_FAILED;
+        }
+    }
+    let stopped = summary
+        .workers
+        .iter()
+        .any(|w| w.status == crate::state::WorkerStatus::Stopped);
+    if stopped {
+        EXIT_INTERRUPTED
+    } else if summary.all_ok() {
+        EXIT_OK
+    } else {
+        EXIT_WORKER_FAILED
+    }
+}
+
+/// Parses `std::env::args` and runs; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    EXIT_BAD_INPUT
+                } else {
+                    EXIT_OK
+                };
+            }
+            let rendered = e.render().to_string();
+            let first = rendered.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "golow: {} (see golow --help)",
+                first.trim_start_matches("error: ")
+            );
+            return EXIT_BAD_INPUT;
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run(*args),
+        Command::Doctor(args) => crate::doctor::run(args.python),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_resolution() {
+        let none = || Err::<usize, _>("no driver".to_string());
+        let two = || Ok::<usize, String>(2);
+        assert_eq!(resolve_device("auto", none).ok(), Some("cpu".into()));
+        assert_eq!(resolve_device("auto", two).ok(), Some("cuda:0".into()));
+        assert_eq!(resolve_device("cuda:1", two).ok(), Some("cuda:1".into()));
+        assert!(resolve_device("cuda:2", two).is_err());
+        assert!(resolve_device("cuda", none).is_err());
+        assert!(resolve_device("tpu", two).is_err());
+    }
+
+    #[test]
+    fn resolution_limits() {
+        assert!(check_resolution(0, 16, Mode::Train).is_err());
+        assert!(check_resolution(32, 1, Mode::Train).is_err());
+        assert!(check_resolution(32, 1, Mode::Eval).is_ok());
+        assert!(check_resolution(33, 1, Mode::Train).is_ok());
+        assert!(check_resolution(8, 2, Mode::Train).is_ok());
+        assert!(check_resolution(MAX_RESOLUTION + 1, 2, Mode::Train).is_err());
+    }
+
+    #[test]
+    fn implementation_lists() {
+        assert_eq!(
+            parse_impls("libtorch, pytorch").ok(),
+            Some(vec![Impl::Libtorch, Impl::Pytorch])
+        );
+        let err = parse_impls("jax").err().unwrap().0;
+        assert!(err.contains("jax") && err.contains("torchscript"), "{err}");
+        assert!(parse_impls("pytorch,pytorch").is_err());
+        assert!(parse_impls(",").is_err());
+    }
+}

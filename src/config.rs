@@ -1,0 +1,168 @@
+//! Run configuration shared by the monitor and the workers (workers read it from the session's `config.json`).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The built-in implementations of ResNet, from the highest level of abstraction to the lowest.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Impl {
+    Pytorch,
+    Torchscript,
+    Libtorch,
+}
+
+impl Impl {
+    pub const ALL: [Impl; 3] = [Impl::Pytorch, Impl::Torchscript, Impl::Libtorch];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Pytorch => "pytorch",
+            Impl::Torchscript => "torchscript",
+            Impl::Libtorch => "libtorch",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Impl, String> {
+        Impl::ALL
+            .into_iter()
+            .find(|i| i.name() == s)
+            .ok_or_else(|| {
+                let known: Vec<_> = Impl::ALL.iter().map(|i| i.name()).collect();
+                format!("unknown implementation '{s}' (known: {})", known.join(", "))
+            })
+    }
+
+    /// Runs under the Python interpreter (directly, or to script the model once per session).
+    pub fn needs_python(self) -> bool {
+        matches!(self, Impl::Pytorch | Impl::Torchscript)
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Resnet50,
+    Resnet18,
+}
+
+impl Model {
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Resnet50 => "resnet50",
+            Model::Resnet18 => "resnet18",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Train,
+    Eval,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Train => "train",
+            Mode::Eval => "eval",
+        }
+    }
+}
+
+/// How workers that share one machine take turns.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    /// One step each in turn, so every implementation sees the same machine state.
+    Alternate,
+    /// All at once, competing for the machine.
+    Parallel,
+    /// One whole run after the other.
+    Sequential,
+}
+
+impl Schedule {
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Alternate => "alternate",
+            Schedule::Parallel => "parallel",
+            Schedule::Sequential => "sequential",
+        }
+    }
+}
+
+/// The optimiser every implementation uses: SGD with momentum and weight decay, constant learning rate.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Optimiser {
+    pub lr: f64,
+    pub momentum: f64,
+    pub weight_decay: f64,
+}
+
+impl Default for Optimiser {
+    fn default() -> Self {
+        Optimiser {
+            lr: 0.01,
+            momentum: 0.9,
+            weight_decay: 5e-4,
+        }
+    }
+}
+
+/// What one worker process needs to know; identical for every implementation of a session.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct WorkerConfig {
+    pub model: Model,
+    pub mode: Mode,
+    /// The dataset as the user named it (for display); the bytes come from `data_dir`.
+    pub dataset: String,
+    /// The session's decoded data cache.
+    pub data_dir: PathBuf,
+    /// The session's initial weights (safetensors), loaded by every implementation.
+    pub weights: PathBuf,
+    /// The session's scripted model, for the `torchscript` worker.
+    pub torchscript: Option<PathBuf>,
+    pub channels: u32,
+    pub classes: u32,
+    pub batch_size: u32,
+    pub resolution: u32,
+    /// Steps to run, warm-up included.
+    pub steps: u64,
+    pub warmup: u64,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    pub threads: u32,
+    pub seed: u64,
+    pub pinned: bool,
+    pub optimiser: Optimiser,
+}
+
+/// The whole session as the user asked for it, after defaults were applied.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SessionConfig {
+    pub impls: Vec<String>,
+    pub model: Model,
+    pub dataset: String,
+    pub mode: Mode,
+    pub batch_size: u32,
+    pub resolution: u32,
+    pub steps: u64,
+    pub warmup: u64,
+    pub device: String,
+    pub threads: u32,
+    pub schedule: Schedule,
+    pub seed: u64,
+    pub pinned: bool,
+    pub optimiser: Optimiser,
+}
+
+/// Reads a worker's configuration file; a worker's only input besides the data cache and weights.
+pub fn read_worker_config(path: &std::path::Path) -> Result<WorkerConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read worker config {}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("invalid worker config {}: {e}", path.display()))
+}

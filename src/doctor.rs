@@ -1,0 +1,118 @@
+//! `golow doctor`: what golow finds on this machine, one line per component, each with the reason when
+//! something is missing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::cli::{EXIT_OK, EXIT_WORKER_FAILED, worker_program};
+use crate::session::python;
+
+fn nvml_report() -> Vec<String> {
+    let nvml = match nvml_wrapper::Nvml::init() {
+        Ok(n) => n,
+        Err(e) => return vec![format!("NVML: no NVIDIA GPU — NVML: {e}")],
+    };
+    let driver = nvml
+        .sys_driver_version()
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let count = nvml.device_count().unwrap_or(0);
+    let mut lines = vec![format!("NVML: driver {driver}, {count} GPU(s)")];
+    for i in 0..count {
+        let line = match nvml.device_by_index(i) {
+            Ok(d) => {
+                let name = d.name().unwrap_or_else(|e| format!("unknown ({e})"));
+                let memory = d
+                    .memory_info()
+                    .map(|m| format!("{:.1} GiB", m.total as f64 / (1u64 << 30) as f64));
+                format!(
+                    "  GPU {i}: {name}, {}",
+                    memory.unwrap_or_else(|e| format!("memory unknown ({e})"))
+                )
+            }
+            Err(e) => format!("  GPU {i}: {e}"),
+        };
+        lines.push(line);
+    }
+    lines
+}
+
+fn worker_report() -> (bool, String) {
+    let program = match worker_program() {
+        Ok(p) => p,
+        Err(e) => return (false, format!("golow-worker: {e}")),
+    };
+    match Command::new(&program).arg("probe").output() {
+        Ok(out) if out.status.success() => {
+            let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+            let field = |k: &str| {
+                probe
+                    .get(k)
+                    .map(|v| v.to_string().trim_matches('"').to_string())
+                    .unwrap_or_else(|| "?".into())
+            };
+            (
+                true,
+                format!(
+                    "golow-worker: {} (libtorch {}, tch {}, CUDA available: {}, CUDA devices: {}, cuDNN: {}, threads: {})",
+                    program.display(),
+                    field("libtorch"),
+                    field("tch"),
+                    field("cuda_available"),
+                    field("cuda_devices"),
+                    field("cudnn_version"),
+                    field("threads"),
+                ),
+            )
+        }
+        Ok(out) => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output")
+                .to_string();
+            (
+                false,
+                format!(
+                    "golow-worker: {} fails to start ({}): {last}",
+                    program.display(),
+                    out.status
+                ),
+            )
+        }
+        Err(e) => (
+            false,
+            format!("golow-worker: cannot run {}: {e}", program.display()),
+        ),
+    }
+}
+
+pub fn run(python_flag: Option<PathBuf>) -> i32 {
+    println!("golow {}", env!("CARGO_PKG_VERSION"));
+    let python = python::resolve(python_flag);
+    let python_ok = match python::check(&python) {
+        Ok(version) => {
+            println!("python: {} (torch {version})", python.display());
+            true
+        }
+        Err(e) => {
+            println!("python: {e}");
+            false
+        }
+    };
+    let (worker_ok, worker) = worker_report();
+    println!("{worker}");
+    match crate::telemetry::cuda::device_count() {
+        Ok(n) => println!("CUDA driver: {n} device(s)"),
+        Err(e) => println!("CUDA driver: {e}"),
+    }
+    for line in nvml_report() {
+        println!("{line}");
+    }
+    if python_ok && worker_ok {
+        EXIT_OK
+    } else {
+        EXIT_WORKER_FAILED
+    }
+}

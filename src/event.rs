@@ -1,0 +1,203 @@
+//! The event schema: the one contract between workers, samplers, the session hub, the recorder and the UI.
+//!
+//! Workers write [`WorkerEvent`]s, one JSON object per line, on a dedicated file descriptor (never their
+//! stdout). The hub wraps every event, from a worker or from the monitor itself, in a [`Record`] that carries
+//! the schema version, a monotonic timestamp and the worker it concerns.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::WorkerConfig;
+
+/// Bumped on any change a reader of older files could misread.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A line on a worker's event channel is cut off beyond this many bytes and reported as a protocol error.
+pub const MAX_WORKER_LINE_BYTES: usize = 1 << 20;
+
+/// Whether a step trained the model or only evaluated it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Train,
+    Eval,
+}
+
+/// First event of every worker: who it is and what it is about to run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Hello {
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    pub pid: u32,
+    /// Library name → version, e.g. `torch` → `2.11.0+cu130`, `python` → `3.11.7`.
+    pub versions: std::collections::BTreeMap<String, String>,
+    /// The device the worker computes on, as torch names it (`cpu`, `cuda:0`).
+    pub device: String,
+    pub config: WorkerConfig,
+}
+
+/// One optimiser step (train) or one forward pass (eval), with its timed regions.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Counts from 0 over the whole run, warm-up included.
+    pub step: u64,
+    pub epoch: u64,
+    pub phase: Phase,
+    pub batch_size: u32,
+    /// Host time to assemble the batch from the data cache (not part of the compared regions).
+    pub data_ms: f64,
+    /// Host→device copy of inputs and targets; `null` when the worker computes on the CPU.
+    pub h2d_ms: Option<f64>,
+    pub h2d_bytes: Option<u64>,
+    /// forward + loss + backward + optimiser step (train), or forward + loss (eval).
+    pub compute_ms: f64,
+    pub loss: f64,
+    /// How many samples of the batch were classified correctly.
+    pub correct: u32,
+    /// Warm-up steps are reported but excluded from statistics.
+    pub warmup: bool,
+}
+
+/// End of an epoch (or of the run, mid-epoch, with `complete: false`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Epoch {
+    pub epoch: u64,
+    pub complete: bool,
+    pub train_loss: Option<f64>,
+    pub train_accuracy: Option<f64>,
+    pub eval_loss: Option<f64>,
+    pub eval_accuracy: Option<f64>,
+}
+
+/// The worker ran the steps it was granted and waits for its next turn (alternating schedule only).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct TurnEnd {
+    pub steps_done: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitStatus {
+    Ok,
+    Stopped,
+    Error,
+}
+
+/// Last event of a worker that ends on its own terms.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct WorkerExit {
+    pub status: ExitStatus,
+    pub message: Option<String>,
+}
+
+/// What a worker may say. A worker cannot forge monitor events: its lines parse into this type only.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    Hello(Hello),
+    Step(Step),
+    Epoch(Epoch),
+    TurnEnd(TurnEnd),
+    Exit(WorkerExit),
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Everything that reaches the state, from workers and from the monitor.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Body {
+    /// The session's configuration, first record of every session.
+    SessionStart(crate::config::SessionConfig),
+    /// The launcher started a worker process.
+    WorkerStarted {
+        pid: u32,
+        command: Vec<String>,
+    },
+    Hello(Hello),
+    Step(Step),
+    Epoch(Epoch),
+    TurnEnd(TurnEnd),
+    Exit(WorkerExit),
+    /// A line the worker printed on its stdout or stderr.
+    Output {
+        stream: Stream,
+        line: String,
+    },
+    /// A line on the event channel that is not a valid event.
+    ProtocolError {
+        message: String,
+    },
+    /// A reading of the worker's process (and its children) from /proc.
+    Process {
+        pid: u32,
+        rss_bytes: u64,
+        peak_rss_bytes: u64,
+        cpu_percent: Option<f64>,
+    },
+    /// The worker process ended; `signal` is set when a signal killed it.
+    WorkerExited {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        /// golow asked it to stop (user interrupt); its end is then not a failure.
+        stop_requested: bool,
+    },
+    SessionEnd,
+}
+
+impl From<WorkerEvent> for Body {
+    fn from(event: WorkerEvent) -> Self {
+        match event {
+            WorkerEvent::Hello(e) => Body::Hello(e),
+            WorkerEvent::Step(e) => Body::Step(e),
+            WorkerEvent::Epoch(e) => Body::Epoch(e),
+            WorkerEvent::TurnEnd(e) => Body::TurnEnd(e),
+            WorkerEvent::Exit(e) => Body::Exit(e),
+        }
+    }
+}
+
+/// An event as the hub stamped it: what is recorded, replayed and folded into the state.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Record {
+    pub v: u32,
+    /// Milliseconds since the session started, on the monitor's monotonic clock.
+    pub t_ms: f64,
+    /// The worker the event concerns; absent for session-wide events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    #[serde(flatten)]
+    pub body: Body,
+}
+
+impl Record {
+    pub fn new(t_ms: f64, worker: Option<String>, body: Body) -> Self {
+        Record {
+            v: SCHEMA_VERSION,
+            t_ms,
+            worker,
+            body,
+        }
+    }
+}
+
+/// Parses one line of a worker's event channel.
+pub fn parse_worker_line(line: &str) -> Result<WorkerEvent, String> {
+    serde_json::from_str(line).map_err(|e| format!("invalid event line ({e}): {}", preview(line)))
+}
+
+fn preview(line: &str) -> String {
+    const MAX: usize = 120;
+    if line.len() <= MAX {
+        return line.to_string();
+    }
+    let cut = (0..=MAX)
+        .rev()
+        .find(|&i| line.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}…", &line[..cut])
+}

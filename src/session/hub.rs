@@ -1,0 +1,166 @@
+//! The session hub: starts workers as the schedule says, stamps everything that happens with the
+//! monitor's monotonic clock, folds it into the state and hands each record to the observers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::launcher::{self, Incoming, Launched, WorkerCommand};
+use super::schedule::{Action, Scheduler, TURN_STEPS};
+use crate::config::SessionConfig;
+use crate::event::{Body, Record, Stream};
+use crate::state::State;
+use crate::telemetry::procfs::{ProcSampler, Watched};
+
+/// Anything that wants to see the session as it happens (progress display, recorder, UI).
+pub trait Observer {
+    fn on_record(&mut self, record: &Record, state: &State);
+}
+
+struct Hub<'a> {
+    start: Instant,
+    state: State,
+    names: Vec<String>,
+    observer: &'a mut dyn Observer,
+}
+
+impl Hub<'_> {
+    fn publish(&mut self, worker: Option<usize>, body: Body) {
+        let t_ms = self.start.elapsed().as_secs_f64() * 1e3;
+        let name = worker.and_then(|i| self.names.get(i).cloned());
+        let record = Record::new(t_ms, name, body);
+        self.state.apply(&record);
+        self.observer.on_record(&record, &self.state);
+    }
+}
+
+/// Runs the workers to their end (or until the user interrupts) and returns the final state.
+pub async fn run(
+    session: SessionConfig,
+    workers: Vec<(String, WorkerCommand)>,
+    interval: Duration,
+    observer: &mut dyn Observer,
+) -> State {
+    let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
+    let mut hub = Hub {
+        start: Instant::now(),
+        state: State::default(),
+        names,
+        observer,
+    };
+    let mut scheduler = Scheduler::new(session.schedule, workers.len());
+    hub.publish(None, Body::SessionStart(session));
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<Incoming>();
+    let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
+    let sampler_tx = tx.clone();
+    let _sampler = ProcSampler::start(interval, watched.clone(), move |worker, body| {
+        let _ = sampler_tx.send(Incoming { worker, body });
+    });
+
+    let mut launched: Vec<Option<Launched>> = (0..workers.len()).map(|_| None).collect();
+    let mut ended = vec![false; workers.len()];
+    let mut pending = scheduler.start();
+    let mut stopping = false;
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+
+    loop {
+        for action in std::mem::take(&mut pending) {
+            match action {
+                Action::Spawn(i) if stopping => {
+                    ended[i] = true;
+                    hub.publish(Some(i), never_started());
+                }
+                Action::Spawn(i) => {
+                    let (_, command) = &workers[i];
+                    match launcher::spawn(i, command, scheduler.controls_turns(), tx.clone()) {
+                        Ok(worker) => {
+                            if let Ok(mut w) = watched.lock() {
+                                w.insert(i, worker.pid);
+                            }
+                            hub.publish(
+                                Some(i),
+                                Body::WorkerStarted {
+                                    pid: worker.pid,
+                                    command: command.argv(),
+                                },
+                            );
+                            launched[i] = Some(worker);
+                        }
+                        Err(e) => {
+                            let line =
+                                format!("golow: cannot start {}: {e}", command.program.display());
+                            hub.publish(
+                                Some(i),
+                                Body::Output {
+                                    stream: Stream::Stderr,
+                                    line,
+                                },
+                            );
+                            hub.publish(
+                                Some(i),
+                                Body::WorkerExited {
+                                    exit_code: None,
+                                    signal: None,
+                                    stop_requested: false,
+                                },
+                            );
+                            ended[i] = true;
+                            pending.extend(scheduler.on_exit(i));
+                        }
+                    }
+                }
+                Action::Grant(i) => {
+                    if let Some(worker) = launched[i].as_mut() {
+                        worker.grant(TURN_STEPS).await;
+                    }
+                }
+            }
+        }
+        if ended.iter().all(|&e| e) {
+            break;
+        }
+        tokio::select! {
+            incoming = rx.recv() => {
+                let Some(Incoming { worker, body }) = incoming else { break };
+                let reaction = match &body {
+                    Body::TurnEnd(_) => scheduler.on_turn_end(worker),
+                    Body::WorkerExited { .. } => {
+                        ended[worker] = true;
+                        launched[worker] = None;
+                        if let Ok(mut w) = watched.lock() {
+                            w.remove(&worker);
+                        }
+                        scheduler.on_exit(worker)
+                    }
+                    _ => Vec::new(),
+                };
+                hub.publish(Some(worker), body);
+                pending.extend(reaction);
+            }
+            _ = &mut interrupt, if !stopping => {
+                stopping = true;
+                for i in scheduler.cancel_pending() {
+                    ended[i] = true;
+                    hub.publish(Some(i), never_started());
+                }
+                for worker in launched.iter_mut().flatten() {
+                    worker.stop();
+                }
+            }
+        }
+    }
+    hub.publish(None, Body::SessionEnd);
+    hub.state
+}
+
+/// A worker the session was stopped before starting.
+fn never_started() -> Body {
+    Body::WorkerExited {
+        exit_code: None,
+        signal: None,
+        stop_requested: true,
+    }
+}

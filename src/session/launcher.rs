@@ -1,0 +1,232 @@
+//! Starts worker processes: events on a dedicated descriptor (3), turn grants on another (4), stdout and
+//! stderr captured separately. Everything a worker says reaches the hub as `Incoming`.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+use tokio::process::Command;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::lines::{Line, for_each_line};
+use crate::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
+
+/// The descriptor numbers a worker finds its channels on.
+pub const EVENT_FD: i32 = 3;
+pub const CONTROL_FD: i32 = 4;
+
+/// Output lines longer than this are cut (a worker printing a huge line must not exhaust memory).
+const MAX_OUTPUT_LINE_BYTES: usize = 64 * 1024;
+
+/// A worker's event stream is drained for at most this long after its process ended (a grandchild
+/// could hold the pipe open).
+const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
+
+/// Something a worker process did, for the hub.
+#[derive(Debug)]
+pub struct Incoming {
+    pub worker: usize,
+    pub body: Body,
+}
+
+/// How to start one worker.
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    pub program: std::path::PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl WorkerCommand {
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.display().to_string())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+}
+
+/// A started worker, as the hub holds it.
+pub struct Launched {
+    pub pid: u32,
+    control: Option<pipe::Sender>,
+    stop_requested: Arc<AtomicBool>,
+}
+
+impl Launched {
+    /// Grants the worker `steps` more steps. A worker that cannot hear it is dying, and its exit,
+    /// reported like any other, moves the turn on.
+    pub async fn grant(&mut self, steps: u64) {
+        if let Some(c) = self.control.as_mut() {
+            let _ = c.write_all(format!("go {steps}\n").as_bytes()).await;
+        }
+    }
+
+    /// Asks the worker's process group to end; its end is then reported as stopped, not failed.
+    pub fn stop(&mut self) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+        self.control = None;
+        // SAFETY: plain kill(2) on the worker's own process group (it was started as a group leader).
+        unsafe {
+            libc::kill(-(self.pid as i32), libc::SIGTERM);
+        }
+    }
+}
+
+/// Duplicates `fd` onto `target` in the child; dup2's copy does not inherit close-on-exec.
+fn dup_fd_above(fd: i32) -> io::Result<i32> {
+    // SAFETY: fcntl on a descriptor we own; only async-signal-safe calls.
+    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+    if high < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(high)
+    }
+}
+
+pub fn spawn(
+    worker: usize,
+    command: &WorkerCommand,
+    controlled: bool,
+    tx: UnboundedSender<Incoming>,
+) -> io::Result<Launched> {
+    let (event_reader, event_writer) = io::pipe()?;
+    let control = if controlled { Some(io::pipe()?) } else { None };
+    let event_fd = event_writer.as_raw_fd();
+    let control_fd = control.as_ref().map(|(r, _)| r.as_raw_fd());
+
+    let mut cmd = Command::new(&command.program);
+    cmd.args(&command.args)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .env(crate::workers::EVENT_FD_ENV, EVENT_FD.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if controlled {
+        cmd.env(
+            crate::workers::turns::CONTROL_FD_ENV,
+            CONTROL_FD.to_string(),
+        );
+    } else {
+        cmd.env_remove(crate::workers::turns::CONTROL_FD_ENV);
+    }
+    // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl) run.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Lift both descriptors above the targets first, so moving one cannot clobber the other.
+            let events = dup_fd_above(event_fd)?;
+            let control = control_fd.map(dup_fd_above).transpose()?;
+            if libc::dup2(events, EVENT_FD) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if let Some(control) = control
+                && libc::dup2(control, CONTROL_FD) < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+            // A worker must not outlive its monitor.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    drop(event_writer);
+    let control_sender = match control {
+        Some((reader, writer)) => {
+            drop(reader);
+            Some(pipe::Sender::from_owned_fd(OwnedFd::from(writer))?)
+        }
+        None => None,
+    };
+    let pid = child.id().unwrap_or(0);
+    let stop_requested = Arc::new(AtomicBool::new(false));
+
+    let events = pipe::Receiver::from_owned_fd(OwnedFd::from(event_reader))?;
+    let event_tx = tx.clone();
+    let event_task = tokio::spawn(async move {
+        for_each_line(events, MAX_WORKER_LINE_BYTES, |line| {
+            let body = match line {
+                Line::Text(text) if text.trim().is_empty() => return,
+                Line::Text(text) => match parse_worker_line(&text) {
+                    Ok(event) => Body::from(event),
+                    Err(message) => Body::ProtocolError { message },
+                },
+                Line::TooLong => Body::ProtocolError {
+                    message: format!(
+                        "event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped"
+                    ),
+                },
+            };
+            let _ = event_tx.send(Incoming { worker, body });
+        })
+        .await;
+    });
+    let mut output_tasks = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        output_tasks.push(tokio::spawn(forward_output(
+            worker,
+            Stream::Stdout,
+            out,
+            tx.clone(),
+        )));
+    }
+    if let Some(err) = child.stderr.take() {
+        output_tasks.push(tokio::spawn(forward_output(
+            worker,
+            Stream::Stderr,
+            err,
+            tx.clone(),
+        )));
+    }
+    let stopped = stop_requested.clone();
+    tokio::spawn(async move {
+        let status = child.wait().await;
+        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, event_task).await;
+        for task in output_tasks {
+            let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, task).await;
+        }
+        let (exit_code, signal) = match status {
+            Ok(s) => (s.code(), s.signal()),
+            Err(_) => (None, None),
+        };
+        let body = Body::WorkerExited {
+            exit_code,
+            signal,
+            stop_requested: stopped.load(Ordering::SeqCst),
+        };
+        let _ = tx.send(Incoming { worker, body });
+    });
+    Ok(Launched {
+        pid,
+        control: control_sender,
+        stop_requested,
+    })
+}
+
+async fn forward_output<R: tokio::io::AsyncRead + Unpin>(
+    worker: usize,
+    stream: Stream,
+    reader: R,
+    tx: UnboundedSender<Incoming>,
+) {
+    for_each_line(reader, MAX_OUTPUT_LINE_BYTES, |line| {
+        let line = match line {
+            Line::Text(text) => text,
+            Line::TooLong => {
+                format!("[golow: line longer than {MAX_OUTPUT_LINE_BYTES} bytes skipped]")
+            }
+        };
+        let _ = tx.send(Incoming {
+            worker,
+            body: Body::Output { stream, line },
+        });
+    })
+    .await;
+}

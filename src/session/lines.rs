@@ -1,0 +1,93 @@
+//! Reads untrusted line streams (worker events, stdout, stderr) with a bounded buffer: an endless line
+//! costs at most `max` bytes of memory and is reported, never a panic.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    Text(String),
+    /// A line longer than the limit; its bytes were skipped.
+    TooLong,
+}
+
+pub async fn for_each_line<R: AsyncRead + Unpin>(
+    reader: R,
+    max: usize,
+    mut on_line: impl FnMut(Line),
+) {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let limit = max as u64 + 1;
+        match (&mut reader).take(limit).read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+        } else if buf.len() > max {
+            on_line(Line::TooLong);
+            if !skip_to_newline(&mut reader, &mut buf).await {
+                return;
+            }
+            continue;
+        }
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+        on_line(Line::Text(String::from_utf8_lossy(&buf).into_owned()));
+    }
+}
+
+/// Discards the rest of an overlong line; false at end of stream.
+async fn skip_to_newline<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+) -> bool {
+    loop {
+        buf.clear();
+        match reader.take(1 << 16).read_until(b'\n', buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if buf.last() == Some(&b'\n') => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<Line> {
+        let mut out = Vec::new();
+        for_each_line(input, max, |l| out.push(l)).await;
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_and_bounds_lines() {
+        let long = [b'x'; 100];
+        let mut input = b"a\r\nbb\n".to_vec();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\nlast");
+        let got = lines(&input, 10).await;
+        assert_eq!(
+            got,
+            vec![
+                Line::Text("a".into()),
+                Line::Text("bb".into()),
+                Line::TooLong,
+                Line::Text("last".into())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_utf8_is_replaced() {
+        assert_eq!(
+            lines(b"\xff\xfe\n", 10).await,
+            vec![Line::Text("\u{fffd}\u{fffd}".into())]
+        );
+    }
+}

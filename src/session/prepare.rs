@@ -1,0 +1,221 @@
+//! Everything a session needs before its first worker starts, made once and shared by every worker:
+//! the decoded data cache, the initial weights, the scripted model and the Python worker's sources.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::launcher::WorkerCommand;
+use crate::config::{Impl, Mode, SessionConfig, WorkerConfig};
+use crate::workers::data::{self, DatasetSpec};
+
+/// The Python sources, embedded so that the `golow` binary is all a user needs to carry.
+const PYTHON_SOURCES: [(&str, &str); 4] = [
+    ("worker.py", include_str!("../workers/pytorch/worker.py")),
+    (
+        "golow_common.py",
+        include_str!("../workers/pytorch/golow_common.py"),
+    ),
+    ("resnet.py", include_str!("../workers/pytorch/resnet.py")),
+    (
+        "script_model.py",
+        include_str!("../workers/pytorch/script_model.py"),
+    ),
+];
+
+/// How long a run is: a number of steps, or of passes over the split the mode reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    Steps(u64),
+    Epochs(u64),
+}
+
+/// Why preparing failed: the user's input (exit 2) or the environment (exit 1).
+#[derive(Debug)]
+pub enum PrepareError {
+    BadInput(String),
+    Setup(String),
+}
+
+/// A session's working directory, removed when the session ends, however it ends.
+pub struct SessionDir {
+    path: PathBuf,
+}
+
+impl SessionDir {
+    pub fn create() -> std::io::Result<SessionDir> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let path =
+            std::env::temp_dir().join(format!("golow-session-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&path)?;
+        Ok(SessionDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SessionDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// What `prepare` starts from: the validated command line.
+pub struct Plan {
+    pub impls: Vec<Impl>,
+    pub session: SessionConfig,
+    pub dataset: DatasetSpec,
+    pub length: Length,
+    pub python: Option<PathBuf>,
+    pub worker_program: PathBuf,
+}
+
+pub struct Prepared {
+    pub dir: SessionDir,
+    pub session: SessionConfig,
+    pub workers: Vec<(String, WorkerCommand)>,
+}
+
+fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> PrepareError + '_ {
+    move |e| PrepareError::Setup(format!("{what}: {e}"))
+}
+
+/// Runs a preparation step to completion; its stderr tail explains a failure.
+fn run_step(what: &str, command: &mut Command) -> Result<(), PrepareError> {
+    let output = command.output().map_err(setup(what))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output");
+    Err(PrepareError::Setup(format!(
+        "{what} failed ({}): {last}",
+        output.status
+    )))
+}
+
+pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
+    let dataset = data::load(&plan.dataset, plan.session.resolution)
+        .map_err(|e| PrepareError::BadInput(e.to_string()))?;
+    let dir = SessionDir::create().map_err(setup("cannot create the session directory"))?;
+    let data_dir = dir.path().join("data");
+    let meta =
+        data::write_cache(&dataset, &data_dir).map_err(setup("cannot write the data cache"))?;
+    drop(dataset);
+
+    let (split_name, split_count) = match plan.session.mode {
+        Mode::Train => ("training", meta.train_count),
+        Mode::Eval => ("test", meta.test_count),
+    };
+    let per_epoch = split_count / u64::from(plan.session.batch_size);
+    if per_epoch == 0 {
+        return Err(PrepareError::BadInput(format!(
+            "--batch-size {} is larger than the {split_name} split of {} ({split_count} samples)",
+            plan.session.batch_size, plan.dataset
+        )));
+    }
+    let steps = match plan.length {
+        Length::Steps(n) => n,
+        Length::Epochs(n) => n.saturating_mul(per_epoch),
+    };
+    if steps <= plan.session.warmup {
+        return Err(PrepareError::BadInput(format!(
+            "{steps} steps leave nothing to measure after {} warm-up steps: raise --steps/--epochs or lower --warmup",
+            plan.session.warmup
+        )));
+    }
+    let mut session = plan.session.clone();
+    session.steps = steps;
+
+    let python_dir = dir.path().join("pytorch");
+    std::fs::create_dir_all(&python_dir).map_err(setup("cannot write the Python worker"))?;
+    for (name, source) in PYTHON_SOURCES {
+        std::fs::write(python_dir.join(name), source)
+            .map_err(setup("cannot write the Python worker"))?;
+    }
+
+    let needs_script = plan.impls.contains(&Impl::Torchscript);
+    let config = WorkerConfig {
+        model: session.model,
+        mode: session.mode,
+        dataset: session.dataset.clone(),
+        data_dir,
+        weights: dir.path().join("weights.safetensors"),
+        torchscript: needs_script.then(|| dir.path().join("resnet.torchscript.pt")),
+        channels: meta.channels,
+        classes: meta.classes,
+        batch_size: session.batch_size,
+        resolution: session.resolution,
+        steps,
+        warmup: session.warmup,
+        device: session.device.clone(),
+        threads: session.threads,
+        seed: session.seed,
+        pinned: session.pinned,
+        optimiser: session.optimiser,
+    };
+    let config_path = dir.path().join("config.json");
+    let json =
+        serde_json::to_string_pretty(&config).map_err(setup("cannot encode the worker config"))?;
+    std::fs::write(&config_path, json).map_err(setup("cannot write the worker config"))?;
+    let config_arg = config_path.display().to_string();
+
+    run_step(
+        "writing the initial weights",
+        Command::new(&plan.worker_program).args(["init-weights", "--config", &config_arg]),
+    )?;
+    let python = || {
+        plan.python.clone().ok_or_else(|| {
+            PrepareError::Setup("no python was resolved for a Python implementation".into())
+        })
+    };
+    if needs_script {
+        run_step(
+            "scripting the model for torchscript",
+            Command::new(python()?)
+                .arg(python_dir.join("script_model.py"))
+                .args(["--config", &config_arg])
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+        )?;
+    }
+
+    let mut workers = Vec::new();
+    for &implementation in &plan.impls {
+        let command = match implementation {
+            Impl::Pytorch => WorkerCommand {
+                program: python()?,
+                args: vec![
+                    python_dir.join("worker.py").display().to_string(),
+                    "--config".into(),
+                    config_arg.clone(),
+                ],
+                env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+            },
+            Impl::Libtorch | Impl::Torchscript => WorkerCommand {
+                program: plan.worker_program.clone(),
+                args: vec![
+                    "run".into(),
+                    "--impl".into(),
+                    implementation.name().into(),
+                    "--config".into(),
+                    config_arg.clone(),
+                ],
+                env: Vec::new(),
+            },
+        };
+        workers.push((implementation.name().to_string(), command));
+    }
+    Ok(Prepared {
+        dir,
+        session,
+        workers,
+    })
+}

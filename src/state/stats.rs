@@ -1,0 +1,101 @@
+//! Latency statistics from HDR histograms: what the summary and the panes report.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// p50/p90/p99/max/mean in milliseconds.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// Durations recorded in nanoseconds with three significant digits (0.1% resolution).
+#[derive(Debug, Clone)]
+pub struct Durations {
+    histogram: Histogram<u64>,
+}
+
+impl Default for Durations {
+    fn default() -> Self {
+        Durations {
+            histogram: Histogram::new(3)
+                .expect("3 significant digits is a valid histogram precision"),
+        }
+    }
+}
+
+impl Durations {
+    /// Negative, NaN or absurd values (a misbehaving worker) are clamped, never a panic.
+    pub fn record_ms(&mut self, ms: f64) {
+        let ns = if ms.is_finite() {
+            (ms * 1e6).clamp(1.0, 1e15)
+        } else {
+            1.0
+        };
+        // The histogram resizes itself; recording can only fail beyond u64 ranges, excluded by the clamp.
+        let _ = self.histogram.record(ns as u64);
+    }
+
+    pub fn len(&self) -> u64 {
+        self.histogram.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.histogram.is_empty()
+    }
+
+    pub fn percentiles(&self) -> Option<Percentiles> {
+        if self.histogram.is_empty() {
+            return None;
+        }
+        let ms = |ns: u64| ns as f64 / 1e6;
+        Some(Percentiles {
+            p50: ms(self.histogram.value_at_quantile(0.5)),
+            p90: ms(self.histogram.value_at_quantile(0.9)),
+            p99: ms(self.histogram.value_at_quantile(0.99)),
+            max: ms(self.histogram.max()),
+            mean: self.histogram.mean() / 1e6,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut d = Durations::default();
+        for i in 1..=100 {
+            d.record_ms(f64::from(i));
+        }
+        let p = d.percentiles().unwrap();
+        assert!((p.p50 - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p90 - 90.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99 - 99.0).abs() < 0.1, "{p:?}");
+        assert!((p.max - 100.0).abs() < 0.1, "{p:?}");
+        assert!((p.mean - 50.5).abs() < 0.1, "{p:?}");
+    }
+
+    #[test]
+    fn long_durations_are_not_saturated() {
+        let mut d = Durations::default();
+        d.record_ms(250.0);
+        let p = d.percentiles().unwrap();
+        assert!((p.max - 250.0).abs() < 0.5, "{p:?}");
+    }
+
+    #[test]
+    fn hostile_values_do_not_panic() {
+        let mut d = Durations::default();
+        for v in [f64::NAN, -1.0, f64::INFINITY, 1e300, 0.0] {
+            d.record_ms(v);
+        }
+        assert_eq!(d.len(), 5);
+        assert!(Durations::default().percentiles().is_none());
+    }
+}

@@ -1,0 +1,4 @@
+//! Samplers that run in the monitor, each on its own thread, never on the UI's.
+
+pub mod cuda;
+pub mod procfs;

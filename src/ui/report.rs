@@ -1,0 +1,73 @@
+//! The summary table printed at the end of a headless run.
+
+use crate::state::{Percentiles, Summary, WorkerStatus};
+
+fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
+    p.map(|p| format!("{:.3}", pick(&p)))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|v| format!("{v:.digits$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+pub fn table(summary: &Summary) -> String {
+    let mut out = String::new();
+    if let Some(c) = &summary.config {
+        out.push_str(&format!(
+            "{} {} on {} · {} px · batch {} · {} · {}\n",
+            c.model.name(),
+            c.mode.name(),
+            c.dataset,
+            c.resolution,
+            c.batch_size,
+            c.device,
+            c.schedule.name()
+        ));
+    }
+    out.push_str(&format!(
+        "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9}\n",
+        "impl",
+        "status",
+        "steps",
+        "ms/sample",
+        "p90",
+        "compute",
+        "samples/s",
+        "h2d ms",
+        "loss 1st",
+        "loss end",
+        "acc",
+        "peak RSS"
+    ));
+    for w in &summary.workers {
+        let status = match w.status {
+            WorkerStatus::Ok => "ok",
+            WorkerStatus::Failed => "FAILED",
+            WorkerStatus::Stopped => "stopped",
+        };
+        out.push_str(&format!(
+            "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}M\n",
+            w.implementation,
+            status,
+            w.steps,
+            ms(w.sample_time_ms, |p| p.p50),
+            ms(w.sample_time_ms, |p| p.p90),
+            ms(w.compute_ms, |p| p.p50),
+            opt(w.throughput_samples_per_s, 1),
+            ms(w.h2d_ms, |p| p.p50),
+            opt(w.loss.first, 4),
+            opt(w.loss.last, 4),
+            opt(w.accuracy, 3),
+            w.peak_host_rss_bytes / (1 << 20),
+        ));
+    }
+    out.push_str("ms/sample and compute are medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval)\n");
+    for w in &summary.workers {
+        if let Some(error) = &w.error {
+            out.push_str(&format!("\n{} failed: {error}\n", w.implementation));
+        }
+    }
+    out
+}

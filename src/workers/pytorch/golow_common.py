@@ -1,0 +1,142 @@
+"""What every Python-side part of golow shares with the Rust workers: the session's weights file, the
+data cache, the seeded data order (bit-for-bit the Rust algorithm) and the event channel."""
+
+import json
+import os
+import sys
+
+import torch
+
+import resnet
+
+_MASK = 0xFFFFFFFFFFFFFFFF
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def epoch_order(seed: int, epoch: int, n: int) -> list:
+    """Fisher-Yates driven by splitmix64, identical to golow's Rust `epoch_order`."""
+    state = (seed + epoch * _GOLDEN) & _MASK
+    order = list(range(n))
+    for i in range(n - 1, 0, -1):
+        state = (state + _GOLDEN) & _MASK
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        z ^= z >> 31
+        j = z % (i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+_DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "U8": torch.uint8,
+}
+
+
+def load_safetensors(path: str) -> dict:
+    """Reads a safetensors file with torch alone (no extra package on the worker's python)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    header_len = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + header_len])
+    body = bytearray(raw[8 + header_len :])
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES[info["dtype"]]
+        start, end = info["data_offsets"]
+        count = (end - start) // torch.empty(0, dtype=dtype).element_size()
+        flat = torch.frombuffer(body, dtype=dtype, offset=start, count=count) if count else torch.empty(0, dtype=dtype)
+        tensors[name] = flat.reshape(info["shape"]).clone()
+    return tensors
+
+
+def build_model(cfg: dict) -> torch.nn.Module:
+    """The session's model with the session's initial weights."""
+    model = resnet.build(cfg["model"], cfg["channels"], cfg["classes"])
+    missing, unexpected = model.load_state_dict(load_safetensors(cfg["weights"]), strict=False)
+    # torchvision-layout batch norm counts batches; golow's weights file (written by tch) does not.
+    missing = [m for m in missing if not m.endswith("num_batches_tracked")]
+    if missing or unexpected:
+        raise RuntimeError(f"weights {cfg['weights']} do not fit the model: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+class Split:
+    def __init__(self, directory: str, name: str, meta: dict, count: int):
+        c, r = meta["channels"], meta["resolution"]
+        images = os.path.join(directory, f"{name}_images.u8")
+        labels = os.path.join(directory, f"{name}_labels.i64")
+        self.images = torch.from_file(images, shared=False, size=count * c * r * r, dtype=torch.uint8).view(count, c, r, r)
+        self.labels = torch.from_file(labels, shared=False, size=count, dtype=torch.int64)
+        self.count = count
+
+
+class DataCache:
+    """The session's decoded dataset; batches are built with the same tensor operations as in Rust."""
+
+    def __init__(self, directory: str):
+        with open(os.path.join(directory, "meta.json")) as f:
+            self.meta = json.load(f)
+        self.train = Split(directory, "train", self.meta, self.meta["train_count"])
+        self.test = Split(directory, "test", self.meta, self.meta["test_count"])
+        c = self.meta["channels"]
+        self.mean = torch.tensor(self.meta["mean"], dtype=torch.float32).view(1, c, 1, 1)
+        self.std = torch.tensor(self.meta["std"], dtype=torch.float32).view(1, c, 1, 1)
+
+    def split(self, phase: str) -> Split:
+        return self.train if phase == "train" else self.test
+
+    def batch(self, phase: str, indices: list, pin: bool):
+        split = self.split(phase)
+        idx = torch.tensor(indices, dtype=torch.int64)
+        inputs = split.images.index_select(0, idx).to(torch.float32) / 255.0
+        inputs = (inputs - self.mean) / self.std
+        targets = split.labels.index_select(0, idx)
+        if pin:
+            return inputs.pin_memory(), targets.pin_memory()
+        return inputs, targets
+
+
+class Events:
+    """The worker's end of the event channel: one JSON object per line on $GOLOW_EVENT_FD."""
+
+    def __init__(self):
+        fd = os.environ.get("GOLOW_EVENT_FD")
+        self.out = os.fdopen(int(fd), "w", buffering=1) if fd is not None else sys.stdout
+
+    def emit(self, event: dict):
+        self.out.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+
+class Turns:
+    """The alternating schedule: run the granted steps, report the end of the turn, wait for the next."""
+
+    def __init__(self):
+        fd = os.environ.get("GOLOW_CONTROL_FD")
+        self.control = os.fdopen(int(fd), "r") if fd is not None else None
+        self.granted = 0
+
+    def turn_over(self) -> bool:
+        return self.control is not None and self.granted == 0
+
+    def wait(self) -> bool:
+        """True to go on, False to stop (asked to, or the monitor is gone)."""
+        line = self.control.readline().strip()
+        if line.startswith("go "):
+            self.granted = int(line[3:])
+            return True
+        if line == "stop" or line == "":
+            return False
+        raise RuntimeError(f"invalid control line {line!r}")
+
+    def took_step(self):
+        self.granted = max(0, self.granted - 1)

@@ -1,0 +1,152 @@
+//! The Rust workers (`golow-worker`): each run is one process that trains or evaluates one implementation
+//! and reports on its event channel. Workers know nothing of the UI or of each other.
+
+mod batches;
+mod clock;
+mod libtorch;
+mod model;
+mod runner;
+mod torchscript;
+
+use std::collections::BTreeMap;
+
+use tch::Device;
+
+use golow::config::{Impl, WorkerConfig};
+use golow::event::{ExitStatus, Hello, WorkerEvent};
+use golow::workers::emit::Emitter;
+use golow::workers::turns;
+use runner::{Network, Runner};
+
+pub use libtorch::write_initial_weights;
+
+/// Parses torch's device names: `cpu`, `cuda`, `cuda:N`.
+pub fn parse_device(name: &str) -> Result<Device, String> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(0)),
+        _ => name
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse().ok())
+            .map(Device::Cuda)
+            .ok_or_else(|| format!("unknown device '{name}' (expected cpu or cuda:N)")),
+    }
+}
+
+fn versions(device: Device) -> BTreeMap<String, String> {
+    let mut versions = BTreeMap::from([
+        ("golow".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ("tch".to_string(), "0.24.0".to_string()),
+        (
+            "libtorch".to_string(),
+            env!("GOLOW_LIBTORCH_VERSION").to_string(),
+        ),
+    ]);
+    if device.is_cuda() {
+        versions.insert("cudnn".to_string(), tch::utils::version_cudnn().to_string());
+        versions.insert(
+            "cudart".to_string(),
+            tch::utils::version_cudart().to_string(),
+        );
+    }
+    versions
+}
+
+fn load_network(
+    implementation: Impl,
+    config: &WorkerConfig,
+    device: Device,
+) -> Result<Box<dyn Network>, String> {
+    Ok(match implementation {
+        Impl::Libtorch => Box::new(libtorch::LibtorchNet::load(config, device)?),
+        Impl::Torchscript => Box::new(torchscript::TorchScriptNet::load(config, device)?),
+        Impl::Pytorch => {
+            return Err("the pytorch implementation runs under Python, not golow-worker".into());
+        }
+    })
+}
+
+fn run_steps(
+    implementation: Impl,
+    config: &WorkerConfig,
+    device: Device,
+    emitter: &mut Emitter,
+) -> Result<ExitStatus, String> {
+    let data = batches::DataCache::open(&config.data_dir)?;
+    let mut net = load_network(implementation, config, device)?;
+    let turns = turns::Turns::from_env()?;
+    Runner {
+        config,
+        device,
+        data: &data,
+        emitter,
+        turns,
+    }
+    .run(net.as_mut())
+}
+
+/// Runs one worker to the end; returns the process exit code.
+pub fn run_worker(implementation: Impl, config: &WorkerConfig) -> i32 {
+    let mut emitter = match Emitter::from_env() {
+        Ok(e) => e,
+        Err(message) => {
+            eprintln!("golow-worker: {message}");
+            return 2;
+        }
+    };
+    let outcome = (|| {
+        let device = parse_device(&config.device)?;
+        if device.is_cuda() && !tch::Cuda::is_available() {
+            return Err(format!(
+                "{} requested but torch sees no CUDA device",
+                config.device
+            ));
+        }
+        tch::set_num_threads(config.threads as i32);
+        let hello = Hello {
+            implementation: implementation.name().to_string(),
+            pid: std::process::id(),
+            versions: versions(device),
+            device: config.device.clone(),
+            config: config.clone(),
+        };
+        emitter
+            .emit(&WorkerEvent::Hello(hello))
+            .map_err(|e| format!("event channel: {e}"))?;
+        // A tch error surfaces as a panic; it ends this run, reported like any other error.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_steps(implementation, config, device, &mut emitter)
+        }))
+        .unwrap_or_else(|panic| Err(panic_message(&panic)))
+    })();
+    if let Err(message) = &outcome {
+        eprintln!("golow-worker: {message}");
+    }
+    runner::emit_exit(&mut emitter, &outcome);
+    match outcome {
+        Ok(_) => 0,
+        Err(_) => 1,
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "worker panicked".to_string())
+}
+
+/// What this build of libtorch sees, for `golow doctor`.
+pub fn probe() -> serde_json::Value {
+    let cuda = tch::Cuda::is_available();
+    serde_json::json!({
+        "libtorch": env!("GOLOW_LIBTORCH_VERSION"),
+        "tch": "0.24.0",
+        "cuda_available": cuda,
+        "cuda_devices": tch::Cuda::device_count(),
+        "cudnn_available": cuda && tch::Cuda::cudnn_is_available(),
+        "cudnn_version": cuda.then(tch::utils::version_cudnn),
+        "threads": tch::get_num_threads(),
+    })
+}

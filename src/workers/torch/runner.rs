@@ -1,0 +1,252 @@
+//! The step loop every Rust worker runs: the same data order, timed regions, events and epoch accounting
+//! as `pytorch/worker.py`, with the network as the only thing that differs between implementations.
+
+use std::time::Instant;
+
+use tch::{Device, Kind, Tensor, nn};
+
+use super::batches::DataCache;
+use super::clock::{RegionTimes, StepClock};
+use golow::config::{Mode, WorkerConfig};
+use golow::event::{Epoch, ExitStatus, Phase, Step, TurnEnd, WorkerEvent, WorkerExit};
+use golow::workers::data::epoch_order;
+use golow::workers::emit::Emitter;
+use golow::workers::turns::{Grant, Turns};
+
+/// What differs between implementations: how logits are computed and where the parameters live.
+pub trait Network {
+    fn forward(&self, inputs: &Tensor, train: bool) -> Tensor;
+    /// Switches batch norm between batch statistics and running statistics.
+    fn set_train(&mut self, train: bool);
+    fn var_store(&self) -> &nn::VarStore;
+}
+
+/// Running totals of one epoch.
+#[derive(Default)]
+struct Tally {
+    loss_sum: f64,
+    batches: u64,
+    correct: u64,
+    samples: u64,
+}
+
+impl Tally {
+    fn add(&mut self, loss: f64, correct: u64, samples: u64) {
+        self.loss_sum += loss;
+        self.batches += 1;
+        self.correct += correct;
+        self.samples += samples;
+    }
+
+    fn loss(&self) -> Option<f64> {
+        (self.batches > 0).then(|| self.loss_sum / self.batches as f64)
+    }
+
+    fn accuracy(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.correct as f64 / self.samples as f64)
+    }
+}
+
+/// Number of whole batches in one pass over the split the mode reads.
+fn steps_per_epoch(samples: usize, batch_size: u32) -> u64 {
+    (samples / batch_size as usize) as u64
+}
+
+pub struct Runner<'a> {
+    pub config: &'a WorkerConfig,
+    pub device: Device,
+    pub data: &'a DataCache,
+    pub emitter: &'a mut Emitter,
+    pub turns: Turns,
+}
+
+fn correct_count(logits: &Tensor, targets: &Tensor) -> u64 {
+    logits
+        .argmax(-1, false)
+        .eq_tensor(targets)
+        .sum(Kind::Int64)
+        .int64_value(&[]) as u64
+}
+
+impl Runner<'_> {
+    fn emit(&mut self, event: WorkerEvent) -> Result<(), String> {
+        self.emitter
+            .emit(&event)
+            .map_err(|e| format!("event channel: {e}"))
+    }
+
+    /// Runs every configured step; returns how the run ended.
+    pub fn run(&mut self, net: &mut dyn Network) -> Result<ExitStatus, String> {
+        let config = self.config;
+        let train = config.mode == Mode::Train;
+        let phase = if train { Phase::Train } else { Phase::Eval };
+        let split_count = self.data.split(phase).count;
+        let per_epoch = steps_per_epoch(split_count, config.batch_size);
+        if per_epoch == 0 {
+            return Err(format!(
+                "batch size {} is larger than the {} split ({split_count} samples)",
+                config.batch_size,
+                config.mode.name()
+            ));
+        }
+        let mut optimiser = if train {
+            let sgd = nn::Sgd {
+                momentum: config.optimiser.momentum,
+                dampening: 0.0,
+                wd: config.optimiser.weight_decay,
+                nesterov: false,
+            };
+            Some(
+                nn::OptimizerConfig::build(sgd, net.var_store(), config.optimiser.lr)
+                    .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
+        net.set_train(train);
+        let cuda = self.device.is_cuda();
+        let mut clock = StepClock::new(cuda)?;
+        let pinned = (config.pinned && cuda).then_some(self.device);
+        let batch = config.batch_size as usize;
+        let mut order = Vec::new();
+        let mut tally = Tally::default();
+        for step in 0..config.steps {
+            if self.turns.turn_over() {
+                self.emit(WorkerEvent::TurnEnd(TurnEnd { steps_done: step }))?;
+                if self.turns.wait()? == Grant::Stop {
+                    return Ok(ExitStatus::Stopped);
+                }
+            }
+            let epoch = step / per_epoch;
+            let position = (step % per_epoch) as usize;
+            if position == 0 {
+                order = if train {
+                    epoch_order(config.seed, epoch, split_count)
+                } else {
+                    (0..split_count).collect()
+                };
+            }
+            let data_start = Instant::now();
+            let host = self.data.batch(
+                phase,
+                &order[position * batch..(position + 1) * batch],
+                pinned,
+            );
+            let data_ms = data_start.elapsed().as_secs_f64() * 1e3;
+
+            clock.mark(0)?;
+            let (inputs, targets) = if cuda {
+                (
+                    host.inputs
+                        .to_device_(self.device, Kind::Float, pinned.is_some(), false),
+                    host.targets
+                        .to_device_(self.device, Kind::Int64, pinned.is_some(), false),
+                )
+            } else {
+                (host.inputs.shallow_clone(), host.targets.shallow_clone())
+            };
+            clock.mark(1)?;
+            let (loss, logits) = match optimiser.as_mut() {
+                Some(opt) => {
+                    let logits = net.forward(&inputs, true);
+                    let loss = logits.cross_entropy_for_logits(&targets);
+                    opt.zero_grad();
+                    loss.backward();
+                    opt.step();
+                    (loss, logits)
+                }
+                None => tch::no_grad(|| {
+                    let logits = net.forward(&inputs, false);
+                    (logits.cross_entropy_for_logits(&targets), logits)
+                }),
+            };
+            clock.mark(2)?;
+            let RegionTimes { h2d_ms, compute_ms } = clock.read()?;
+            let loss = loss.double_value(&[]);
+            let correct = tch::no_grad(|| correct_count(&logits, &targets));
+            self.turns.took_step();
+            tally.add(loss, correct, batch as u64);
+            self.emit(WorkerEvent::Step(Step {
+                step,
+                epoch,
+                phase,
+                batch_size: config.batch_size,
+                data_ms,
+                h2d_ms,
+                h2d_bytes: cuda.then(|| host.bytes()),
+                compute_ms,
+                loss,
+                correct: correct as u32,
+                warmup: step < config.warmup,
+            }))?;
+            let epoch_complete = position as u64 + 1 == per_epoch;
+            if epoch_complete || step + 1 == config.steps {
+                let event = self.end_epoch(net, epoch, epoch_complete, &tally)?;
+                self.emit(WorkerEvent::Epoch(event))?;
+                tally = Tally::default();
+            }
+        }
+        Ok(ExitStatus::Ok)
+    }
+
+    fn end_epoch(
+        &self,
+        net: &mut dyn Network,
+        epoch: u64,
+        complete: bool,
+        tally: &Tally,
+    ) -> Result<Epoch, String> {
+        if self.config.mode == Mode::Eval {
+            return Ok(Epoch {
+                epoch,
+                complete,
+                train_loss: None,
+                train_accuracy: None,
+                eval_loss: tally.loss(),
+                eval_accuracy: tally.accuracy(),
+            });
+        }
+        let eval = if complete {
+            Some(self.evaluate(net))
+        } else {
+            None
+        };
+        Ok(Epoch {
+            epoch,
+            complete,
+            train_loss: tally.loss(),
+            train_accuracy: tally.accuracy(),
+            eval_loss: eval.as_ref().and_then(Tally::loss),
+            eval_accuracy: eval.as_ref().and_then(Tally::accuracy),
+        })
+    }
+
+    /// One untimed pass over the whole test split, the last partial batch included.
+    fn evaluate(&self, net: &mut dyn Network) -> Tally {
+        net.set_train(false);
+        let mut tally = Tally::default();
+        let count = self.data.test.count;
+        let indices: Vec<usize> = (0..count).collect();
+        tch::no_grad(|| {
+            for chunk in indices.chunks(self.config.batch_size as usize) {
+                let host = self.data.batch(Phase::Eval, chunk, None);
+                let inputs = host.inputs.to_device(self.device);
+                let targets = host.targets.to_device(self.device);
+                let logits = net.forward(&inputs, false);
+                let loss = logits.cross_entropy_for_logits(&targets).double_value(&[]);
+                tally.add(loss, correct_count(&logits, &targets), chunk.len() as u64);
+            }
+        });
+        net.set_train(true);
+        tally
+    }
+}
+
+/// Sends the final event of a run that ended on the worker's own terms.
+pub fn emit_exit(emitter: &mut Emitter, outcome: &Result<ExitStatus, String>) {
+    let (status, message) = match outcome {
+        Ok(status) => (*status, None),
+        Err(message) => (ExitStatus::Error, Some(message.clone())),
+    };
+    let _ = emitter.emit(&WorkerEvent::Exit(WorkerExit { status, message }));
+}
