@@ -428,6 +428,18 @@ fn run(args: RunArgs) -> i32 {
     }
 }
 
+/// Clap's message on one line: the error and its hints, without the usage block.
+fn one_line(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .map(|l| l.trim_start_matches("error: "))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Parses `std::env::args` and runs; returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -447,11 +459,9 @@ pub fn main() -> i32 {
                     EXIT_OK
                 };
             }
-            let rendered = e.render().to_string();
-            let first = rendered.lines().next().unwrap_or("invalid arguments");
             eprintln!(
                 "golow: {} (see golow --help)",
-                first.trim_start_matches("error: ")
+                one_line(&e.render().to_string())
             );
             return EXIT_BAD_INPUT;
         }

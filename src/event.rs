@@ -201,3 +201,143 @@ fn preview(line: &str) -> String {
         .unwrap_or(0);
     format!("{}…", &line[..cut])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+
+    fn worker_config() -> WorkerConfig {
+        WorkerConfig {
+            model: Model::Resnet50,
+            mode: Mode::Train,
+            dataset: "synthetic".into(),
+            data_dir: "/tmp/s/data".into(),
+            weights: "/tmp/s/weights.safetensors".into(),
+            torchscript: None,
+            channels: 3,
+            classes: 10,
+            batch_size: 16,
+            resolution: 32,
+            steps: 10,
+            warmup: 2,
+            device: "cpu".into(),
+            threads: 2,
+            seed: 7,
+            pinned: false,
+            optimiser: Optimiser::default(),
+        }
+    }
+
+    fn every_body() -> Vec<Body> {
+        let step = Step {
+            step: 3,
+            epoch: 0,
+            phase: Phase::Train,
+            batch_size: 16,
+            data_ms: 0.5,
+            h2d_ms: Some(0.25),
+            h2d_bytes: Some(196_736),
+            compute_ms: 12.5,
+            loss: 2.25,
+            correct: 4,
+            warmup: false,
+        };
+        vec![
+            Body::SessionStart(SessionConfig {
+                impls: vec!["libtorch".into(), "pytorch".into()],
+                model: Model::Resnet18,
+                dataset: "cifar10:/d".into(),
+                mode: Mode::Eval,
+                batch_size: 8,
+                resolution: 32,
+                steps: 5,
+                warmup: 1,
+                device: "cuda:0".into(),
+                threads: 4,
+                schedule: Schedule::Alternate,
+                seed: 1,
+                pinned: true,
+                optimiser: Optimiser::default(),
+            }),
+            Body::WorkerStarted {
+                pid: 42,
+                command: vec!["golow-worker".into(), "run".into()],
+            },
+            Body::Hello(Hello {
+                implementation: "libtorch".into(),
+                pid: 42,
+                versions: [("torch".to_string(), "2.11.0".to_string())].into(),
+                device: "cpu".into(),
+                config: worker_config(),
+            }),
+            Body::Step(step),
+            Body::Epoch(Epoch {
+                epoch: 1,
+                complete: true,
+                train_loss: Some(1.5),
+                train_accuracy: Some(0.5),
+                eval_loss: None,
+                eval_accuracy: Some(0.625),
+            }),
+            Body::TurnEnd(TurnEnd { steps_done: 4 }),
+            Body::Exit(WorkerExit {
+                status: ExitStatus::Error,
+                message: Some("out of memory".into()),
+            }),
+            Body::Output {
+                stream: Stream::Stderr,
+                line: "Traceback (most recent call last):".into(),
+            },
+            Body::ProtocolError {
+                message: "invalid event line".into(),
+            },
+            Body::Process {
+                pid: 42,
+                rss_bytes: 1 << 30,
+                peak_rss_bytes: 2 << 30,
+                cpu_percent: Some(180.5),
+            },
+            Body::WorkerExited {
+                exit_code: None,
+                signal: Some(9),
+                stop_requested: false,
+            },
+            Body::SessionEnd,
+        ]
+    }
+
+    #[test]
+    fn every_record_kind_round_trips() {
+        for body in every_body() {
+            let record = Record::new(12.5, Some("libtorch".into()), body);
+            let line = serde_json::to_string(&record).unwrap();
+            assert!(!line.contains('\n'));
+            let back: Record = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, record, "{line}");
+        }
+    }
+
+    #[test]
+    fn records_are_flat_json_objects() {
+        let record = Record::new(1.0, None, Body::SessionEnd);
+        let value: serde_json::Value = serde_json::to_value(&record).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"v": SCHEMA_VERSION, "t_ms": 1.0, "type": "session_end"})
+        );
+    }
+
+    #[test]
+    fn worker_lines_parse_and_cannot_forge_monitor_events() {
+        let line = r#"{"type":"step","step":0,"epoch":0,"phase":"train","batch_size":4,"data_ms":0.1,"h2d_ms":null,"h2d_bytes":null,"compute_ms":5.0,"loss":2.3,"correct":1,"warmup":true}"#;
+        assert!(
+            matches!(parse_worker_line(line), Ok(WorkerEvent::Step(s)) if s.warmup && s.batch_size == 4)
+        );
+        let forged =
+            r#"{"type":"worker_exited","exit_code":0,"signal":null,"stop_requested":false}"#;
+        assert!(parse_worker_line(forged).is_err());
+        let err = parse_worker_line(&"x".repeat(1000)).unwrap_err();
+        assert!(err.len() < 300, "{err}");
+    }
+}

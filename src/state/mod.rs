@@ -167,3 +167,123 @@ fn apply_worker_event(worker: &mut WorkerState, body: &Body) {
         Body::Output { .. } | Body::TurnEnd(_) | Body::SessionStart(_) | Body::SessionEnd => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{ExitStatus, Phase, Stream};
+
+    fn step(step: u64, compute_ms: f64, warmup: bool) -> Body {
+        Body::Step(Step {
+            step,
+            epoch: 0,
+            phase: Phase::Train,
+            batch_size: 10,
+            data_ms: 0.1,
+            h2d_ms: Some(1.0),
+            h2d_bytes: Some(1000),
+            compute_ms,
+            loss: 2.0 - step as f64 * 0.1,
+            correct: 3,
+            warmup,
+        })
+    }
+
+    fn fold(worker: &str, bodies: Vec<Body>) -> State {
+        let mut state = State::default();
+        for (i, body) in bodies.into_iter().enumerate() {
+            state.apply(&Record::new(i as f64, Some(worker.into()), body));
+        }
+        state
+    }
+
+    #[test]
+    fn warmup_is_counted_but_not_measured() {
+        let state = fold(
+            "libtorch",
+            vec![
+                step(0, 1000.0, true),
+                step(1, 9.0, false),
+                step(2, 9.0, false),
+                Body::Exit(WorkerExit {
+                    status: ExitStatus::Ok,
+                    message: None,
+                }),
+                Body::WorkerExited {
+                    exit_code: Some(0),
+                    signal: None,
+                    stop_requested: false,
+                },
+            ],
+        );
+        let summary = Summary::from_state(&state);
+        let w = &summary.workers[0];
+        assert_eq!((w.steps, w.warmup_steps, w.samples), (3, 1, 20));
+        assert_eq!(w.status, WorkerStatus::Ok);
+        let compute = w.compute_ms.unwrap();
+        assert!((compute.max - 9.0).abs() < 0.01, "{compute:?}");
+        // (1 ms copy + 9 ms compute) per 10 samples.
+        assert!((w.sample_time_ms.unwrap().p50 - 1.0).abs() < 0.01);
+        assert!((w.throughput_samples_per_s.unwrap() - 1000.0).abs() < 0.1);
+        assert_eq!(w.h2d_bytes_per_step, Some(1000));
+        assert_eq!(w.loss.first, Some(2.0));
+        assert!((w.loss.last.unwrap() - 1.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_killed_worker_is_failed_with_its_stderr() {
+        let state = fold(
+            "pytorch",
+            vec![
+                step(0, 5.0, false),
+                Body::Output {
+                    stream: Stream::Stderr,
+                    line: "about to die".into(),
+                },
+                Body::WorkerExited {
+                    exit_code: None,
+                    signal: Some(9),
+                    stop_requested: false,
+                },
+            ],
+        );
+        let w = &Summary::from_state(&state).workers[0];
+        assert_eq!(w.status, WorkerStatus::Failed);
+        assert_eq!(w.signal, Some(9));
+        let error = w.error.as_deref().unwrap();
+        assert!(
+            error.contains("SIGKILL") && error.contains("about to die"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_stop_requested_by_the_user_is_not_a_failure() {
+        let state = fold(
+            "pytorch",
+            vec![Body::WorkerExited {
+                exit_code: None,
+                signal: Some(15),
+                stop_requested: true,
+            }],
+        );
+        assert_eq!(
+            Summary::from_state(&state).workers[0].status,
+            WorkerStatus::Stopped
+        );
+    }
+
+    #[test]
+    fn stderr_tail_is_bounded() {
+        let lines = (0..100)
+            .map(|i| Body::Output {
+                stream: Stream::Stderr,
+                line: i.to_string(),
+            })
+            .collect();
+        let state = fold("pytorch", lines);
+        let tail = &state.workers[0].stderr_tail;
+        assert_eq!(tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(tail.back().map(String::as_str), Some("99"));
+    }
+}

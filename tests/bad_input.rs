@@ -1,0 +1,261 @@
+//! Every bad input gets one clear line on stderr, exit code 2, no panic, and leaves nothing behind.
+
+mod common;
+
+use std::path::Path;
+
+use common::{golow, text};
+
+/// Runs `golow run --headless ARGS --summary-json` in a fresh directory and checks the contract.
+fn rejects(args: &[&str], expected: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = tmp.path().join("summary.json");
+    let mut full = vec!["run", "--headless"];
+    full.extend_from_slice(args);
+    let summary_arg = summary.display().to_string();
+    full.extend_from_slice(&["--summary-json", &summary_arg]);
+    let out = golow(tmp.path(), &full);
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert_eq!(lines.len(), 1, "{args:?} should give one line: {stderr}");
+    assert!(lines[0].starts_with("golow: "), "{stderr}");
+    assert!(
+        lines[0].contains(expected),
+        "{args:?}: expected '{expected}' in: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        left.iter()
+            .all(|n| n != "summary.json" && !n.to_string_lossy().starts_with("golow-session")),
+        "{args:?} left {left:?}"
+    );
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join(name), bytes).unwrap();
+}
+
+fn idx(magic: u32, dims: &[u32], payload: usize) -> Vec<u8> {
+    let mut bytes = magic.to_be_bytes().to_vec();
+    for d in dims {
+        bytes.extend_from_slice(&d.to_be_bytes());
+    }
+    bytes.resize(bytes.len() + payload, 0);
+    bytes
+}
+
+#[test]
+fn unknown_implementation_lists_the_known_ones() {
+    rejects(
+        &["--impl", "libtorch,jax"],
+        "unknown implementation 'jax' (known: pytorch, torchscript, libtorch)",
+    );
+}
+
+#[test]
+fn non_positive_sizes_and_counts() {
+    rejects(
+        &["--batch-size", "0"],
+        "--batch-size must be at least 1 (got 0)",
+    );
+    rejects(
+        &["--batch-size", "-3"],
+        "--batch-size must be at least 1 (got -3)",
+    );
+    rejects(&["--resolution", "0"], "--resolution must be at least 1");
+    rejects(&["--steps", "0"], "--steps must be at least 1");
+    rejects(&["--epochs", "-1"], "--epochs must be at least 1");
+    rejects(&["--steps", "-5"], "--steps must be at least 1");
+}
+
+#[test]
+fn a_resolution_the_model_cannot_take() {
+    rejects(
+        &["--batch-size", "1", "--resolution", "16"],
+        "ResNet cannot train at --resolution 16",
+    );
+    rejects(&["--resolution", "100000"], "above golow's limit");
+}
+
+#[test]
+fn nothing_left_to_measure() {
+    rejects(
+        &["--impl", "libtorch", "--steps", "2", "--warmup", "2"],
+        "nothing to measure",
+    );
+}
+
+#[test]
+fn unknown_flags_and_values() {
+    rejects(&["--batchsize", "4"], "unexpected argument");
+    rejects(&["--mode", "infer"], "invalid value 'infer'");
+    rejects(&["--device", "tpu"], "unknown --device 'tpu'");
+    rejects(&["--dataset", "imagenet:/data"], "imagenet");
+}
+
+#[test]
+fn missing_dataset_directory() {
+    rejects(
+        &[
+            "--impl",
+            "libtorch",
+            "--dataset",
+            "mnist:/nonexistent/mnist",
+        ],
+        "/nonexistent/mnist",
+    );
+    rejects(
+        &[
+            "--impl",
+            "libtorch",
+            "--dataset",
+            "cifar10:/nonexistent/cifar",
+        ],
+        "/nonexistent/cifar",
+    );
+}
+
+#[test]
+fn dataset_files_with_the_wrong_magic_or_truncated() {
+    let data = tempfile::tempdir().unwrap();
+    let mnist = data.path().join("mnist");
+    write(
+        &mnist,
+        "train-images-idx3-ubyte",
+        &idx(0x0000_0000, &[2, 28, 28], 2 * 784),
+    );
+    write(
+        &mnist,
+        "train-labels-idx1-ubyte",
+        &idx(0x0000_0801, &[2], 2),
+    );
+    write(
+        &mnist,
+        "t10k-images-idx3-ubyte",
+        &idx(0x0000_0803, &[2, 28, 28], 2 * 784),
+    );
+    write(&mnist, "t10k-labels-idx1-ubyte", &idx(0x0000_0801, &[2], 2));
+    let spec = format!("mnist:{}", mnist.display());
+    rejects(&["--impl", "libtorch", "--dataset", &spec], "wrong magic");
+
+    let truncated = data.path().join("mnist-truncated");
+    write(
+        &truncated,
+        "train-images-idx3-ubyte",
+        &idx(0x0000_0803, &[2, 28, 28], 784 + 100),
+    );
+    write(
+        &truncated,
+        "train-labels-idx1-ubyte",
+        &idx(0x0000_0801, &[2], 2),
+    );
+    write(
+        &truncated,
+        "t10k-images-idx3-ubyte",
+        &idx(0x0000_0803, &[2, 28, 28], 2 * 784),
+    );
+    write(
+        &truncated,
+        "t10k-labels-idx1-ubyte",
+        &idx(0x0000_0801, &[2], 2),
+    );
+    let spec = format!("mnist:{}", truncated.display());
+    rejects(
+        &["--impl", "libtorch", "--dataset", &spec],
+        "train-images-idx3-ubyte",
+    );
+
+    let cifar = data.path().join("cifar");
+    write(&cifar, "data_batch_1.bin", &vec![0u8; 3073 * 2 - 7]);
+    write(&cifar, "test_batch.bin", &vec![0u8; 3073]);
+    let spec = format!("cifar10:{}", cifar.display());
+    rejects(
+        &["--impl", "libtorch", "--dataset", &spec],
+        "data_batch_1.bin",
+    );
+
+    let stl = data.path().join("stl");
+    write(&stl, "train_X.bin", &vec![0u8; 27648 + 5]);
+    write(&stl, "train_y.bin", &[1u8]);
+    write(&stl, "test_X.bin", &vec![0u8; 27648]);
+    write(&stl, "test_y.bin", &[1u8]);
+    let spec = format!("stl10:{}", stl.display());
+    rejects(&["--impl", "libtorch", "--dataset", &spec], "train_X.bin");
+}
+
+#[test]
+fn batch_larger_than_the_dataset() {
+    let data = tempfile::tempdir().unwrap();
+    let cifar = data.path().join("cifar");
+    let record = |label: u8| {
+        let mut r = vec![label];
+        r.resize(3073, 7);
+        r
+    };
+    write(&cifar, "data_batch_1.bin", &[record(1), record(2)].concat());
+    write(&cifar, "test_batch.bin", &record(3));
+    let spec = format!("cifar10:{}", cifar.display());
+    rejects(
+        &[
+            "--impl",
+            "libtorch",
+            "--dataset",
+            &spec,
+            "--batch-size",
+            "4",
+        ],
+        "larger than the training split",
+    );
+}
+
+#[test]
+fn cuda_without_a_gpu() {
+    if Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    rejects(&["--device", "cuda"], "no NVIDIA GPU here");
+    rejects(
+        &["--device", "cuda:1", "--impl", "libtorch"],
+        "no NVIDIA GPU here",
+    );
+}
+
+#[test]
+fn a_python_without_torch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let venv = tmp.path().join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .expect("python3 runs");
+    assert!(made.success());
+    let python = venv.join("bin/python");
+    let python = python.display().to_string();
+    rejects(
+        &["--impl", "pytorch", "--python", &python],
+        "cannot import torch",
+    );
+}
+
+#[test]
+fn summary_into_a_missing_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(
+        tmp.path(),
+        &[
+            "run",
+            "--headless",
+            "--summary-json",
+            "/nonexistent/dir/s.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("directory /nonexistent/dir does not exist"));
+}

@@ -1,0 +1,38 @@
+//! Helpers shared by the integration tests: run the real `golow` binary and read what it left.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+pub fn golow_command(tmp: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_golow"));
+    // Session directories go here, so a test can see that nothing was left behind.
+    cmd.env("TMPDIR", tmp);
+    cmd.env_remove("GOLOW_PYTHON");
+    cmd
+}
+
+pub fn golow(tmp: &Path, args: &[&str]) -> Output {
+    golow_command(tmp).args(args).output().expect("golow runs")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Reads a summary JSON that golow wrote.
+pub fn summary(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("no summary at {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("summary is JSON")
+}
+
+pub fn worker<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    summary["workers"]
+        .as_array()
+        .expect("workers array")
+        .iter()
+        .find(|w| w["impl"] == name)
+        .unwrap_or_else(|| panic!("no worker {name} in {summary}"))
+}

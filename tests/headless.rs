@@ -1,0 +1,302 @@
+//! Real headless sessions on the CPU: real worker processes, real torch, real files.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{golow, golow_command, summary, text, worker};
+
+const IMPLS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
+
+fn stats_present(w: &serde_json::Value, key: &str) {
+    for p in ["p50", "p90", "p99", "max", "mean"] {
+        let v = w[key][p]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key}.{p} missing in {w}"));
+        assert!(v > 0.0, "{key}.{p} = {v}");
+    }
+    assert!(w[key]["p50"].as_f64() <= w[key]["max"].as_f64());
+}
+
+#[test]
+fn all_three_implementations_train_and_agree_on_the_first_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("summary.json");
+    let out = golow(
+        tmp.path(),
+        &[
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch,pytorch,torchscript",
+            "--model",
+            "resnet50",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "8",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--seed",
+            "11",
+            "--summary-json",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary(&path);
+    assert_eq!(s["golow_summary"], 1);
+    assert_eq!(s["config"]["model"], "resnet50");
+    assert_eq!(s["config"]["device"], "cpu");
+    assert_eq!(s["config"]["schedule"], "alternate");
+    let mut first_losses = Vec::new();
+    for name in IMPLS {
+        let w = worker(&s, name);
+        assert_eq!(w["status"], "ok", "{w}");
+        assert_eq!(w["exit_code"], 0);
+        assert_eq!(w["steps"], 3);
+        assert_eq!(w["warmup_steps"], 1);
+        assert_eq!(w["samples"], 16);
+        stats_present(w, "compute_ms");
+        stats_present(w, "sample_time_ms");
+        assert!(
+            w["h2d_ms"].is_null() && w["h2d_bytes_per_step"].is_null(),
+            "no copy on the CPU: {w}"
+        );
+        assert!(w["throughput_samples_per_s"].as_f64().unwrap() > 0.0);
+        assert!(
+            w["peak_host_rss_bytes"].as_u64().unwrap() > 100 << 20,
+            "{w}"
+        );
+        assert!(w["peak_gpu_mem_bytes"].is_null());
+        let accuracy = w["accuracy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&accuracy));
+        first_losses.push(w["loss"]["first"].as_f64().unwrap());
+    }
+    // Same weights file, same data order, same batch: the first forward pass is the same computation.
+    let reference = first_losses[0];
+    assert!(reference.is_finite() && reference > 0.0);
+    for (name, loss) in IMPLS.iter().zip(&first_losses) {
+        let relative = (loss - reference).abs() / reference;
+        assert!(
+            relative <= 1e-4,
+            "{name}: first loss {loss} vs libtorch {reference} (relative {relative:e})"
+        );
+    }
+    // The session directory (cache, weights, scripted model) is gone.
+    let sessions: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("golow-session"))
+        .collect();
+    assert!(sessions.is_empty(), "{sessions:?}");
+}
+
+#[test]
+fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("summary.json");
+    let out = golow(
+        tmp.path(),
+        &[
+            "run",
+            "--headless",
+            "--impl",
+            "torchscript,pytorch,libtorch",
+            "--model",
+            "resnet18",
+            "--mode",
+            "eval",
+            "--batch-size",
+            "128",
+            "--epochs",
+            "1",
+            "--warmup",
+            "1",
+            "--schedule",
+            "sequential",
+            "--summary-json",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary(&path);
+    assert_eq!(s["config"]["mode"], "eval");
+    let mut accuracies = Vec::new();
+    for name in IMPLS {
+        let w = worker(&s, name);
+        assert_eq!(w["status"], "ok");
+        // The synthetic test split has 512 samples: 4 whole batches of 128.
+        assert_eq!(w["steps"], 4);
+        accuracies.push(w["accuracy"].as_f64().unwrap());
+    }
+    // Untrained weights, same inputs, eval-mode batch norm: every implementation classifies identically.
+    assert!(
+        accuracies.iter().all(|a| (a - accuracies[0]).abs() < 1e-9),
+        "{accuracies:?}"
+    );
+    let table = text(&out.stdout);
+    assert!(
+        table.contains("resnet18 eval on synthetic") && table.contains("torchscript"),
+        "{table}"
+    );
+}
+
+/// Pids of this test's Rust workers: their config lives in the test's own TMPDIR.
+fn worker_pids(tmp: &std::path::Path, implementation: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = text(&cmdline).replace('\0', " ");
+        let is_worker = cmdline.contains(&format!("run --impl {implementation} --config "));
+        if is_worker && cmdline.contains(&tmp.display().to_string()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn wait_for_pid(tmp: &std::path::Path, implementation: &str) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(&pid) = worker_pids(tmp, implementation).first() {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{implementation} worker never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_worker_killed_mid_run_is_reported_and_the_others_carry_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("summary.json");
+    let child = golow_command(tmp.path())
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch,pytorch",
+            "--model",
+            "resnet18",
+            "--batch-size",
+            "4",
+            "--steps",
+            "120",
+            "--warmup",
+            "1",
+            "--summary-json",
+            path.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let victim = wait_for_pid(tmp.path(), "libtorch");
+    // Let it load and take a few turns before it dies.
+    std::thread::sleep(Duration::from_secs(4));
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let s = summary(&path);
+    let dead = worker(&s, "libtorch");
+    assert_eq!(dead["status"], "failed");
+    assert_eq!(dead["signal"], 9);
+    assert!(
+        dead["error"].as_str().unwrap().contains("SIGKILL"),
+        "{dead}"
+    );
+    let survivor = worker(&s, "pytorch");
+    assert_eq!(survivor["status"], "ok", "{survivor}");
+    assert_eq!(survivor["steps"], 120);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("libtorch failed: killed by signal 9 (SIGKILL)"),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_interrupt_stops_the_workers_and_still_writes_the_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("summary.json");
+    let child = golow_command(tmp.path())
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--batch-size",
+            "4",
+            "--steps",
+            "100000",
+            "--summary-json",
+            path.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker_pid = wait_for_pid(tmp.path(), "libtorch");
+    std::thread::sleep(Duration::from_secs(3));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let s = summary(&path);
+    let w = worker(&s, "libtorch");
+    assert_eq!(w["status"], "stopped");
+    assert!(w["steps"].as_u64().unwrap() < 100000);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{worker_pid}")).exists(),
+        "worker outlived the session"
+    );
+}
+
+#[test]
+fn rust_and_python_draw_the_same_data_order() {
+    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/workers/pytorch");
+    for (seed, epoch, n) in [(0u64, 0u64, 10usize), (123, 4, 5000), (u64::MAX, 7, 777)] {
+        let code = format!(
+            "import sys; sys.path.insert(0, {script:?}); from golow_common import epoch_order; print(epoch_order({seed}, {epoch}, {n}))"
+        );
+        let out = std::process::Command::new(python)
+            .args(["-c", &code])
+            .output()
+            .expect("venv python runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let from_python: Vec<usize> = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+        assert_eq!(
+            from_python,
+            golow::workers::data::epoch_order(seed, epoch, n),
+            "seed {seed} epoch {epoch}"
+        );
+    }
+}
+
+#[test]
+fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(tmp.path(), &["doctor"]);
+    let report = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}{}", text(&out.stderr));
+    assert!(report.contains("(torch 2.11.0"), "{report}");
+    assert!(report.contains("libtorch 2.11.0"), "{report}");
+    assert!(report.contains("NVML"), "{report}");
+    if !std::path::Path::new("/dev/nvidiactl").exists() {
+        assert!(report.contains("no NVIDIA GPU — NVML:"), "{report}");
+    }
+}
