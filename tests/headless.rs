@@ -300,3 +300,35 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
         assert!(report.contains("no NVIDIA GPU — NVML:"), "{report}");
     }
 }
+
+#[test]
+fn the_synthetic_dataset_is_learnable_within_a_few_hundred_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("summary.json");
+    let out = golow(
+        tmp.path(),
+        &[
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--epochs",
+            "2",
+            "--summary-json",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary(&path);
+    let w = worker(&s, "libtorch");
+    // 2 epochs of 2048 samples at batch 16; chance is 10% on ten classes.
+    assert_eq!(w["steps"], 256);
+    let accuracy = w["accuracy"].as_f64().unwrap();
+    assert!(accuracy > 0.5, "eval accuracy {accuracy} after 256 steps");
+    assert!(
+        w["loss"]["last"].as_f64() < w["loss"]["first"].as_f64(),
+        "{w}"
+    );
+}

@@ -47,8 +47,9 @@ impl<W: Write> Progress<W> {
     fn report_tenths(&mut self, state: &State, total: u64) {
         self.reported_tenths.resize(state.workers.len(), 0);
         for (i, w) in state.workers.iter().enumerate() {
+            // Past the last tenth once the process ended, so its final status gets a line too.
             let tenth = if w.process_end.is_some() {
-                10
+                11
             } else {
                 (w.steps * 10) / total.max(1)
             };

@@ -1,0 +1,145 @@
+//! The abstraction-cost benchmark: ResNet-50, 32 px, batch 16, on the CPU with the same thread count for every
+//! implementation. Each run alternates the two implementations step by step (golow's `alternate` schedule), so
+//! both see the same machine; runs are repeated, swapping which goes first, and the medians are reported.
+//!
+//! Targets: `libtorch` train throughput ≥ 0.98× `pytorch`; `torchscript` eval throughput ≥ `pytorch`.
+//! `GOLOW_BENCH_RUNS` (default 5) and `GOLOW_BENCH_STEPS` (default 40, of which 5 warm-up) scale it.
+
+use std::process::Command;
+
+struct Comparison {
+    mode: &'static str,
+    a: &'static str,
+    b: &'static str,
+    /// The least acceptable median of throughput(a) / throughput(b).
+    target: f64,
+}
+
+fn env_or(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// One alternating session; returns (throughput of a, throughput of b) in samples/s.
+fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usize) -> (f64, f64) {
+    let dir = std::env::temp_dir().join(format!("golow-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let summary = dir.join("summary.json");
+    let status = Command::new(env!("CARGO_BIN_EXE_golow"))
+        .args([
+            "run",
+            "--headless",
+            "--model",
+            "resnet50",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "16",
+        ])
+        .args([
+            "--mode",
+            c.mode,
+            "--impl",
+            &format!("{first},{second}"),
+            "--schedule",
+            "alternate",
+        ])
+        .args([
+            "--steps",
+            &steps.to_string(),
+            "--warmup",
+            "5",
+            "--threads",
+            &threads.to_string(),
+        ])
+        .arg("--summary-json")
+        .arg(&summary)
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("golow runs");
+    assert!(status.success(), "golow run failed: {status}");
+    let text = std::fs::read_to_string(&summary).expect("summary written");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("summary is JSON");
+    let throughput = |name: &str| {
+        json["workers"]
+            .as_array()
+            .and_then(|ws| ws.iter().find(|w| w["impl"] == name))
+            .and_then(|w| w["throughput_samples_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no throughput for {name}: {text}"))
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    (throughput(c.a), throughput(c.b))
+}
+
+fn main() {
+    let runs = env_or("GOLOW_BENCH_RUNS", 5);
+    let steps = env_or("GOLOW_BENCH_STEPS", 40);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let comparisons = [
+        Comparison {
+            mode: "train",
+            a: "libtorch",
+            b: "pytorch",
+            target: 0.98,
+        },
+        Comparison {
+            mode: "eval",
+            a: "torchscript",
+            b: "pytorch",
+            target: 1.0,
+        },
+    ];
+    println!(
+        "ResNet-50, 32 px, batch 16, CPU, {threads} threads each, {runs} alternating runs of {steps} steps (5 warm-up)"
+    );
+    let mut missed = false;
+    for c in &comparisons {
+        let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        for run in 0..runs {
+            // Swap which implementation takes the first turn, so order effects cancel.
+            let (first, second) = if run % 2 == 0 { (c.a, c.b) } else { (c.b, c.a) };
+            let (a, b) = run_once(c, first, second, steps, threads);
+            println!(
+                "  {} run {}: {} {a:.1} samples/s, {} {b:.1} samples/s, ratio {:.3}",
+                c.mode,
+                run + 1,
+                c.a,
+                c.b,
+                a / b
+            );
+            ta.push(a);
+            tb.push(b);
+            ratios.push(a / b);
+        }
+        let ratio = median(&mut ratios);
+        let verdict = if ratio >= c.target { "meets" } else { "MISSES" };
+        missed |= ratio < c.target;
+        println!(
+            "{} {}: median {:.1} samples/s vs {} {:.1} samples/s; median ratio {ratio:.3} ({verdict} target ≥ {:.2})",
+            c.mode,
+            c.a,
+            median(&mut ta),
+            c.b,
+            median(&mut tb),
+            c.target
+        );
+    }
+    if missed {
+        std::process::exit(1);
+    }
+}
