@@ -65,13 +65,7 @@ fn worker_report() -> (bool, String) {
             )
         }
         Ok(out) => {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let last = stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no output")
-                .to_string();
+            let last = crate::session::last_stderr_line(&out);
             (
                 false,
                 format!(

@@ -4,17 +4,12 @@ mod common;
 
 use std::path::Path;
 
-use common::{golow, text};
+use common::{golow, headless, text};
 
 /// Runs `golow run --headless ARGS --summary-json` in a fresh directory and checks the contract.
 fn rejects(args: &[&str], expected: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let summary = tmp.path().join("summary.json");
-    let mut full = vec!["run", "--headless"];
-    full.extend_from_slice(args);
-    let summary_arg = summary.display().to_string();
-    full.extend_from_slice(&["--summary-json", &summary_arg]);
-    let out = golow(tmp.path(), &full);
+    let out = headless(tmp.path(), args).output().unwrap();
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");

@@ -2,10 +2,9 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{golow, golow_command, summary, text, worker};
+use common::{golow, headless, summary_of, text, worker};
 
 const IMPLS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
 
@@ -22,12 +21,9 @@ fn stats_present(w: &serde_json::Value, key: &str) {
 #[test]
 fn all_three_implementations_train_and_agree_on_the_first_step() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("summary.json");
-    let out = golow(
+    let out = headless(
         tmp.path(),
         &[
-            "run",
-            "--headless",
             "--impl",
             "libtorch,pytorch,torchscript",
             "--model",
@@ -42,12 +38,12 @@ fn all_three_implementations_train_and_agree_on_the_first_step() {
             "1",
             "--seed",
             "11",
-            "--summary-json",
-            path.to_str().unwrap(),
         ],
-    );
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let s = summary(&path);
+    let s = summary_of(tmp.path());
     assert_eq!(s["golow_summary"], 1);
     assert_eq!(s["config"]["model"], "resnet50");
     assert_eq!(s["config"]["device"], "cpu");
@@ -57,6 +53,15 @@ fn all_three_implementations_train_and_agree_on_the_first_step() {
         let w = worker(&s, name);
         assert_eq!(w["status"], "ok", "{w}");
         assert_eq!(w["exit_code"], 0);
+        let torch = if name == "pytorch" {
+            "torch"
+        } else {
+            "libtorch"
+        };
+        assert!(
+            w["versions"][torch].as_str().unwrap().starts_with("2.11."),
+            "{w}"
+        );
         assert_eq!(w["steps"], 3);
         assert_eq!(w["warmup_steps"], 1);
         assert_eq!(w["samples"], 16);
@@ -98,12 +103,9 @@ fn all_three_implementations_train_and_agree_on_the_first_step() {
 #[test]
 fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("summary.json");
-    let out = golow(
+    let out = headless(
         tmp.path(),
         &[
-            "run",
-            "--headless",
             "--impl",
             "torchscript,pytorch,libtorch",
             "--model",
@@ -118,12 +120,12 @@ fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
             "1",
             "--schedule",
             "sequential",
-            "--summary-json",
-            path.to_str().unwrap(),
         ],
-    );
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let s = summary(&path);
+    let s = summary_of(tmp.path());
     assert_eq!(s["config"]["mode"], "eval");
     let mut accuracies = Vec::new();
     for name in IMPLS {
@@ -181,11 +183,9 @@ fn wait_for_pid(tmp: &std::path::Path, implementation: &str) -> i32 {
 #[test]
 fn a_worker_killed_mid_run_is_reported_and_the_others_carry_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("summary.json");
-    let child = golow_command(tmp.path())
-        .args([
-            "run",
-            "--headless",
+    let child = headless(
+        tmp.path(),
+        &[
             "--impl",
             "libtorch,pytorch",
             "--model",
@@ -196,20 +196,17 @@ fn a_worker_killed_mid_run_is_reported_and_the_others_carry_on() {
             "120",
             "--warmup",
             "1",
-            "--summary-json",
-            path.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    )
+    .spawn()
+    .unwrap();
     let victim = wait_for_pid(tmp.path(), "libtorch");
     // Let it load and take a few turns before it dies.
     std::thread::sleep(Duration::from_secs(4));
     unsafe { libc::kill(victim, libc::SIGKILL) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
-    let s = summary(&path);
+    let s = summary_of(tmp.path());
     let dead = worker(&s, "libtorch");
     assert_eq!(dead["status"], "failed");
     assert_eq!(dead["signal"], 9);
@@ -230,11 +227,9 @@ fn a_worker_killed_mid_run_is_reported_and_the_others_carry_on() {
 #[test]
 fn an_interrupt_stops_the_workers_and_still_writes_the_summary() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("summary.json");
-    let child = golow_command(tmp.path())
-        .args([
-            "run",
-            "--headless",
+    let child = headless(
+        tmp.path(),
+        &[
             "--impl",
             "libtorch",
             "--model",
@@ -243,19 +238,16 @@ fn an_interrupt_stops_the_workers_and_still_writes_the_summary() {
             "4",
             "--steps",
             "100000",
-            "--summary-json",
-            path.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    )
+    .spawn()
+    .unwrap();
     let worker_pid = wait_for_pid(tmp.path(), "libtorch");
     std::thread::sleep(Duration::from_secs(3));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    let s = summary(&path);
+    let s = summary_of(tmp.path());
     let w = worker(&s, "libtorch");
     assert_eq!(w["status"], "stopped");
     assert!(w["steps"].as_u64().unwrap() < 100000);
@@ -304,24 +296,14 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
 #[test]
 fn the_synthetic_dataset_is_learnable_within_a_few_hundred_steps() {
     let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("summary.json");
-    let out = golow(
+    let out = headless(
         tmp.path(),
-        &[
-            "run",
-            "--headless",
-            "--impl",
-            "libtorch",
-            "--model",
-            "resnet18",
-            "--epochs",
-            "2",
-            "--summary-json",
-            path.to_str().unwrap(),
-        ],
-    );
+        &["--impl", "libtorch", "--model", "resnet18", "--epochs", "2"],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let s = summary(&path);
+    let s = summary_of(tmp.path());
     let w = worker(&s, "libtorch");
     // 2 epochs of 2048 samples at batch 16; chance is 10% on ten classes.
     assert_eq!(w["steps"], 256);
@@ -331,4 +313,38 @@ fn the_synthetic_dataset_is_learnable_within_a_few_hundred_steps() {
         w["loss"]["last"].as_f64() < w["loss"]["first"].as_f64(),
         "{w}"
     );
+}
+
+#[test]
+fn the_parallel_schedule_runs_workers_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--impl",
+        "pytorch,libtorch",
+        "--model",
+        "resnet18",
+        "--batch-size",
+        "4",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+    ];
+    let out = headless(
+        tmp.path(),
+        &[&args[..], &["--schedule", "parallel"]].concat(),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_of(tmp.path());
+    assert_eq!(s["config"]["schedule"], "parallel");
+    for name in ["pytorch", "libtorch"] {
+        let w = worker(&s, name);
+        assert_eq!(
+            (w["status"].as_str(), w["steps"].as_u64()),
+            (Some("ok"), Some(4)),
+            "{w}"
+        );
+    }
 }

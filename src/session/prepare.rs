@@ -90,12 +90,7 @@ fn run_step(what: &str, command: &mut Command) -> Result<(), PrepareError> {
     if output.status.success() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("no output");
+    let last = super::last_stderr_line(&output);
     Err(PrepareError::Setup(format!(
         "{what} failed ({}): {last}",
         output.status

@@ -33,12 +33,7 @@ pub fn torch_version(python: &std::path::Path) -> Result<String, String> {
             )
         })?;
     if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("no output");
+        let last = super::last_stderr_line(&output);
         return Err(format!(
             "python {} cannot import torch ({last}); run `make build` or pass --python PATH to a python with torch {TORCH_RELEASE}",
             python.display()
@@ -50,12 +45,32 @@ pub fn torch_version(python: &std::path::Path) -> Result<String, String> {
 /// Checks that `python` has torch 2.11.x; returns its exact version.
 pub fn check(python: &std::path::Path) -> Result<String, String> {
     let version = torch_version(python)?;
-    let release: String = version.split('.').take(2).collect::<Vec<_>>().join(".");
-    if release != TORCH_RELEASE {
+    if !is_supported_release(&version) {
         return Err(format!(
             "python {} has torch {version}; golow needs torch {TORCH_RELEASE} (run `make build`, or pass --python PATH)",
             python.display()
         ));
     }
     Ok(version)
+}
+
+/// True for torch 2.11.x, whatever its build tag (`2.11.0+cu130`, `2.11.1`).
+fn is_supported_release(version: &str) -> bool {
+    let release: Vec<&str> = version.split(['.', '+']).take(2).collect();
+    release.join(".") == TORCH_RELEASE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_torch_2_11_is_accepted() {
+        assert!(is_supported_release("2.11.0+cu130"));
+        assert!(is_supported_release("2.11.1"));
+        assert!(!is_supported_release("2.1.0"));
+        assert!(!is_supported_release("2.5.0+cpu"));
+        assert!(!is_supported_release("2.110"));
+        assert!(!is_supported_release(""));
+    }
 }

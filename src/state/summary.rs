@@ -38,6 +38,8 @@ pub struct WorkerSummary {
     #[serde(rename = "impl")]
     pub implementation: String,
     pub status: WorkerStatus,
+    /// What the worker reported running on (its hello event): library → version.
+    pub versions: std::collections::BTreeMap<String, String>,
     pub exit_code: Option<i32>,
     /// Set when a signal ended the worker.
     pub signal: Option<i32>,
@@ -111,6 +113,11 @@ impl WorkerSummary {
         WorkerSummary {
             implementation: w.name.clone(),
             status,
+            versions: w
+                .hello
+                .as_ref()
+                .map(|h| h.versions.clone())
+                .unwrap_or_default(),
             exit_code: w.process_end.and_then(|e| e.exit_code),
             signal: w.process_end.and_then(|e| e.signal),
             steps: w.steps,

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 pub fn golow_command(tmp: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_golow"));
@@ -11,6 +11,23 @@ pub fn golow_command(tmp: &Path) -> Command {
     cmd.env("TMPDIR", tmp);
     cmd.env_remove("GOLOW_PYTHON");
     cmd
+}
+
+/// `golow run --headless ARGS --summary-json TMP/summary.json`, its output captured.
+pub fn headless(tmp: &Path, args: &[&str]) -> Command {
+    let mut cmd = golow_command(tmp);
+    cmd.args(["run", "--headless"])
+        .args(args)
+        .arg("--summary-json")
+        .arg(tmp.join("summary.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// The summary a `headless` run wrote.
+pub fn summary_of(tmp: &Path) -> serde_json::Value {
+    summary(&tmp.join("summary.json"))
 }
 
 pub fn golow(tmp: &Path, args: &[&str]) -> Output {
