@@ -348,3 +348,70 @@ fn the_parallel_schedule_runs_workers_at_once() {
         );
     }
 }
+
+/// An MNIST directory in IDX format: `count` images of 28×28 with a class-dependent bright square.
+fn write_mnist(dir: &std::path::Path, prefix: &str, count: u32) {
+    let mut images = 0x0000_0803u32.to_be_bytes().to_vec();
+    for d in [count, 28, 28] {
+        images.extend_from_slice(&d.to_be_bytes());
+    }
+    let mut labels = 0x0000_0801u32.to_be_bytes().to_vec();
+    labels.extend_from_slice(&count.to_be_bytes());
+    for i in 0..count {
+        let label = (i % 10) as u8;
+        labels.push(label);
+        for y in 0..28u8 {
+            for x in 0..28u8 {
+                let lit = (y / 7) * 4 + x / 7 == label;
+                images.push(if lit { 255 } else { (x ^ y).wrapping_mul(3) });
+            }
+        }
+    }
+    std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
+    std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
+}
+
+#[test]
+fn a_one_channel_dataset_runs_through_every_implementation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnist = tmp.path().join("mnist");
+    std::fs::create_dir_all(&mnist).unwrap();
+    write_mnist(&mnist, "train", 64);
+    write_mnist(&mnist, "t10k", 16);
+    let spec = format!("mnist:{}", mnist.display());
+    let args = [
+        "--impl",
+        "pytorch,torchscript,libtorch",
+        "--model",
+        "resnet18",
+        "--dataset",
+        &spec,
+    ];
+    let out = headless(
+        tmp.path(),
+        &[
+            &args[..],
+            &["--batch-size", "8", "--steps", "3", "--warmup", "1"],
+        ]
+        .concat(),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let s = summary_of(tmp.path());
+    assert_eq!(s["config"]["resolution"], 28);
+    let losses: Vec<f64> = IMPLS
+        .iter()
+        .map(|name| {
+            let w = worker(&s, name);
+            assert_eq!(w["status"], "ok", "{w}");
+            w["loss"]["first"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(
+        losses
+            .iter()
+            .all(|l| (l - losses[0]).abs() / losses[0] <= 1e-4),
+        "{losses:?}"
+    );
+}
