@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{golow, headless, text};
+use common::{golow, headless, idx_file, text};
 
 /// Runs `golow run --headless ARGS --summary-json` in a fresh directory and checks the contract.
 fn rejects(args: &[&str], expected: &str) {
@@ -37,12 +37,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
 }
 
 fn idx(magic: u32, dims: &[u32], payload: usize) -> Vec<u8> {
-    let mut bytes = magic.to_be_bytes().to_vec();
-    for d in dims {
-        bytes.extend_from_slice(&d.to_be_bytes());
-    }
-    bytes.resize(bytes.len() + payload, 0);
-    bytes
+    idx_file(magic, dims, &vec![0; payload])
 }
 
 #[test]

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{golow, headless, summary_of, text, worker};
+use common::{golow, headless, idx_file, summary_of, text, worker};
 
 const IMPLS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
 
@@ -351,12 +351,8 @@ fn the_parallel_schedule_runs_workers_at_once() {
 
 /// An MNIST directory in IDX format: `count` images of 28×28 with a class-dependent bright square.
 fn write_mnist(dir: &std::path::Path, prefix: &str, count: u32) {
-    let mut images = 0x0000_0803u32.to_be_bytes().to_vec();
-    for d in [count, 28, 28] {
-        images.extend_from_slice(&d.to_be_bytes());
-    }
-    let mut labels = 0x0000_0801u32.to_be_bytes().to_vec();
-    labels.extend_from_slice(&count.to_be_bytes());
+    let mut images = Vec::new();
+    let mut labels = Vec::new();
     for i in 0..count {
         let label = (i % 10) as u8;
         labels.push(label);
@@ -367,6 +363,8 @@ fn write_mnist(dir: &std::path::Path, prefix: &str, count: u32) {
             }
         }
     }
+    let images = idx_file(0x0000_0803, &[count, 28, 28], &images);
+    let labels = idx_file(0x0000_0801, &[count], &labels);
     std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
     std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
 }

@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
-use std::os::fd::FromRawFd;
 
 /// Environment variable naming the file descriptor grants are read from; unset means run freely.
 pub const CONTROL_FD_ENV: &str = "GOLOW_CONTROL_FD";
@@ -34,21 +33,7 @@ pub struct Turns {
 
 impl Turns {
     pub fn from_env() -> Result<Turns, String> {
-        let control = match std::env::var(CONTROL_FD_ENV) {
-            Ok(fd) => {
-                let fd: i32 = fd.parse().map_err(|_| {
-                    format!("{CONTROL_FD_ENV}={fd} is not a file descriptor number")
-                })?;
-                if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
-                    return Err(format!(
-                        "{CONTROL_FD_ENV}={fd} is not an open file descriptor"
-                    ));
-                }
-                // SAFETY: the descriptor is open (checked above) and nothing else in this process owns it.
-                Some(BufReader::new(unsafe { File::from_raw_fd(fd) }))
-            }
-            Err(_) => None,
-        };
+        let control = super::inherited_fd(CONTROL_FD_ENV)?.map(BufReader::new);
         Ok(Turns {
             control,
             granted: 0,

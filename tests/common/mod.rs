@@ -53,3 +53,13 @@ pub fn worker<'a>(summary: &'a serde_json::Value, name: &str) -> &'a serde_json:
         .find(|w| w["impl"] == name)
         .unwrap_or_else(|| panic!("no worker {name} in {summary}"))
 }
+
+/// An IDX file (MNIST's format): big-endian magic and dimensions, then the payload.
+pub fn idx_file(magic: u32, dims: &[u32], payload: &[u8]) -> Vec<u8> {
+    let mut bytes = magic.to_be_bytes().to_vec();
+    for d in dims {
+        bytes.extend_from_slice(&d.to_be_bytes());
+    }
+    bytes.extend_from_slice(payload);
+    bytes
+}
