@@ -18,10 +18,12 @@ build: $(STAMP)
 	cargo build --release
 
 run: build
-	./target/release/golow run --headless
+	./target/release/golow run
 
 test: build
+	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
 	cargo test --release
+	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 
 bench: build
 	cargo bench --bench abstraction_cost

@@ -61,12 +61,22 @@ enum ScheduleArg {
 #[derive(Args)]
 #[command(allow_negative_numbers = true)]
 struct RunArgs {
-    /// No TUI: progress on stderr, summary table on stdout (the only mode in this build).
+    /// No TUI: progress on stderr, summary table on stdout.
     #[arg(long)]
     headless: bool,
-    /// Comma-separated implementations: pytorch, torchscript, libtorch.
-    #[arg(long = "impl", default_value = "libtorch,pytorch")]
-    impls: String,
+    /// Colour theme: dark, light, high-contrast, colorblind, or a path to a theme file.
+    #[arg(long, default_value = "dark")]
+    theme: String,
+    /// Open the TUI on the compare view of these two workers, e.g. --compare libtorch,pytorch.
+    #[arg(long, value_name = "A,B")]
+    compare: Option<String>,
+    /// Comma-separated implementations: pytorch, torchscript, libtorch [default: libtorch,pytorch, or none when --cmd is given].
+    #[arg(long = "impl")]
+    impls: Option<String>,
+    /// Monitor your own command too: NAME='shell command' (repeatable). PyTorch scripts report their
+    /// optimiser steps with no code change.
+    #[arg(long = "cmd", value_name = "NAME=COMMAND")]
+    commands: Vec<String>,
     #[arg(long, value_enum, default_value = "resnet50")]
     model: ModelArg,
     /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
@@ -94,9 +104,9 @@ struct RunArgs {
     /// Intra-op threads per worker [default: all cores; divided among workers with --schedule parallel].
     #[arg(long)]
     threads: Option<i64>,
-    /// How workers that share the machine take turns.
-    #[arg(long, value_enum, default_value = "alternate")]
-    schedule: ScheduleArg,
+    /// How workers that share the machine take turns [default: alternate, or parallel with --cmd].
+    #[arg(long, value_enum)]
+    schedule: Option<ScheduleArg>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
@@ -131,6 +141,38 @@ fn positive(flag: &str, value: i64) -> Result<u64, BadInput> {
         return Err(BadInput(format!("{flag} must be at least 1 (got {value})")));
     }
     Ok(value as u64)
+}
+
+/// `NAME=COMMAND` pairs, with names unique among themselves and the implementations.
+fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, String)>, BadInput> {
+    let mut commands: Vec<(String, String)> = Vec::new();
+    for spec in specs {
+        let Some((name, command)) = spec.split_once('=') else {
+            return Err(BadInput(format!(
+                "--cmd '{spec}' needs the form NAME=COMMAND, e.g. --cmd train='python train.py'"
+            )));
+        };
+        let (name, command) = (name.trim(), command.trim());
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(BadInput(format!(
+                "--cmd name '{name}' must be letters, digits, '-' or '_'"
+            )));
+        }
+        if command.is_empty() {
+            return Err(BadInput(format!("--cmd {name}= names no command")));
+        }
+        if impls.iter().any(|i| i.name() == name) || commands.iter().any(|(n, _)| n == name) {
+            return Err(BadInput(format!(
+                "--cmd name '{name}' is already taken by another worker"
+            )));
+        }
+        commands.push((name.to_string(), command.to_string()));
+    }
+    Ok(commands)
 }
 
 fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
@@ -225,12 +267,47 @@ fn check_output_path(path: &std::path::Path) -> Result<(), BadInput> {
 
 struct Validated {
     plan: Plan,
+    /// `None` runs headless.
+    tui: Option<TuiOptions>,
     interval: Duration,
     summary_json: Option<PathBuf>,
 }
 
+struct TuiOptions {
+    theme: crate::ui::theme::Theme,
+    compare: Option<(String, String)>,
+}
+
+fn parse_compare(pair: &str, workers: &[String]) -> Result<(String, String), BadInput> {
+    let names: Vec<&str> = pair.split(',').map(str::trim).collect();
+    let [a, b] = names[..] else {
+        return Err(BadInput(format!(
+            "--compare '{pair}' needs two workers, e.g. --compare libtorch,pytorch"
+        )));
+    };
+    for name in [a, b] {
+        if !workers.iter().any(|w| w == name) {
+            return Err(BadInput(format!(
+                "--compare names {name}, which this session does not run (it runs {})",
+                workers.join(", ")
+            )));
+        }
+    }
+    if a == b {
+        return Err(BadInput(format!(
+            "--compare needs two different workers (got {a} twice)"
+        )));
+    }
+    Ok((a.to_string(), b.to_string()))
+}
+
 fn validate(args: RunArgs) -> Result<Validated, BadInput> {
-    let impls = parse_impls(&args.impls)?;
+    let impls = match (&args.impls, args.commands.is_empty()) {
+        (Some(list), _) => parse_impls(list)?,
+        (None, true) => vec![Impl::Libtorch, Impl::Pytorch],
+        (None, false) => Vec::new(),
+    };
+    let commands = parse_commands(&args.commands, &impls)?;
     let dataset = DatasetSpec::parse(&args.dataset).map_err(|e| BadInput(e.to_string()))?;
     let mode = match args.mode {
         ModeArg::Train => Mode::Train,
@@ -271,10 +348,15 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
             args.lr
         )));
     }
-    let schedule = match args.schedule {
-        ScheduleArg::Alternate => Schedule::Alternate,
-        ScheduleArg::Parallel => Schedule::Parallel,
-        ScheduleArg::Sequential => Schedule::Sequential,
+    let schedule = match (args.schedule, commands.is_empty()) {
+        (Some(ScheduleArg::Alternate), false) => {
+            return Err(BadInput(
+                "--cmd workers cannot take turns step by step: use --schedule parallel or sequential".into(),
+            ));
+        }
+        (Some(ScheduleArg::Alternate), true) | (None, true) => Schedule::Alternate,
+        (Some(ScheduleArg::Parallel), _) | (None, false) => Schedule::Parallel,
+        (Some(ScheduleArg::Sequential), _) => Schedule::Sequential,
     };
     let threads = match args.threads {
         Some(t) => positive("--threads", t)? as u32,
@@ -283,7 +365,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
                 .map(|n| n.get())
                 .unwrap_or(1);
             let sharing = if schedule == Schedule::Parallel {
-                impls.len()
+                impls.len() + commands.len()
             } else {
                 1
             };
@@ -293,6 +375,27 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
     if let Some(path) = &args.summary_json {
         check_output_path(path)?;
     }
+    let worker_names: Vec<String> = impls
+        .iter()
+        .map(|i| i.name().to_string())
+        .chain(commands.iter().map(|(name, _)| name.clone()))
+        .collect();
+    let theme = crate::ui::theme::load(&args.theme).map_err(|e| BadInput(e.to_string()))?;
+    let compare = args
+        .compare
+        .as_deref()
+        .map(|p| parse_compare(p, &worker_names))
+        .transpose()?;
+    let tui = if args.headless {
+        None
+    } else {
+        if !std::io::stdout().is_terminal() {
+            return Err(BadInput(
+                "the live view needs a terminal: add --headless to run without one".into(),
+            ));
+        }
+        Some(TuiOptions { theme, compare })
+    };
     let device = resolve_device(&args.device, crate::telemetry::cuda::device_count)?;
     let python = if impls.iter().any(|i| i.needs_python()) {
         let python = session::python::resolve(args.python);
@@ -301,13 +404,18 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
     } else {
         None
     };
-    let worker_program = worker_program().map_err(BadInput)?;
+    let worker_program = if impls.is_empty() {
+        None
+    } else {
+        Some(worker_program().map_err(BadInput)?)
+    };
     let model = match args.model {
         ModelArg::Resnet50 => Model::Resnet50,
         ModelArg::Resnet18 => Model::Resnet18,
     };
     let session = SessionConfig {
-        impls: impls.iter().map(|i| i.name().to_string()).collect(),
+        impls: worker_names,
+        commands: commands.iter().cloned().collect(),
         model,
         dataset: dataset.to_string(),
         mode,
@@ -326,8 +434,10 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         },
     };
     Ok(Validated {
+        tui,
         plan: Plan {
             impls,
+            commands,
             session,
             dataset,
             length,
@@ -365,6 +475,7 @@ fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 fn run(args: RunArgs) -> i32 {
     let Validated {
         plan,
+        tui,
         interval,
         summary_json,
     } = match validate(args) {
@@ -396,15 +507,31 @@ fn run(args: RunArgs) -> i32 {
             return EXIT_WORKER_FAILED;
         }
     };
-    let stderr = std::io::stderr();
-    let tty = stderr.is_terminal();
-    let mut progress = crate::ui::progress::Progress::new(stderr, tty);
-    let state = runtime.block_on(session::run(
-        prepared.session.clone(),
-        prepared.workers.clone(),
-        interval,
-        &mut progress,
-    ));
+    let live = tui.is_some();
+    let state = match tui {
+        Some(TuiOptions { theme, compare }) => {
+            match crate::ui::live::run(&runtime, &prepared, interval, theme, compare) {
+                Ok(state) => state,
+                Err(e) => {
+                    eprintln!("golow: the live view failed: {e}");
+                    return EXIT_WORKER_FAILED;
+                }
+            }
+        }
+        None => {
+            let stderr = std::io::stderr();
+            let tty = stderr.is_terminal();
+            let mut progress = crate::ui::progress::Progress::new(stderr, tty);
+            let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
+            runtime.block_on(session::run(
+                prepared.session.clone(),
+                prepared.workers.clone(),
+                interval,
+                &mut progress,
+                control_rx,
+            ))
+        }
+    };
     drop(prepared);
     let summary = Summary::from_state(&state);
     print!("{}", crate::ui::report::table(&summary));
@@ -419,12 +546,17 @@ fn run(args: RunArgs) -> i32 {
         .workers
         .iter()
         .any(|w| w.status == crate::state::WorkerStatus::Stopped);
-    if stopped {
-        EXIT_INTERRUPTED
-    } else if summary.all_ok() {
-        EXIT_OK
-    } else {
+    let failed = summary
+        .workers
+        .iter()
+        .any(|w| w.status == crate::state::WorkerStatus::Failed);
+    // Quitting the live view is the user's choice; an interrupted headless run is not a success.
+    if failed {
         EXIT_WORKER_FAILED
+    } else if stopped && !live {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_OK
     }
 }
 
@@ -496,6 +628,23 @@ mod tests {
         assert!(check_resolution(33, 1, Mode::Train).is_ok());
         assert!(check_resolution(8, 2, Mode::Train).is_ok());
         assert!(check_resolution(MAX_RESOLUTION + 1, 2, Mode::Train).is_err());
+    }
+
+    #[test]
+    fn command_specs() {
+        let specs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let parsed = parse_commands(&specs(&["train=python t.py --lr 0.1"]), &[])
+            .ok()
+            .unwrap();
+        assert_eq!(
+            parsed,
+            vec![("train".to_string(), "python t.py --lr 0.1".to_string())]
+        );
+        assert!(parse_commands(&specs(&["python t.py"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a b=x"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a="]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a=x", "a=y"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["libtorch=x"]), &[Impl::Libtorch]).is_err());
     }
 
     #[test]

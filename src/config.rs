@@ -143,7 +143,11 @@ pub struct WorkerConfig {
 /// The whole session as the user asked for it, after defaults were applied.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SessionConfig {
+    /// Every worker's name: built-in implementations, then `--cmd` names.
     pub impls: Vec<String>,
+    /// `--cmd` workers: name → the shell command.
+    #[serde(default)]
+    pub commands: std::collections::BTreeMap<String, String>,
     pub model: Model,
     pub dataset: String,
     pub mode: Mode,

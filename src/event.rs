@@ -89,6 +89,15 @@ pub struct WorkerExit {
     pub message: Option<String>,
 }
 
+/// An optimiser step of a user's own command (`--cmd`), reported by golow's Python hook.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OptimizerStep {
+    /// Counts from 0 across every optimiser of the process.
+    pub step: u64,
+    /// Wall time since the previous optimiser step; `null` for the first.
+    pub interval_ms: Option<f64>,
+}
+
 /// What a worker may say. A worker cannot forge monitor events: its lines parse into this type only.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -98,6 +107,7 @@ pub enum WorkerEvent {
     Epoch(Epoch),
     TurnEnd(TurnEnd),
     Exit(WorkerExit),
+    OptimizerStep(OptimizerStep),
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,7 +142,9 @@ pub enum Body {
     ProtocolError {
         message: String,
     },
-    /// A reading of the worker's process (and its children) from /proc.
+    OptimizerStep(OptimizerStep),
+    /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
+    /// (100 = one core busy).
     Process {
         pid: u32,
         rss_bytes: u64,
@@ -146,6 +158,35 @@ pub enum Body {
         /// golow asked it to stop (user interrupt); its end is then not a failure.
         stop_requested: bool,
     },
+    /// NVML cannot be used on this machine; the GPU panes say why.
+    GpuUnavailable {
+        reason: String,
+    },
+    /// A GPU as NVML names it, once per session before its readings.
+    GpuInfo {
+        index: u32,
+        name: String,
+        memory_total_bytes: u64,
+        driver: String,
+    },
+    /// A reading of a whole GPU. Utilisation is NVML's, averaged by the driver over its own sample
+    /// window (1/6 s to 1 s depending on the product), not over golow's interval.
+    GpuDevice {
+        index: u32,
+        utilization_percent: Option<u32>,
+        memory_used_bytes: Option<u64>,
+        power_watts: Option<f64>,
+        sm_clock_mhz: Option<u32>,
+    },
+    /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
+    /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample).
+    GpuProcess {
+        pid: u32,
+        index: u32,
+        memory_bytes: Option<u64>,
+        sm_percent: Option<u32>,
+        last_seen_us: Option<u64>,
+    },
     SessionEnd,
 }
 
@@ -157,6 +198,7 @@ impl From<WorkerEvent> for Body {
             WorkerEvent::Epoch(e) => Body::Epoch(e),
             WorkerEvent::TurnEnd(e) => Body::TurnEnd(e),
             WorkerEvent::Exit(e) => Body::Exit(e),
+            WorkerEvent::OptimizerStep(e) => Body::OptimizerStep(e),
         }
     }
 }
@@ -245,7 +287,8 @@ mod tests {
         };
         vec![
             Body::SessionStart(SessionConfig {
-                impls: vec!["libtorch".into(), "pytorch".into()],
+                impls: vec!["libtorch".into(), "train".into()],
+                commands: [("train".to_string(), "python train.py".to_string())].into(),
                 model: Model::Resnet18,
                 dataset: "cifar10:/d".into(),
                 mode: Mode::Eval,

@@ -249,3 +249,52 @@ fn summary_into_a_missing_directory() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("directory /nonexistent/dir does not exist"));
 }
+
+#[test]
+fn malformed_commands() {
+    rejects(&["--cmd", "python train.py"], "needs the form NAME=COMMAND");
+    rejects(&["--cmd", "my job=python t.py"], "must be letters, digits");
+    rejects(&["--cmd", "a=x", "--cmd", "a=y"], "already taken");
+    rejects(
+        &["--cmd", "a=x", "--schedule", "alternate"],
+        "cannot take turns",
+    );
+}
+
+#[test]
+fn a_bad_theme_file_is_named_with_its_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let theme = dir.path().join("mine.toml");
+    let mut text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/themes/dark.toml")).unwrap();
+    text = text.replacen("muted = ", "mutted = ", 1);
+    std::fs::write(&theme, &text).unwrap();
+    let line = text.lines().position(|l| l.starts_with("mutted")).unwrap() + 1;
+    let theme = theme.display().to_string();
+    rejects(
+        &["--theme", &theme],
+        &format!("theme {theme}, line {line}: field colors.mutted is unknown"),
+    );
+    rejects(&["--theme", "solarized"], "no built-in theme of that name");
+}
+
+#[test]
+fn compare_names_workers_of_the_session() {
+    rejects(
+        &["--compare", "libtorch,jax"],
+        "--compare names jax, which this session does not run",
+    );
+    rejects(&["--compare", "libtorch"], "needs two workers");
+}
+
+#[test]
+fn the_live_view_needs_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(tmp.path(), &["run", "--impl", "libtorch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("add --headless"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -12,7 +12,17 @@ use super::schedule::{Action, Scheduler, TURN_STEPS};
 use crate::config::SessionConfig;
 use crate::event::{Body, Record, Stream};
 use crate::state::State;
+use crate::telemetry::gpu::{GpuSampler, NvmlSource};
 use crate::telemetry::procfs::{ProcSampler, Watched};
+
+/// What the UI may ask of a running session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Stop every worker (quit, or Ctrl-C).
+    StopAll,
+    /// Stop one worker, by its index in the session's worker list.
+    Stop(usize),
+}
 
 /// Anything that wants to see the session as it happens (progress display, recorder, UI).
 pub trait Observer {
@@ -23,7 +33,7 @@ struct Hub<'a> {
     start: Instant,
     state: State,
     names: Vec<String>,
-    observer: &'a mut dyn Observer,
+    observer: &'a mut (dyn Observer + Send),
 }
 
 impl Hub<'_> {
@@ -36,12 +46,13 @@ impl Hub<'_> {
     }
 }
 
-/// Runs the workers to their end (or until the user interrupts) and returns the final state.
+/// Runs the workers to their end (or until the user stops them) and returns the final state.
 pub async fn run(
     session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
     interval: Duration,
-    observer: &mut dyn Observer,
+    observer: &mut (dyn Observer + Send),
+    mut controls: mpsc::UnboundedReceiver<Control>,
 ) -> State {
     let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
     let mut hub = Hub {
@@ -57,8 +68,28 @@ pub async fn run(
     let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
     let sampler_tx = tx.clone();
     let _sampler = ProcSampler::start(interval, watched.clone(), move |worker, body| {
-        let _ = sampler_tx.send(Incoming { worker, body });
+        let _ = sampler_tx.send(Incoming {
+            worker: Some(worker),
+            body,
+        });
     });
+    let _gpu_sampler = match NvmlSource::open() {
+        Ok(source) => {
+            let gpu_tx = tx.clone();
+            Some(GpuSampler::start(
+                Box::new(source),
+                interval,
+                watched.clone(),
+                move |worker, body| {
+                    let _ = gpu_tx.send(Incoming { worker, body });
+                },
+            ))
+        }
+        Err(reason) => {
+            hub.publish(None, Body::GpuUnavailable { reason });
+            None
+        }
+    };
 
     let mut launched: Vec<Option<Launched>> = (0..workers.len()).map(|_| None).collect();
     let mut ended = vec![false; workers.len()];
@@ -125,6 +156,10 @@ pub async fn run(
         tokio::select! {
             incoming = rx.recv() => {
                 let Some(Incoming { worker, body }) = incoming else { break };
+                let Some(worker) = worker else {
+                    hub.publish(None, body);
+                    continue;
+                };
                 let reaction = match &body {
                     Body::TurnEnd(_) => scheduler.on_turn_end(worker),
                     Body::WorkerExited { .. } => {
@@ -142,18 +177,40 @@ pub async fn run(
             }
             _ = &mut interrupt, if !stopping => {
                 stopping = true;
-                for i in scheduler.cancel_pending() {
-                    ended[i] = true;
-                    hub.publish(Some(i), never_started());
-                }
-                for worker in launched.iter_mut().flatten() {
-                    worker.stop();
-                }
+                stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
             }
+            Some(control) = controls.recv() => match control {
+                Control::StopAll if !stopping => {
+                    stopping = true;
+                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+                }
+                Control::Stop(i) => {
+                    if let Some(worker) = launched.get_mut(i).and_then(Option::as_mut) {
+                        worker.stop();
+                    }
+                }
+                Control::StopAll => {}
+            },
         }
     }
     hub.publish(None, Body::SessionEnd);
     hub.state
+}
+
+/// Stops every running worker and cancels those not yet started.
+fn stop_all(
+    hub: &mut Hub<'_>,
+    scheduler: &mut Scheduler,
+    launched: &mut [Option<Launched>],
+    ended: &mut [bool],
+) {
+    for i in scheduler.cancel_pending() {
+        ended[i] = true;
+        hub.publish(Some(i), never_started());
+    }
+    for worker in launched.iter_mut().flatten() {
+        worker.stop();
+    }
 }
 
 /// A worker the session was stopped before starting.

@@ -31,7 +31,8 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 /// Something a worker process did, for the hub.
 #[derive(Debug)]
 pub struct Incoming {
-    pub worker: usize,
+    /// The worker it concerns; `None` for session-wide readings (a whole GPU).
+    pub worker: Option<usize>,
     pub body: Body,
 }
 
@@ -164,7 +165,10 @@ pub fn spawn(
                     ),
                 },
             };
-            let _ = event_tx.send(Incoming { worker, body });
+            let _ = event_tx.send(Incoming {
+                worker: Some(worker),
+                body,
+            });
         })
         .await;
     });
@@ -201,7 +205,10 @@ pub fn spawn(
             signal,
             stop_requested: stopped.load(Ordering::SeqCst),
         };
-        let _ = tx.send(Incoming { worker, body });
+        let _ = tx.send(Incoming {
+            worker: Some(worker),
+            body,
+        });
     });
     Ok(Launched {
         pid,
@@ -224,7 +231,7 @@ async fn forward_output<R: tokio::io::AsyncRead + Unpin>(
             }
         };
         let _ = tx.send(Incoming {
-            worker,
+            worker: Some(worker),
             body: Body::Output { stream, line },
         });
     })

@@ -22,6 +22,18 @@ const PYTHON_SOURCES: [(&str, &str); 4] = [
     ),
 ];
 
+/// The step hook `--cmd` workers get on PYTHONPATH.
+const HOOK_SOURCES: [(&str, &str); 2] = [
+    (
+        "sitecustomize.py",
+        include_str!("../workers/pyhook/sitecustomize.py"),
+    ),
+    (
+        "golow_step_hook.py",
+        include_str!("../workers/pyhook/golow_step_hook.py"),
+    ),
+];
+
 /// How long a run is: a number of steps, or of passes over the split the mode reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Length {
@@ -67,11 +79,14 @@ impl Drop for SessionDir {
 /// What `prepare` starts from: the validated command line.
 pub struct Plan {
     pub impls: Vec<Impl>,
+    /// `--cmd` workers: name and shell command.
+    pub commands: Vec<(String, String)>,
     pub session: SessionConfig,
     pub dataset: DatasetSpec,
     pub length: Length,
     pub python: Option<PathBuf>,
-    pub worker_program: PathBuf,
+    /// `golow-worker`, when a built-in implementation runs.
+    pub worker_program: Option<PathBuf>,
 }
 
 pub struct Prepared {
@@ -98,9 +113,56 @@ fn run_step(what: &str, command: &mut Command) -> Result<(), PrepareError> {
 }
 
 pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
+    let dir = SessionDir::create().map_err(setup("cannot create the session directory"))?;
+    let (session, mut workers) = if plan.impls.is_empty() {
+        (plan.session.clone(), Vec::new())
+    } else {
+        prepare_builtin(plan, &dir)?
+    };
+    if !plan.commands.is_empty() {
+        let hook_dir = dir.path().join("pyhook");
+        write_sources(&hook_dir, &HOOK_SOURCES)?;
+        for (name, command) in &plan.commands {
+            workers.push((name.clone(), command_worker(command, &hook_dir)));
+        }
+    }
+    Ok(Prepared {
+        dir,
+        session,
+        workers,
+    })
+}
+
+fn write_sources(dir: &Path, sources: &[(&str, &str)]) -> Result<(), PrepareError> {
+    std::fs::create_dir_all(dir).map_err(setup("cannot write the Python sources"))?;
+    for (name, source) in sources {
+        std::fs::write(dir.join(name), source).map_err(setup("cannot write the Python sources"))?;
+    }
+    Ok(())
+}
+
+/// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH.
+fn command_worker(command: &str, hook_dir: &Path) -> WorkerCommand {
+    let mut python_path = hook_dir.display().to_string();
+    if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        python_path = format!("{python_path}:{}", existing.to_string_lossy());
+    }
+    WorkerCommand {
+        program: PathBuf::from("/bin/sh"),
+        args: vec!["-c".into(), command.into()],
+        env: vec![("PYTHONPATH".into(), python_path)],
+    }
+}
+
+type Workers = Vec<(String, WorkerCommand)>;
+
+/// The files the built-in implementations share (data cache, weights, scripted model) and their commands.
+fn prepare_builtin(
+    plan: &Plan,
+    dir: &SessionDir,
+) -> Result<(SessionConfig, Workers), PrepareError> {
     let dataset = data::load(&plan.dataset, plan.session.resolution)
         .map_err(|e| PrepareError::BadInput(e.to_string()))?;
-    let dir = SessionDir::create().map_err(setup("cannot create the session directory"))?;
     let data_dir = dir.path().join("data");
     let meta =
         data::write_cache(&dataset, &data_dir).map_err(setup("cannot write the data cache"))?;
@@ -131,11 +193,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
     session.steps = steps;
 
     let python_dir = dir.path().join("pytorch");
-    std::fs::create_dir_all(&python_dir).map_err(setup("cannot write the Python worker"))?;
-    for (name, source) in PYTHON_SOURCES {
-        std::fs::write(python_dir.join(name), source)
-            .map_err(setup("cannot write the Python worker"))?;
-    }
+    write_sources(&python_dir, &PYTHON_SOURCES)?;
 
     let needs_script = plan.impls.contains(&Impl::Torchscript);
     let config = WorkerConfig {
@@ -162,10 +220,14 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
         serde_json::to_string_pretty(&config).map_err(setup("cannot encode the worker config"))?;
     std::fs::write(&config_path, json).map_err(setup("cannot write the worker config"))?;
     let config_arg = config_path.display().to_string();
+    let worker_program = plan
+        .worker_program
+        .clone()
+        .ok_or_else(|| PrepareError::Setup("golow-worker was not resolved".into()))?;
 
     run_step(
         "writing the initial weights",
-        Command::new(&plan.worker_program).args(["init-weights", "--config", &config_arg]),
+        Command::new(&worker_program).args(["init-weights", "--config", &config_arg]),
     )?;
     let python = || {
         plan.python.clone().ok_or_else(|| {
@@ -195,7 +257,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
                 env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
             },
             Impl::Libtorch | Impl::Torchscript => WorkerCommand {
-                program: plan.worker_program.clone(),
+                program: worker_program.clone(),
                 args: vec![
                     "run".into(),
                     "--impl".into(),
@@ -208,9 +270,5 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
         };
         workers.push((implementation.name().to_string(), command));
     }
-    Ok(Prepared {
-        dir,
-        session,
-        workers,
-    })
+    Ok((session, workers))
 }

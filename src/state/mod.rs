@@ -1,19 +1,62 @@
 //! The fold: `State::apply(record)` turns the event stream into everything the summary and the UI show.
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
+mod compare;
+mod series;
 mod stats;
 mod summary;
 
 use std::collections::VecDeque;
 
+pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
+pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
 pub use summary::{Summary, WorkerStatus, WorkerSummary};
 
 use crate::config::SessionConfig;
-use crate::event::{Body, Epoch, Hello, Record, Step, WorkerExit};
+use crate::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
 
 /// Stderr lines kept per worker, to explain a failure.
 pub const STDERR_TAIL_LINES: usize = 20;
+
+/// A worker's time series, in seconds since the session started.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSeries {
+    pub sample_ms: Series,
+    pub step_ms: Series,
+    pub throughput: Series,
+    pub loss: Series,
+    /// Fraction of each batch classified correctly.
+    pub accuracy: Series,
+    /// Evaluation accuracy at the end of each epoch.
+    pub eval_accuracy: Series,
+    pub h2d_ms: Series,
+    pub h2d_gbps: Series,
+    pub cpu_percent: Series,
+    pub rss_bytes: Series,
+    pub gpu_memory_bytes: Series,
+    pub gpu_sm_percent: Series,
+}
+
+/// One GPU's readings.
+#[derive(Debug, Clone, Default)]
+pub struct GpuDeviceState {
+    pub index: u32,
+    pub name: String,
+    pub driver: String,
+    pub memory_total_bytes: u64,
+    pub utilization: Series,
+    pub memory_used_bytes: Series,
+    pub power_watts: Series,
+    pub sm_clock_mhz: Series,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct GpuState {
+    /// Why NVML cannot be used here, when it cannot.
+    pub unavailable: Option<String>,
+    pub devices: Vec<GpuDeviceState>,
+}
 
 /// How a worker process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +78,8 @@ pub struct WorkerState {
     pub samples: u64,
     pub compute: Durations,
     pub sample_time: Durations,
+    /// Timed regions of a built-in step, or the wall interval between a `--cmd` worker's optimiser steps.
+    pub step_time: Durations,
     pub h2d: Durations,
     pub h2d_bytes_total: u64,
     pub h2d_bytes_steps: u64,
@@ -44,6 +89,10 @@ pub struct WorkerState {
     pub last_step: Option<Step>,
     pub last_epoch: Option<Epoch>,
     pub peak_rss_bytes: u64,
+    pub peak_gpu_memory_bytes: Option<u64>,
+    /// Whether the worker's host batches were pinned (from its hello).
+    pub pinned: Option<bool>,
+    pub series: WorkerSeries,
     pub exit: Option<WorkerExit>,
     pub process_end: Option<ProcessEnd>,
     pub stderr_tail: VecDeque<String>,
@@ -58,31 +107,60 @@ impl WorkerState {
         }
     }
 
-    fn apply_step(&mut self, step: &Step) {
+    fn apply_step(&mut self, t: f64, step: &Step) {
         self.steps += 1;
         if self.first_loss.is_none() {
             self.first_loss = Some(step.loss);
         }
+        let batch = f64::from(step.batch_size.max(1));
+        let timed = step.h2d_ms.unwrap_or(0.0) + step.compute_ms;
+        self.series.loss.push(t, step.loss);
+        self.series
+            .accuracy
+            .push(t, f64::from(step.correct) / batch);
         if step.warmup {
             self.warmup_steps += 1;
         } else {
-            let batch = f64::from(step.batch_size.max(1));
-            let timed = step.h2d_ms.unwrap_or(0.0) + step.compute_ms;
             self.samples += u64::from(step.batch_size);
             self.compute.record_ms(step.compute_ms);
             self.sample_time.record_ms(timed / batch);
+            self.step_time.record_ms(timed);
+            self.series.sample_ms.push(t, timed / batch);
+            self.series.step_ms.push(t, timed);
+            if timed > 0.0 {
+                self.series.throughput.push(t, batch / (timed / 1e3));
+            }
             if let Some(h2d) = step.h2d_ms {
                 self.h2d.record_ms(h2d);
+                self.series.h2d_ms.push(t, h2d);
             }
             if let Some(bytes) = step.h2d_bytes {
                 self.h2d_bytes_total = self.h2d_bytes_total.saturating_add(bytes);
                 self.h2d_bytes_steps += 1;
+                if let Some(ms) = step.h2d_ms.filter(|&ms| ms > 0.0) {
+                    self.series
+                        .h2d_gbps
+                        .push(t, bytes as f64 / (ms / 1e3) / 1e9);
+                }
             }
             if timed.is_finite() && timed > 0.0 {
                 self.timed_ms += timed;
             }
         }
         self.last_step = Some(step.clone());
+    }
+
+    /// A `--cmd` worker's optimiser step: counted, and timed by its interval once past the warm-up.
+    fn apply_optimizer_step(&mut self, t: f64, step: &OptimizerStep, warmup: u64) {
+        self.steps += 1;
+        if self.steps <= warmup {
+            self.warmup_steps += 1;
+            return;
+        }
+        if let Some(ms) = step.interval_ms {
+            self.step_time.record_ms(ms);
+            self.series.step_ms.push(t, ms);
+        }
     }
 
     /// Still running: started and not yet ended.
@@ -95,6 +173,7 @@ impl WorkerState {
 pub struct State {
     pub session: Option<SessionConfig>,
     pub workers: Vec<WorkerState>,
+    pub gpu: GpuState,
     /// Timestamp of the latest record, in milliseconds since the session started.
     pub t_ms: f64,
     pub ended: bool,
@@ -117,6 +196,7 @@ impl State {
 
     pub fn apply(&mut self, record: &Record) {
         self.t_ms = self.t_ms.max(record.t_ms);
+        let t = record.t_ms / 1e3;
         match &record.body {
             Body::SessionStart(config) => {
                 for name in &config.impls {
@@ -125,20 +205,82 @@ impl State {
                 self.session = Some(config.clone());
             }
             Body::SessionEnd => self.ended = true,
+            Body::GpuUnavailable { reason } => self.gpu.unavailable = Some(reason.clone()),
+            Body::GpuInfo {
+                index,
+                name,
+                memory_total_bytes,
+                driver,
+            } => {
+                let device = self.gpu_device_mut(*index);
+                device.name = name.clone();
+                device.driver = driver.clone();
+                device.memory_total_bytes = *memory_total_bytes;
+            }
+            Body::GpuDevice {
+                index,
+                utilization_percent,
+                memory_used_bytes,
+                power_watts,
+                sm_clock_mhz,
+            } => {
+                let device = self.gpu_device_mut(*index);
+                push_some(
+                    &mut device.utilization,
+                    t,
+                    utilization_percent.map(f64::from),
+                );
+                push_some(
+                    &mut device.memory_used_bytes,
+                    t,
+                    memory_used_bytes.map(|b| b as f64),
+                );
+                push_some(&mut device.power_watts, t, *power_watts);
+                push_some(&mut device.sm_clock_mhz, t, sm_clock_mhz.map(f64::from));
+            }
             body => {
                 let Some(name) = &record.worker else { return };
-                apply_worker_event(self.worker_mut(name), body);
+                let warmup = self.session.as_ref().map_or(0, |s| s.warmup);
+                apply_worker_event(self.worker_mut(name), t, body, warmup);
+            }
+        }
+    }
+
+    fn gpu_device_mut(&mut self, index: u32) -> &mut GpuDeviceState {
+        match self.gpu.devices.iter().position(|d| d.index == index) {
+            Some(i) => &mut self.gpu.devices[i],
+            None => {
+                self.gpu.devices.push(GpuDeviceState {
+                    index,
+                    ..Default::default()
+                });
+                self.gpu.devices.last_mut().expect("just pushed")
             }
         }
     }
 }
 
-fn apply_worker_event(worker: &mut WorkerState, body: &Body) {
+fn push_some(series: &mut Series, t: f64, value: Option<f64>) {
+    if let Some(v) = value {
+        series.push(t, v);
+    }
+}
+
+fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64) {
     match body {
         Body::WorkerStarted { pid, .. } => worker.pid = Some(*pid),
-        Body::Hello(hello) => worker.hello = Some(hello.clone()),
-        Body::Step(step) => worker.apply_step(step),
-        Body::Epoch(epoch) => worker.last_epoch = Some(epoch.clone()),
+        Body::Hello(hello) => {
+            worker.pinned = Some(hello.config.pinned && hello.device.starts_with("cuda"));
+            worker.hello = Some(hello.clone());
+        }
+        Body::Step(step) => worker.apply_step(t, step),
+        Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup),
+        Body::Epoch(epoch) => {
+            if let Some(accuracy) = epoch.eval_accuracy.filter(|_| epoch.complete) {
+                worker.series.eval_accuracy.push(t, accuracy);
+            }
+            worker.last_epoch = Some(epoch.clone());
+        }
         Body::Exit(exit) => worker.exit = Some(exit.clone()),
         Body::Output {
             stream: crate::event::Stream::Stderr,
@@ -150,8 +292,31 @@ fn apply_worker_event(worker: &mut WorkerState, body: &Body) {
             worker.stderr_tail.push_back(line.clone());
         }
         Body::ProtocolError { .. } => worker.protocol_errors += 1,
-        Body::Process { peak_rss_bytes, .. } => {
+        Body::Process {
+            rss_bytes,
+            peak_rss_bytes,
+            cpu_percent,
+            ..
+        } => {
             worker.peak_rss_bytes = worker.peak_rss_bytes.max(*peak_rss_bytes);
+            worker.series.rss_bytes.push(t, *rss_bytes as f64);
+            push_some(&mut worker.series.cpu_percent, t, *cpu_percent);
+        }
+        Body::GpuProcess {
+            memory_bytes,
+            sm_percent,
+            ..
+        } => {
+            if let Some(bytes) = memory_bytes {
+                worker.peak_gpu_memory_bytes =
+                    Some(worker.peak_gpu_memory_bytes.unwrap_or(0).max(*bytes));
+                worker.series.gpu_memory_bytes.push(t, *bytes as f64);
+            }
+            push_some(
+                &mut worker.series.gpu_sm_percent,
+                t,
+                sm_percent.map(f64::from),
+            );
         }
         Body::WorkerExited {
             exit_code,
@@ -164,7 +329,13 @@ fn apply_worker_event(worker: &mut WorkerState, body: &Body) {
                 stop_requested: *stop_requested,
             });
         }
-        Body::Output { .. } | Body::TurnEnd(_) | Body::SessionStart(_) | Body::SessionEnd => {}
+        Body::Output { .. }
+        | Body::TurnEnd(_)
+        | Body::SessionStart(_)
+        | Body::SessionEnd
+        | Body::GpuUnavailable { .. }
+        | Body::GpuInfo { .. }
+        | Body::GpuDevice { .. } => {}
     }
 }
 

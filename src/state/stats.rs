@@ -48,6 +48,12 @@ impl Durations {
         self.histogram.is_empty()
     }
 
+    /// The value at quantile `q` (0..=1), in milliseconds.
+    pub fn quantile_ms(&self, q: f64) -> Option<f64> {
+        (!self.histogram.is_empty())
+            .then(|| self.histogram.value_at_quantile(q.clamp(0.0, 1.0)) as f64 / 1e6)
+    }
+
     pub fn percentiles(&self) -> Option<Percentiles> {
         if self.histogram.is_empty() {
             return None;

@@ -25,6 +25,8 @@ pub struct SummaryConfig {
     pub resolution: u32,
     pub device: String,
     pub schedule: Schedule,
+    /// `--cmd` workers: name → shell command.
+    pub commands: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -48,6 +50,8 @@ pub struct WorkerSummary {
     pub samples: u64,
     pub compute_ms: Option<Percentiles>,
     pub sample_time_ms: Option<Percentiles>,
+    /// Per measured step: the timed regions (built-in), or the interval between optimiser steps (`--cmd`).
+    pub step_time_ms: Option<Percentiles>,
     pub h2d_ms: Option<Percentiles>,
     pub h2d_bytes_per_step: Option<u64>,
     pub throughput_samples_per_s: Option<f64>,
@@ -79,6 +83,7 @@ impl Summary {
                 resolution: c.resolution,
                 device: c.device.clone(),
                 schedule: c.schedule,
+                commands: c.commands.clone(),
             }),
             workers: state
                 .workers
@@ -86,11 +91,6 @@ impl Summary {
                 .map(WorkerSummary::from_worker)
                 .collect(),
         }
-    }
-
-    /// True when every worker ran to its end.
-    pub fn all_ok(&self) -> bool {
-        self.workers.iter().all(|w| w.status == WorkerStatus::Ok)
     }
 }
 
@@ -100,8 +100,9 @@ fn status(worker: &WorkerState) -> WorkerStatus {
     if end.is_some_and(|e| e.stop_requested) || own == Some(ExitStatus::Stopped) {
         return WorkerStatus::Stopped;
     }
+    // A `--cmd` worker sends no exit event: its exit code alone says how it ended.
     match (end, own) {
-        (Some(e), Some(ExitStatus::Ok)) if e.exit_code == Some(0) => WorkerStatus::Ok,
+        (Some(e), Some(ExitStatus::Ok) | None) if e.exit_code == Some(0) => WorkerStatus::Ok,
         _ => WorkerStatus::Failed,
     }
 }
@@ -125,6 +126,7 @@ impl WorkerSummary {
             samples: w.samples,
             compute_ms: w.compute.percentiles(),
             sample_time_ms: w.sample_time.percentiles(),
+            step_time_ms: w.step_time.percentiles(),
             h2d_ms: w.h2d.percentiles(),
             h2d_bytes_per_step: (w.h2d_bytes_steps > 0)
                 .then(|| w.h2d_bytes_total / w.h2d_bytes_steps),
@@ -139,7 +141,7 @@ impl WorkerSummary {
                 .as_ref()
                 .and_then(|e| e.eval_accuracy.or(e.train_accuracy)),
             peak_host_rss_bytes: w.peak_rss_bytes,
-            peak_gpu_mem_bytes: None,
+            peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
             error,
         }
     }

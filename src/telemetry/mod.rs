@@ -1,4 +1,5 @@
 //! Samplers that run in the monitor, each on its own thread, never on the UI's.
 
 pub mod cuda;
+pub mod gpu;
 pub mod procfs;

@@ -48,6 +48,59 @@ fn read_proc(pid: u32) -> Option<ProcReading> {
     parse_proc(&status, &stat)
 }
 
+/// The parent pid from a `/proc/PID/stat` line (field 4).
+fn parent_of(stat: &str) -> Option<u32> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Each root with all its live descendants (root first), from one scan of /proc.
+pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32>> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            if let Some(parent) = parent_of(&stat) {
+                children.entry(parent).or_default().push(pid);
+            }
+        }
+    }
+    roots
+        .into_iter()
+        .map(|root| {
+            let mut tree = vec![root];
+            let mut i = 0;
+            while i < tree.len() {
+                for &kid in children.get(&tree[i]).into_iter().flatten() {
+                    if !tree.contains(&kid) {
+                        tree.push(kid);
+                    }
+                }
+                i += 1;
+            }
+            (root, tree)
+        })
+        .collect()
+}
+
+/// A worker's process tree read as one: memory and CPU summed; the peak is the root's own high-water
+/// mark or the tree's current total, whichever is larger.
+fn read_tree(pids: &[u32]) -> Option<ProcReading> {
+    let readings: Vec<ProcReading> = pids.iter().filter_map(|&p| read_proc(p)).collect();
+    let root = readings.first()?;
+    let rss_bytes = readings.iter().map(|r| r.rss_bytes).sum();
+    Some(ProcReading {
+        rss_bytes,
+        peak_rss_bytes: root.peak_rss_bytes.max(rss_bytes),
+        cpu_ticks: readings.iter().map(|r| r.cpu_ticks).sum(),
+    })
+}
+
 /// The processes to watch, keyed by worker index; the hub adds them as they start.
 pub type Watched = Arc<Mutex<HashMap<usize, u32>>>;
 
@@ -76,8 +129,11 @@ impl ProcSampler {
                         Ok(w) => w.iter().map(|(&k, &v)| (k, v)).collect(),
                         Err(_) => return,
                     };
+                    let trees = descendants(pids.iter().map(|&(_, pid)| pid));
                     for (worker, pid) in pids {
-                        let Some(reading) = read_proc(pid) else {
+                        let alone = [pid];
+                        let tree = trees.get(&pid).map_or(&alone[..], Vec::as_slice);
+                        let Some(reading) = read_tree(tree) else {
                             continue;
                         };
                         let now = Instant::now();
@@ -139,6 +195,20 @@ mod tests {
     fn garbage_gives_none() {
         assert_eq!(parse_proc("", ""), None);
         assert_eq!(parse_proc("VmRSS: x kB", "1 (a) S"), None);
+    }
+
+    #[test]
+    fn finds_a_child_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let tree = descendants([me]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree[&me][0], me);
+        assert!(tree[&me].contains(&child.id()), "{tree:?}");
     }
 
     #[test]

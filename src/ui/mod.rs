@@ -1,5 +1,12 @@
-//! What people see. Headless for now: progress bars on stderr and the summary table on stdout.
-//! Draws from the state only; never touches files or processes.
+//! What people see: the live TUI (ratatui), or headless progress bars on stderr and the summary table
+//! on stdout. Everything here draws from the state only and never touches files or processes.
 
+pub mod app;
+mod chart;
+mod compare;
+pub mod live;
+mod panes;
 pub mod progress;
 pub mod report;
+pub mod theme;
+mod view;

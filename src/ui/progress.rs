@@ -50,8 +50,10 @@ impl<W: Write> Progress<W> {
             // Past the last tenth once the process ended, so its final status gets a line too.
             let tenth = if w.process_end.is_some() {
                 11
+            } else if w.hello.is_some() && total > 0 {
+                (w.steps * 10) / total
             } else {
-                (w.steps * 10) / total.max(1)
+                0
             };
             if tenth > self.reported_tenths[i] {
                 self.reported_tenths[i] = tenth;
@@ -62,9 +64,14 @@ impl<W: Write> Progress<W> {
 }
 
 fn line(w: &WorkerState, total: u64) -> String {
-    let filled = ((w.steps as usize) * BAR_WIDTH) / (total.max(1) as usize);
-    let filled = filled.min(BAR_WIDTH);
-    let bar = format!("{}{}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled));
+    // A `--cmd` worker runs until it ends: its step count has no known total.
+    let progress = if w.hello.is_some() && total > 0 {
+        let filled = (((w.steps as usize) * BAR_WIDTH) / (total as usize)).min(BAR_WIDTH);
+        let bar = format!("{}{}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled));
+        format!("[{bar}] {:>6}/{total:<6}", w.steps)
+    } else {
+        format!("{:>26} {:<6}", format!("{} steps", w.steps), "")
+    };
     let status = match (&w.process_end, w.pid) {
         (Some(end), _) if end.stop_requested => "stopped".to_string(),
         (Some(end), _) if end.exit_code == Some(0) => "done".to_string(),
@@ -83,10 +90,7 @@ fn line(w: &WorkerState, total: u64) -> String {
         .as_ref()
         .map(|s| format!("loss {:.4}", s.loss))
         .unwrap_or_default();
-    format!(
-        "{:<12} [{bar}] {:>6}/{total:<6} {p50}  {loss:<12} {status}",
-        w.name, w.steps
-    )
+    format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name)
 }
 
 impl<W: Write> Observer for Progress<W> {

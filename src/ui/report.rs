@@ -15,24 +15,30 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn table(summary: &Summary) -> String {
     let mut out = String::new();
     if let Some(c) = &summary.config {
-        out.push_str(&format!(
-            "{} {} on {} · {} px · batch {} · {} · {}\n",
-            c.model.name(),
-            c.mode.name(),
-            c.dataset,
-            c.resolution,
-            c.batch_size,
-            c.device,
-            c.schedule.name()
-        ));
+        let builtin = summary.workers.len() > c.commands.len();
+        if builtin {
+            out.push_str(&format!(
+                "{} {} on {} · {} px · batch {} · ",
+                c.model.name(),
+                c.mode.name(),
+                c.dataset,
+                c.resolution,
+                c.batch_size,
+            ));
+        }
+        for (name, command) in &c.commands {
+            out.push_str(&format!("{name}: {command} · "));
+        }
+        out.push_str(&format!("{} · {}\n", c.device, c.schedule.name()));
     }
     out.push_str(&format!(
-        "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9}\n",
+        "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9}\n",
         "impl",
         "status",
         "steps",
         "ms/sample",
         "p90",
+        "step ms",
         "compute",
         "samples/s",
         "h2d ms",
@@ -48,12 +54,13 @@ pub fn table(summary: &Summary) -> String {
             WorkerStatus::Stopped => "stopped",
         };
         out.push_str(&format!(
-            "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}M\n",
+            "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}M\n",
             w.implementation,
             status,
             w.steps,
             ms(w.sample_time_ms, |p| p.p50),
             ms(w.sample_time_ms, |p| p.p90),
+            ms(w.step_time_ms, |p| p.p50),
             ms(w.compute_ms, |p| p.p50),
             opt(w.throughput_samples_per_s, 1),
             ms(w.h2d_ms, |p| p.p50),
@@ -63,7 +70,7 @@ pub fn table(summary: &Summary) -> String {
             w.peak_host_rss_bytes / (1 << 20),
         ));
     }
-    out.push_str("ms/sample and compute are medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval)\n");
+    out.push_str("medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
     for w in &summary.workers {
         if let Some(error) = &w.error {
             out.push_str(&format!("\n{} failed: {error}\n", w.implementation));

@@ -1,0 +1,342 @@
+//! GPU readings from NVML on their own thread (an NVML call can take tens of milliseconds). The source
+//! sits behind a trait so that the sampling logic is tested without a GPU; on a machine without one the
+//! session records why, and the GPU panes say so.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::Clock;
+use nvml_wrapper::enums::device::UsedGpuMemory;
+
+use super::procfs::{Watched, descendants};
+use crate::event::Body;
+
+/// What a GPU is, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuInfo {
+    pub index: u32,
+    pub name: String,
+    pub memory_total_bytes: u64,
+    pub driver: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceReading {
+    pub utilization_percent: Option<u32>,
+    pub memory_used_bytes: Option<u64>,
+    pub power_watts: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessReading {
+    pub pid: u32,
+    pub memory_bytes: Option<u64>,
+    pub sm_percent: Option<u32>,
+    pub last_seen_us: Option<u64>,
+}
+
+/// Where GPU readings come from: NVML on a real machine, a script in tests.
+pub trait GpuSource: Send {
+    fn devices(&self) -> Vec<GpuInfo>;
+    fn device(&mut self, index: u32) -> DeviceReading;
+    /// Processes on the GPU; SM utilisation from NVML samples newer than `since_us`.
+    fn processes(&mut self, index: u32, since_us: Option<u64>) -> Vec<ProcessReading>;
+}
+
+pub struct NvmlSource {
+    nvml: Nvml,
+}
+
+impl NvmlSource {
+    /// Opens NVML, or says why it cannot be used here.
+    pub fn open() -> Result<NvmlSource, String> {
+        let nvml = Nvml::init().map_err(|e| match e {
+            nvml_wrapper::error::NvmlError::LibloadingError(_) => {
+                "libnvidia-ml.so.1 not found (no NVIDIA driver on this machine)".to_string()
+            }
+            other => other.to_string(),
+        })?;
+        match nvml.device_count() {
+            Ok(0) => Err("NVML found no GPU".to_string()),
+            Ok(_) => Ok(NvmlSource { nvml }),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn devices(&self) -> Vec<GpuInfo> {
+        let driver = self.nvml.sys_driver_version().unwrap_or_default();
+        let count = self.nvml.device_count().unwrap_or(0);
+        (0..count)
+            .filter_map(|index| {
+                let d = self.nvml.device_by_index(index).ok()?;
+                Some(GpuInfo {
+                    index,
+                    name: d.name().unwrap_or_else(|_| "unknown GPU".into()),
+                    memory_total_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
+                    driver: driver.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn device(&mut self, index: u32) -> DeviceReading {
+        let Ok(d) = self.nvml.device_by_index(index) else {
+            return DeviceReading::default();
+        };
+        DeviceReading {
+            utilization_percent: d.utilization_rates().ok().map(|u| u.gpu),
+            memory_used_bytes: d.memory_info().ok().map(|m| m.used),
+            power_watts: d.power_usage().ok().map(|mw| f64::from(mw) / 1e3),
+            sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+        }
+    }
+
+    fn processes(&mut self, index: u32, since_us: Option<u64>) -> Vec<ProcessReading> {
+        let Ok(d) = self.nvml.device_by_index(index) else {
+            return Vec::new();
+        };
+        let mut readings: HashMap<u32, ProcessReading> = HashMap::new();
+        for p in d.running_compute_processes().unwrap_or_default() {
+            let memory = match p.used_gpu_memory {
+                UsedGpuMemory::Used(bytes) => Some(bytes),
+                UsedGpuMemory::Unavailable => None,
+            };
+            readings.insert(
+                p.pid,
+                ProcessReading {
+                    pid: p.pid,
+                    memory_bytes: memory,
+                    ..Default::default()
+                },
+            );
+        }
+        for s in d.process_utilization_stats(since_us).unwrap_or_default() {
+            let r = readings.entry(s.pid).or_insert_with(|| ProcessReading {
+                pid: s.pid,
+                ..Default::default()
+            });
+            r.sm_percent = Some(s.sm_util);
+            r.last_seen_us = Some(s.timestamp);
+        }
+        readings.into_values().collect()
+    }
+}
+
+/// One sampling pass: a reading per device, and one per watched worker that uses a device (its own
+/// process or any descendant). Returns the newest NVML sample timestamp seen per device.
+pub fn sample_once(
+    source: &mut dyn GpuSource,
+    devices: &[GpuInfo],
+    workers: &HashMap<usize, Vec<u32>>,
+    since: &mut HashMap<u32, u64>,
+    send: &dyn Fn(Option<usize>, Body),
+) {
+    for device in devices {
+        let r = source.device(device.index);
+        send(
+            None,
+            Body::GpuDevice {
+                index: device.index,
+                utilization_percent: r.utilization_percent,
+                memory_used_bytes: r.memory_used_bytes,
+                power_watts: r.power_watts,
+                sm_clock_mhz: r.sm_clock_mhz,
+            },
+        );
+        let processes = source.processes(device.index, since.get(&device.index).copied());
+        if let Some(newest) = processes.iter().filter_map(|p| p.last_seen_us).max() {
+            since.insert(device.index, newest);
+        }
+        for (&worker, pids) in workers {
+            let mine: Vec<&ProcessReading> =
+                processes.iter().filter(|p| pids.contains(&p.pid)).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let sum = |f: fn(&ProcessReading) -> Option<u64>| {
+                let values: Vec<u64> = mine.iter().filter_map(|p| f(p)).collect();
+                (!values.is_empty()).then(|| values.iter().sum::<u64>())
+            };
+            send(
+                Some(worker),
+                Body::GpuProcess {
+                    pid: pids[0],
+                    index: device.index,
+                    memory_bytes: sum(|p| p.memory_bytes),
+                    sm_percent: sum(|p| p.sm_percent.map(u64::from)).map(|v| v.min(100) as u32),
+                    last_seen_us: mine.iter().filter_map(|p| p.last_seen_us).max(),
+                },
+            );
+        }
+    }
+}
+
+pub struct GpuSampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl GpuSampler {
+    /// Announces the devices, then samples every `interval` until dropped.
+    pub fn start(
+        mut source: Box<dyn GpuSource>,
+        interval: Duration,
+        watched: Watched,
+        send: impl Fn(Option<usize>, Body) + Send + 'static,
+    ) -> GpuSampler {
+        let devices = source.devices();
+        for d in &devices {
+            send(
+                None,
+                Body::GpuInfo {
+                    index: d.index,
+                    name: d.name.clone(),
+                    memory_total_bytes: d.memory_total_bytes,
+                    driver: d.driver.clone(),
+                },
+            );
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("golow-nvml".into())
+            .spawn(move || {
+                let mut since = HashMap::new();
+                while !stopping.load(Ordering::Relaxed) {
+                    let roots: Vec<(usize, u32)> = match watched.lock() {
+                        Ok(w) => w.iter().map(|(&k, &v)| (k, v)).collect(),
+                        Err(_) => return,
+                    };
+                    let tree = descendants(roots.iter().map(|&(_, pid)| pid));
+                    let workers = roots
+                        .iter()
+                        .map(|&(w, pid)| (w, tree.get(&pid).cloned().unwrap_or_else(|| vec![pid])))
+                        .collect();
+                    sample_once(source.as_mut(), &devices, &workers, &mut since, &send);
+                    std::thread::sleep(interval);
+                }
+            })
+            .ok();
+        GpuSampler { stop, thread }
+    }
+}
+
+impl Drop for GpuSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A GPU that reports what the test scripted.
+    struct Scripted {
+        processes: Vec<ProcessReading>,
+        asked_since: Vec<Option<u64>>,
+    }
+
+    impl GpuSource for Scripted {
+        fn devices(&self) -> Vec<GpuInfo> {
+            vec![GpuInfo {
+                index: 0,
+                name: "Test GPU".into(),
+                memory_total_bytes: 80 << 30,
+                driver: "1.0".into(),
+            }]
+        }
+        fn device(&mut self, _: u32) -> DeviceReading {
+            DeviceReading {
+                utilization_percent: Some(55),
+                memory_used_bytes: Some(10 << 30),
+                power_watts: Some(300.0),
+                sm_clock_mhz: Some(1500),
+            }
+        }
+        fn processes(&mut self, _: u32, since_us: Option<u64>) -> Vec<ProcessReading> {
+            self.asked_since.push(since_us);
+            self.processes.clone()
+        }
+    }
+
+    #[test]
+    fn readings_are_attributed_to_workers_through_their_process_trees() {
+        let mut source = Scripted {
+            processes: vec![
+                ProcessReading {
+                    pid: 10,
+                    memory_bytes: Some(1 << 30),
+                    sm_percent: Some(40),
+                    last_seen_us: Some(5),
+                },
+                ProcessReading {
+                    pid: 11,
+                    memory_bytes: Some(2 << 30),
+                    sm_percent: Some(30),
+                    last_seen_us: Some(9),
+                },
+                ProcessReading {
+                    pid: 99,
+                    memory_bytes: Some(7 << 30),
+                    sm_percent: Some(90),
+                    last_seen_us: Some(7),
+                },
+            ],
+            asked_since: Vec::new(),
+        };
+        let devices = source.devices();
+        // Worker 0 is a shell (pid 10) whose child 11 also uses the GPU; pid 99 belongs to nobody we watch.
+        let workers = HashMap::from([(0usize, vec![10, 11]), (1usize, vec![20])]);
+        let sent = Mutex::new(Vec::new());
+        let mut since = HashMap::new();
+        for _ in 0..2 {
+            sample_once(&mut source, &devices, &workers, &mut since, &|w, b| {
+                sent.lock().unwrap().push((w, b))
+            });
+        }
+        let sent = sent.into_inner().unwrap();
+        assert!(matches!(
+            sent[0],
+            (
+                None,
+                Body::GpuDevice {
+                    utilization_percent: Some(55),
+                    ..
+                }
+            )
+        ));
+        let process: Vec<_> = sent.iter().filter(|(w, _)| w.is_some()).collect();
+        assert_eq!(
+            process.len(),
+            2,
+            "one reading per sampling pass for worker 0 only: {sent:?}"
+        );
+        match &process[0].1 {
+            Body::GpuProcess {
+                memory_bytes,
+                sm_percent,
+                last_seen_us,
+                ..
+            } => {
+                assert_eq!(*memory_bytes, Some(3 << 30));
+                assert_eq!(*sm_percent, Some(70));
+                assert_eq!(*last_seen_us, Some(9));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The second pass asks NVML only for samples newer than the newest seen.
+        assert_eq!(source.asked_since, vec![None, Some(9)]);
+    }
+}

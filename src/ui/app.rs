@@ -1,0 +1,409 @@
+//! The TUI's own state and input handling: which view, which window of time, paused or not, which theme.
+//! It draws the session state it is given and answers keys with actions; it never touches files or
+//! processes (stopping workers is a `Control` the caller forwards to the session).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph};
+
+use super::compare;
+use super::panes::{self, Pane};
+use super::theme::{self, Theme};
+use super::view::{View, Window, duration};
+use crate::session::Control;
+use crate::state::State;
+
+/// Below this the dashboard cannot be drawn legibly; the TUI says how much room it needs instead.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+const DEFAULT_SPAN: f64 = 60.0;
+const MIN_SPAN: f64 = 5.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Dashboard,
+    Compare,
+}
+
+/// What a key asks of the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Control(Control),
+    /// Leave the TUI (the session has ended).
+    Quit,
+}
+
+pub struct App {
+    panes: Vec<Box<dyn Pane>>,
+    themes: Vec<Theme>,
+    theme: usize,
+    mode: Mode,
+    maximised: Option<usize>,
+    /// The state as it was when the view was paused; collection goes on underneath.
+    paused: Option<State>,
+    span: f64,
+    /// Seconds the window's right edge lies behind the newest reading; 0 follows the session.
+    offset: f64,
+    help: bool,
+    stop_prompt: bool,
+    compare: Option<(String, String)>,
+    quitting: bool,
+    /// Where each pane was drawn last, for mouse clicks.
+    pane_areas: Vec<(usize, Rect)>,
+}
+
+impl App {
+    /// `theme` first, then the built-ins not already chosen, for `t` to cycle through.
+    pub fn new(theme: Theme, compare: Option<(String, String)>) -> App {
+        let mut themes = vec![theme];
+        for name in theme::BUILTIN {
+            if themes[0].name != name {
+                themes.extend(theme::builtin(name));
+            }
+        }
+        App {
+            panes: panes::all(),
+            themes,
+            theme: 0,
+            mode: if compare.is_some() {
+                Mode::Compare
+            } else {
+                Mode::Dashboard
+            },
+            maximised: None,
+            paused: None,
+            span: DEFAULT_SPAN,
+            offset: 0.0,
+            help: false,
+            stop_prompt: false,
+            compare,
+            quitting: false,
+            pane_areas: Vec::new(),
+        }
+    }
+
+    pub fn is_quitting(&self) -> bool {
+        self.quitting
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent, live: &State) -> Action {
+        if self.stop_prompt {
+            self.stop_prompt = false;
+            return match key.code {
+                KeyCode::Char(c @ '1'..='9') => {
+                    let i = c as usize - '1' as usize;
+                    if i < live.workers.len() {
+                        Action::Control(Control::Stop(i))
+                    } else {
+                        Action::None
+                    }
+                }
+                _ => Action::None,
+            };
+        }
+        let ctrl_c =
+            key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Char('q') | KeyCode::Char('c') if ctrl_c || key.code == KeyCode::Char('q') => {
+                if live.ended {
+                    return Action::Quit;
+                }
+                self.quitting = true;
+                return Action::Control(Control::StopAll);
+            }
+            KeyCode::Char(' ') => {
+                self.paused = match self.paused {
+                    Some(_) => None,
+                    None => Some(live.clone()),
+                }
+            }
+            KeyCode::Left => {
+                self.offset = (self.offset + self.span / 4.0).min(self.state(live).t_ms / 1e3)
+            }
+            KeyCode::Right => self.offset = (self.offset - self.span / 4.0).max(0.0),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.span = (self.span / 2.0).max(MIN_SPAN),
+            KeyCode::Char('-') => {
+                self.span = (self.span * 2.0).min((self.state(live).t_ms / 1e3).max(DEFAULT_SPAN))
+            }
+            KeyCode::Tab | KeyCode::Char('c') => {
+                self.maximised = None;
+                self.mode = match self.mode {
+                    Mode::Dashboard => Mode::Compare,
+                    Mode::Compare => Mode::Dashboard,
+                };
+            }
+            KeyCode::Char(c @ '1'..='8') => {
+                self.mode = Mode::Dashboard;
+                self.maximised = Some(c as usize - '1' as usize);
+            }
+            KeyCode::Char('0') | KeyCode::Esc => {
+                self.maximised = None;
+                self.help = false;
+            }
+            KeyCode::Char('s') => self.stop_prompt = true,
+            KeyCode::Char('t') => self.theme = (self.theme + 1) % self.themes.len(),
+            KeyCode::Char('?') => self.help = !self.help,
+            _ => {}
+        }
+        Action::None
+    }
+
+    /// A click maximises the pane under it; a click on a maximised pane restores the dashboard.
+    pub fn on_mouse(&mut self, mouse: MouseEvent) {
+        if mouse.kind != MouseEventKind::Down(MouseButton::Left) {
+            return;
+        }
+        if self.maximised.is_some() {
+            self.maximised = None;
+            return;
+        }
+        let hit = self.pane_areas.iter().find(|(_, r)| {
+            (r.x..r.x + r.width).contains(&mouse.column)
+                && (r.y..r.y + r.height).contains(&mouse.row)
+        });
+        if let Some(&(i, _)) = hit {
+            self.maximised = Some(i);
+        }
+    }
+
+    fn state<'a>(&'a self, live: &'a State) -> &'a State {
+        self.paused.as_ref().unwrap_or(live)
+    }
+
+    pub fn draw(&mut self, frame: &mut Frame, live: &State) {
+        let area = frame.area();
+        let theme = &self.themes[self.theme];
+        frame.render_widget(
+            Block::default().style(Style::default().bg(theme.background).fg(theme.foreground)),
+            area,
+        );
+        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+            let message = format!(
+                "golow needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}",
+                area.width, area.height
+            );
+            frame.render_widget(
+                Paragraph::new(message).wrap(ratatui::widgets::Wrap { trim: true }),
+                area,
+            );
+            return;
+        }
+        let state = self.paused.as_ref().unwrap_or(live);
+        let to = (state.t_ms / 1e3 - self.offset).max(1.0);
+        let window = Window {
+            from: (to - self.span).max(0.0),
+            to,
+        };
+        let view = View {
+            state,
+            theme,
+            window,
+            focused: false,
+        };
+        let [header, body, footer] = Layout::vertical([
+            Constraint::Length(2),
+            Constraint::Min(1),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        draw_header(frame, header, &view, self.paused.is_some(), self.quitting);
+        draw_footer(frame, footer, &view, self.stop_prompt);
+        self.pane_areas.clear();
+        match self.mode {
+            Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
+            Mode::Dashboard => {
+                let areas =
+                    dashboard_layout(&self.panes, state, body, self.maximised, frame, &view);
+                for (i, rect) in areas {
+                    let focused = self.maximised == Some(i);
+                    let pane_view = View { focused, ..view };
+                    self.panes[i].draw(frame, rect, &pane_view);
+                    self.pane_areas.push((i, rect));
+                }
+            }
+        }
+        if self.help {
+            draw_help(frame, area, &view);
+        }
+    }
+}
+
+fn gpu_present(state: &State) -> bool {
+    state.gpu.unavailable.is_none() && !state.gpu.devices.is_empty()
+}
+
+/// Where each visible pane goes. Without a GPU the GPU panes collapse into one line that says why.
+fn dashboard_layout(
+    panes: &[Box<dyn Pane>],
+    state: &State,
+    body: Rect,
+    maximised: Option<usize>,
+    frame: &mut Frame,
+    view: &View,
+) -> Vec<(usize, Rect)> {
+    let gpu = gpu_present(state);
+    let visible: Vec<usize> = (0..panes.len())
+        .filter(|&i| gpu || !panes[i].needs_gpu())
+        .collect();
+    let mut body = body;
+    if !gpu && let Some(reason) = &state.gpu.unavailable {
+        let [notice, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(body);
+        let text = format!(
+            " no NVIDIA GPU — NVML: {reason} · GPU utilisation, kernels and host→device copies need one"
+        );
+        frame.render_widget(
+            Paragraph::new(Span::styled(text, Style::default().fg(view.theme.warning))),
+            notice,
+        );
+        body = rest;
+    }
+    if let Some(i) = maximised.filter(|i| visible.contains(i)) {
+        return vec![(i, body)];
+    }
+    let (first, rest) = visible.split_at(visible.len().min(2));
+    let rows: Vec<&[usize]> = std::iter::once(first)
+        .chain(rest.chunks(3))
+        .filter(|r| !r.is_empty())
+        .collect();
+    let heights =
+        Layout::vertical(rows.iter().map(|_| Constraint::Ratio(1, rows.len() as u32))).split(body);
+    let mut areas = Vec::new();
+    for (row, rect) in rows.iter().zip(heights.iter()) {
+        let widths = Layout::horizontal(row.iter().map(|_| Constraint::Ratio(1, row.len() as u32)))
+            .split(*rect);
+        areas.extend(row.iter().copied().zip(widths.iter().copied()));
+    }
+    areas
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quitting: bool) {
+    let state = view.state;
+    let bold = Style::default()
+        .fg(view.theme.title)
+        .add_modifier(Modifier::BOLD);
+    let mut first = vec![Span::styled(" golow ", bold)];
+    if let Some(c) = &state.session {
+        let gpu_name = state
+            .gpu
+            .devices
+            .first()
+            .map(|d| format!(" ({})", d.name))
+            .unwrap_or_default();
+        let what = if c.impls.len() > c.commands.len() {
+            format!(
+                "{} {} · {} {} px · batch {} · ",
+                c.model.name(),
+                c.mode.name(),
+                c.dataset,
+                c.resolution,
+                c.batch_size
+            )
+        } else {
+            "your commands · ".to_string()
+        };
+        first.push(Span::styled(
+            format!("{what}{}{gpu_name} · {} · ", c.device, c.schedule.name()),
+            view.text(),
+        ));
+    }
+    first.push(Span::styled(duration(state.t_ms / 1e3), view.text()));
+    let mut marks = Vec::new();
+    if paused {
+        marks.push("PAUSED");
+    }
+    if state.ended {
+        marks.push("ENDED — q quits");
+    } else if quitting {
+        marks.push("stopping workers…");
+    }
+    for mark in marks {
+        first.push(Span::styled(
+            format!("  [{mark}]"),
+            Style::default().fg(view.theme.warning),
+        ));
+    }
+    let total = state.session.as_ref().map_or(0, |s| s.steps);
+    let mut second = vec![Span::raw(" ")];
+    for w in &state.workers {
+        let status = match (&w.process_end, w.pid) {
+            (Some(e), _) if e.stop_requested => "stopped".to_string(),
+            (Some(e), _) if e.exit_code == Some(0) => "done".to_string(),
+            (Some(_), _) => "FAILED".to_string(),
+            (None, None) => "waiting".to_string(),
+            (None, Some(_)) if w.hello.is_some() && total > 0 => format!("{}/{total}", w.steps),
+            (None, Some(_)) => format!("{} steps", w.steps),
+        };
+        let style = if status == "FAILED" {
+            Style::default().fg(view.theme.error)
+        } else {
+            view.text()
+        };
+        second.push(Span::styled("● ", Style::default().fg(view.color(&w.name))));
+        second.push(Span::styled(
+            format!("{} ", w.name),
+            Style::default().fg(view.color(&w.name)),
+        ));
+        second.push(Span::styled(format!("{status}   "), style));
+    }
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)]),
+        area,
+    );
+}
+
+fn draw_footer(frame: &mut Frame, area: Rect, view: &View, stop_prompt: bool) {
+    let text = if stop_prompt {
+        let names: Vec<String> = view
+            .state
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| format!("{} {}", i + 1, w.name))
+            .collect();
+        format!(
+            " stop which worker? {} · any other key cancels",
+            names.join(" · ")
+        )
+    } else {
+        " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help".to_string()
+    };
+    frame.render_widget(Paragraph::new(Span::styled(text, view.muted())), area);
+}
+
+fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
+    let lines = [
+        "q, Ctrl-C   stop the workers gracefully, then quit",
+        "space       pause the view (collection continues)",
+        "← / →       scroll the time window back / forward",
+        "+ / -       zoom the time window in / out",
+        "tab, c      switch between dashboard and compare view",
+        "1 … 8       maximise a pane (in dashboard order); 0 or Esc back",
+        "mouse       click a pane to maximise it, click again to go back",
+        "s, then N   stop worker N",
+        "t           next colour theme",
+        "?           this help",
+        "",
+        "Timed regions: h2d = host→device copy of inputs and targets;",
+        "compute = forward+loss+backward+step (train) or forward+loss (eval).",
+        "Warm-up steps are shown in loss but excluded from statistics.",
+    ];
+    let width = 74.min(area.width);
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, rect);
+    let text: Vec<Line> = lines
+        .iter()
+        .map(|l| Line::styled(*l, view.text()))
+        .collect();
+    frame.render_widget(Paragraph::new(text).block(view.block(" keys ")), rect);
+}

@@ -1,0 +1,178 @@
+//! The compare view: two implementations in two columns on shared scales, and between them the ratio
+//! of each measure with its 95% confidence interval and a plain verdict.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::chart::{self, Line as ChartLine};
+use super::view::{View, bytes, ms};
+use crate::state::{Durations, Ratio, WorkerState, ratio_of_medians, verdict};
+
+/// The pair to compare: the one asked for when both are present, else the first two workers.
+fn pair<'a>(
+    view: &View<'a>,
+    wanted: Option<&(String, String)>,
+) -> Option<(&'a WorkerState, &'a WorkerState)> {
+    let state = view.state;
+    if let Some((a, b)) = wanted
+        && let (Some(a), Some(b)) = (state.worker(a), state.worker(b))
+    {
+        return Some((a, b));
+    }
+    match state.workers.as_slice() {
+        [a, b, ..] => Some((a, b)),
+        _ => None,
+    }
+}
+
+fn ratio_cell(r: Option<Ratio>) -> String {
+    match r {
+        Some(r) => format!(
+            "{:.3}× [{:.3}, {:.3}]{}",
+            r.ratio,
+            r.low,
+            r.high,
+            if r.beyond_noise() { " *" } else { "" }
+        ),
+        None => "not enough steps".into(),
+    }
+}
+
+fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.3}×", a / b),
+        _ => "-".into(),
+    }
+}
+
+fn median(d: &Durations) -> Option<f64> {
+    d.percentiles().map(|p| p.p50)
+}
+
+fn throughput(w: &WorkerState) -> Option<f64> {
+    (w.timed_ms > 0.0).then(|| w.samples as f64 / (w.timed_ms / 1e3))
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
+    let block = view.block(" compare ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let Some((a, b)) = pair(view, wanted) else {
+        frame.render_widget(
+            Paragraph::new(Span::styled("compare needs two workers", view.muted())),
+            inner,
+        );
+        return;
+    };
+    let [title, table, charts] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(9),
+        Constraint::Min(3),
+    ])
+    .areas(inner);
+    let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
+    let headline = match &sample {
+        Some(r) => verdict(&a.name, &b.name, r),
+        None => "waiting for enough measured steps to compare".to_string(),
+    };
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(vec![
+                Span::styled(a.name.clone(), bold.fg(view.color(&a.name))),
+                Span::styled("  vs  ", view.muted()),
+                Span::styled(b.name.clone(), bold.fg(view.color(&b.name))),
+                Span::styled(
+                    format!(
+                        "   ratios are {} / {}, with 95% confidence intervals; * beyond noise",
+                        a.name, b.name
+                    ),
+                    view.muted(),
+                ),
+            ]),
+            Line::styled(headline, bold.fg(view.theme.highlight)),
+        ]),
+        title,
+    );
+    let opt_ms = |v: Option<f64>| v.map_or("-".into(), ms);
+    let peak_gpu = |w: &WorkerState| w.peak_gpu_memory_bytes.map(|v| v as f64);
+    let rows: Vec<(&str, String, String, String)> = vec![
+        (
+            "sample time p50 (ms)",
+            opt_ms(median(&a.sample_time)),
+            ratio_cell(sample),
+            opt_ms(median(&b.sample_time)),
+        ),
+        (
+            "step time p50 (ms)",
+            opt_ms(median(&a.step_time)),
+            ratio_cell(ratio_of_medians(&a.step_time, &b.step_time)),
+            opt_ms(median(&b.step_time)),
+        ),
+        (
+            "throughput (samples/s)",
+            throughput(a).map_or("-".into(), |t| format!("{t:.1}")),
+            plain_ratio(throughput(a), throughput(b)),
+            throughput(b).map_or("-".into(), |t| format!("{t:.1}")),
+        ),
+        (
+            "peak host RSS",
+            bytes(a.peak_rss_bytes as f64),
+            plain_ratio(Some(a.peak_rss_bytes as f64), Some(b.peak_rss_bytes as f64)),
+            bytes(b.peak_rss_bytes as f64),
+        ),
+        (
+            "peak GPU memory",
+            peak_gpu(a).map_or("-".into(), bytes),
+            plain_ratio(peak_gpu(a), peak_gpu(b)),
+            peak_gpu(b).map_or("-".into(), bytes),
+        ),
+        (
+            "h2d p50 (ms)",
+            opt_ms(median(&a.h2d)),
+            ratio_cell(ratio_of_medians(&a.h2d, &b.h2d)),
+            opt_ms(median(&b.h2d)),
+        ),
+    ];
+    let mut lines = vec![Line::styled(
+        format!(
+            "{:<24} {:>14}   {:^34}   {:<14}",
+            "", a.name, "ratio", b.name
+        ),
+        view.muted(),
+    )];
+    for (label, left, middle, right) in rows {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{label:<24} "), view.muted()),
+            Span::styled(
+                format!("{left:>14}"),
+                Style::default().fg(view.color(&a.name)),
+            ),
+            Span::styled(format!("   {middle:^34}   "), view.text()),
+            Span::styled(
+                format!("{right:<14}"),
+                Style::default().fg(view.color(&b.name)),
+            ),
+        ]));
+    }
+    frame.render_widget(Paragraph::new(lines), table);
+    // Shared scale: both columns use the larger of the two maxima.
+    let w = view.window;
+    let top = [a, b]
+        .iter()
+        .filter_map(|x| x.series.sample_ms.max_in(w.from, w.to))
+        .fold(0.0, f64::max)
+        * 1.1;
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(charts);
+    for (worker, rect) in [(a, left), (b, right)] {
+        let line = [ChartLine {
+            color: view.color(&worker.name),
+            series: &worker.series.sample_ms,
+        }];
+        chart::draw(frame, rect, view, &line, ms, (top > 0.0).then_some(top));
+    }
+}

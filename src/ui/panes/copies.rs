@@ -1,0 +1,81 @@
+//! Host-to-device copies of each step: time, bytes, bandwidth, and whether the host memory was pinned.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Pane, name};
+use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::view::{View, bytes, ms};
+
+pub struct Copies;
+
+impl Pane for Copies {
+    fn title(&self) -> &'static str {
+        " host→device copy per step "
+    }
+
+    fn needs_gpu(&self) -> bool {
+        true
+    }
+
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
+        let block = view.block(self.title());
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let workers = &view.state.workers;
+        let [plot, numbers] = Layout::vertical([
+            Constraint::Min(3),
+            Constraint::Length(workers.len() as u16 + 1),
+        ])
+        .areas(inner);
+        let lines: Vec<ChartLine> = workers
+            .iter()
+            .map(|w| ChartLine {
+                color: view.color(&w.name),
+                series: &w.series.h2d_ms,
+            })
+            .collect();
+        chart::draw(frame, plot, view, &lines, ms, None);
+        let mut text = vec![Line::styled(
+            format!(
+                "{:<12} {:>8} {:>11} {:>8} {:>9}",
+                "", "ms p50", "bytes/step", "GB/s", "memory"
+            ),
+            view.muted(),
+        )];
+        for w in workers {
+            let p50 = w.h2d.percentiles().map_or("-".into(), |p| ms(p.p50));
+            let per_step = (w.h2d_bytes_steps > 0)
+                .then(|| bytes((w.h2d_bytes_total / w.h2d_bytes_steps) as f64));
+            let gbps = w
+                .series
+                .h2d_gbps
+                .last()
+                .map_or("-".into(), |(_, v)| format!("{v:.2}"));
+            let memory = match w.pinned {
+                Some(true) => "pinned",
+                Some(false)
+                    if w.hello
+                        .as_ref()
+                        .is_some_and(|h| h.device.starts_with("cuda")) =>
+                {
+                    "pageable"
+                }
+                _ => "-",
+            };
+            text.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(
+                    format!(
+                        " {p50:>8} {:>11} {gbps:>8} {memory:>9}",
+                        per_step.unwrap_or_else(|| "-".into())
+                    ),
+                    view.text(),
+                ),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(text), numbers);
+    }
+}

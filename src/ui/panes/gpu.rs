@@ -1,0 +1,79 @@
+//! GPU utilisation: the device's, and each worker's SM share, from NVML.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Pane, name};
+use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::view::View;
+
+pub struct GpuUtilisation;
+
+impl Pane for GpuUtilisation {
+    fn title(&self) -> &'static str {
+        " GPU utilisation % (NVML; device averaged over 1/6–1 s) "
+    }
+
+    fn needs_gpu(&self) -> bool {
+        true
+    }
+
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
+        let block = view.block(self.title());
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let gpu = &view.state.gpu;
+        let mut lines: Vec<ChartLine> = gpu
+            .devices
+            .iter()
+            .map(|d| ChartLine {
+                color: view.theme.foreground,
+                series: &d.utilization,
+            })
+            .collect();
+        lines.extend(view.state.workers.iter().map(|w| ChartLine {
+            color: view.color(&w.name),
+            series: &w.series.gpu_sm_percent,
+        }));
+        let rows = view.state.workers.len() as u16 + gpu.devices.len() as u16;
+        let [plot, numbers] =
+            Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(inner);
+        chart::draw(
+            frame,
+            plot,
+            view,
+            &lines,
+            |v| format!("{v:.0}%"),
+            Some(100.0),
+        );
+        let mut text = Vec::new();
+        for d in &gpu.devices {
+            let last = |s: &crate::state::Series| s.last().map(|(_, v)| v);
+            text.push(Line::styled(
+                format!(
+                    "GPU {} {:<14} util {:>4} · {:>4} W · SM {:>5} MHz",
+                    d.index,
+                    d.name.chars().take(14).collect::<String>(),
+                    last(&d.utilization).map_or("-".into(), |v| format!("{v:.0}%")),
+                    last(&d.power_watts).map_or("-".into(), |v| format!("{v:.0}")),
+                    last(&d.sm_clock_mhz).map_or("-".into(), |v| format!("{v:.0}")),
+                ),
+                view.text(),
+            ));
+        }
+        for w in &view.state.workers {
+            let sm = w
+                .series
+                .gpu_sm_percent
+                .last()
+                .map_or("-".into(), |(_, v)| format!("{v:.0}%"));
+            text.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(format!(" SM {sm:>4}"), view.text()),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(text), numbers);
+    }
+}

@@ -1,0 +1,50 @@
+//! The panes: each a widget with its own state that draws from the shared state only.
+
+mod copies;
+mod cpu;
+mod gpu;
+mod kernels;
+mod memory;
+mod sample_time;
+mod throughput;
+mod training;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Span;
+
+use super::view::View;
+
+pub trait Pane {
+    fn title(&self) -> &'static str;
+    /// Panes that need an NVIDIA GPU give their room to the others on a machine without one.
+    fn needs_gpu(&self) -> bool {
+        false
+    }
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View);
+}
+
+/// Every pane, in the order of the digit keys that maximise them.
+pub fn all() -> Vec<Box<dyn Pane>> {
+    vec![
+        Box::new(sample_time::SampleTime),
+        Box::new(throughput::Throughput),
+        Box::new(gpu::GpuUtilisation),
+        Box::new(memory::Memory),
+        Box::new(copies::Copies),
+        Box::new(kernels::Kernels),
+        Box::new(training::Training),
+        Box::new(cpu::HostCpu),
+    ]
+}
+
+/// A worker's name in its colour, padded for columns.
+fn name<'a>(view: &View, worker: &str, width: usize) -> Span<'a> {
+    Span::styled(
+        format!("{worker:<width$}"),
+        Style::default()
+            .fg(view.color(worker))
+            .add_modifier(Modifier::BOLD),
+    )
+}

@@ -1,0 +1,57 @@
+//! Samples per second per step, and step time: h2d + compute for the built-ins, the interval between
+//! optimiser steps for `--cmd` workers.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{Pane, name};
+use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::view::{View, ms};
+
+pub struct Throughput;
+
+impl Pane for Throughput {
+    fn title(&self) -> &'static str {
+        " throughput (samples/s) and step time "
+    }
+
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
+        let block = view.block(self.title());
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let workers = &view.state.workers;
+        let rows = workers.len() as u16 + 1;
+        let [plot, numbers] =
+            Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(inner);
+        let lines: Vec<ChartLine> = workers
+            .iter()
+            .map(|w| ChartLine {
+                color: view.color(&w.name),
+                series: &w.series.throughput,
+            })
+            .collect();
+        chart::draw(frame, plot, view, &lines, |v| format!("{v:.0}/s"), None);
+        let mut text = vec![Line::styled(
+            format!("{:<12} {:>10} {:>12}", "", "samples/s", "step ms p50"),
+            view.muted(),
+        )];
+        for w in workers {
+            let throughput = (w.timed_ms > 0.0).then(|| w.samples as f64 / (w.timed_ms / 1e3));
+            let step = w.step_time.percentiles().map(|p| ms(p.p50));
+            text.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(
+                    format!(
+                        " {:>10} {:>12}",
+                        throughput.map_or("-".into(), |t| format!("{t:.1}")),
+                        step.unwrap_or_else(|| "-".into())
+                    ),
+                    view.text(),
+                ),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(text), numbers);
+    }
+}

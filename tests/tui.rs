@@ -1,0 +1,166 @@
+//! The live TUI in a real terminal (tmux): start a tiny CPU session, wait for numbers, switch to the
+//! compare view, shrink the terminal to a few cells and back, quit with q.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    fn start(command: &str, width: u16, height: u16) -> Tmux {
+        let session = format!("golow-test-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                &width.to_string(),
+                "-y",
+                &height.to_string(),
+            ])
+            .arg(command)
+            .status()
+            .expect("tmux is installed (make test installs it)");
+        assert!(status.success());
+        Tmux { session }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux").args(args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", &self.session])
+    }
+
+    fn keys(&self, keys: &str) {
+        self.tmux(&["send-keys", "-t", &self.session, keys]);
+    }
+
+    fn resize(&self, width: u16, height: u16) {
+        self.tmux(&[
+            "resize-window",
+            "-t",
+            &self.session,
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
+    }
+
+    /// Waits until the screen satisfies `done`, or fails with the last screen.
+    fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.tmux(&["kill-session", "-t", &self.session]);
+    }
+}
+
+/// The p50 of a worker's row in the sample-time pane: the only row with four numbers (p50 p90 p99 max).
+fn sample_p50(screen: &str, worker: &str) -> Option<f64> {
+    screen.lines().find_map(|line| {
+        let at = line.find(&format!("{worker:<12} "))?;
+        let numbers: Vec<f64> = line[at + 12..]
+            .split_whitespace()
+            .take(4)
+            .map_while(|t| t.parse().ok())
+            .collect();
+        (numbers.len() == 4).then(|| numbers[0])
+    })
+}
+
+#[test]
+fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = tmp.path().join("summary.json");
+    let done = tmp.path().join("exit-code");
+    let command = format!(
+        "TMPDIR={tmp} {golow} run --impl libtorch,pytorch --model resnet18 --batch-size 4 --steps 100000 --summary-json {summary}; echo $? > {done}; sleep 30",
+        tmp = tmp.path().display(),
+        golow = env!("CARGO_BIN_EXE_golow"),
+        summary = summary.display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 200, 60);
+    let screen = tmux.wait_for(
+        "both workers' sample times",
+        Duration::from_secs(120),
+        |s| sample_p50(s, "libtorch").is_some() && sample_p50(s, "pytorch").is_some(),
+    );
+    for worker in ["libtorch", "pytorch"] {
+        let p50 = sample_p50(&screen, worker).unwrap();
+        assert!(p50 > 0.0 && p50 < 1000.0, "{worker} p50 {p50}:\n{screen}");
+    }
+    assert!(
+        screen.contains("no NVIDIA GPU") || screen.contains("GPU utilisation"),
+        "{screen}"
+    );
+
+    tmux.keys("c");
+    tmux.wait_for("the compare view", Duration::from_secs(30), |s| {
+        s.contains("libtorch  vs  pytorch") && s.contains("ratio")
+    });
+
+    tmux.resize(12, 4);
+    tmux.wait_for("the too-small notice", Duration::from_secs(10), |s| {
+        s.contains("golow")
+    });
+    tmux.resize(200, 60);
+    tmux.wait_for("the full view again", Duration::from_secs(10), |s| {
+        s.contains("libtorch  vs  pytorch")
+    });
+
+    tmux.keys("q");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "golow did not exit after q:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let code = std::fs::read_to_string(&done).unwrap();
+    assert_eq!(
+        code.trim(),
+        "0",
+        "exit code after q; screen:\n{}",
+        tmux.screen()
+    );
+    let s = common::summary(&summary);
+    for worker in ["libtorch", "pytorch"] {
+        let w = common::worker(&s, worker);
+        assert_eq!(w["status"], "stopped", "{w}");
+        assert!(w["steps"].as_u64().unwrap() > 2, "{w}");
+    }
+    // The terminal is back to normal: the summary table was printed after leaving the TUI.
+    let after = tmux.screen();
+    assert!(
+        after.contains("impl") && after.contains("stopped"),
+        "{after}"
+    );
+}
