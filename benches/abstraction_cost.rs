@@ -5,6 +5,10 @@
 //! Targets: `libtorch` train throughput ≥ 0.98× `pytorch`; `torchscript` eval throughput ≥ `pytorch`.
 //! `GOLOW_BENCH_RUNS` (default 5) and `GOLOW_BENCH_STEPS` (default 40, of which 5 warm-up) scale it.
 
+mod common;
+
+use common::{env_or, median};
+
 use std::process::Command;
 
 struct Comparison {
@@ -13,23 +17,6 @@ struct Comparison {
     b: &'static str,
     /// The least acceptable median of throughput(a) / throughput(b).
     target: f64,
-}
-
-fn env_or(name: &str, default: u32) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 /// One alternating session; returns (throughput of a, throughput of b) in samples/s.

@@ -496,40 +496,30 @@ fn run(args: RunArgs) -> i32 {
             return EXIT_WORKER_FAILED;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("golow: cannot start the async runtime: {e}");
-            return EXIT_WORKER_FAILED;
-        }
-    };
     let live = tui.is_some();
     let state = match tui {
         Some(TuiOptions { theme, compare }) => {
-            match crate::ui::live::run(&runtime, &prepared, interval, theme, compare) {
-                Ok(state) => state,
-                Err(e) => {
-                    eprintln!("golow: the live view failed: {e}");
-                    return EXIT_WORKER_FAILED;
-                }
-            }
+            crate::ui::live::run(&prepared, interval, theme, compare)
         }
         None => {
             let stderr = std::io::stderr();
             let tty = stderr.is_terminal();
             let mut progress = crate::ui::progress::Progress::new(stderr, tty);
             let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
-            runtime.block_on(session::run(
+            session::run_blocking(
                 prepared.session.clone(),
                 prepared.workers.clone(),
                 interval,
                 &mut progress,
                 control_rx,
-            ))
+            )
+        }
+    };
+    let state = match state {
+        Ok(state) => state,
+        Err(e) => {
+            eprintln!("golow: the session failed: {e}");
+            return EXIT_WORKER_FAILED;
         }
     };
     drop(prepared);

@@ -133,6 +133,13 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
         s.contains("libtorch  vs  pytorch")
     });
 
+    // Stop one worker (the first, libtorch); the other carries on.
+    tmux.keys("s");
+    tmux.keys("1");
+    tmux.wait_for("libtorch to stop", Duration::from_secs(30), |s| {
+        s.contains("libtorch stopped")
+    });
+
     tmux.keys("q");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !done.exists() {

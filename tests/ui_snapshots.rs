@@ -1,186 +1,15 @@
 //! The TUI drawn into a `TestBackend` from event streams, compared with reviewed snapshots.
 //! The streams are built here, step by step, so every number on screen is known.
 
+mod common;
+
+use common::ui_session::session;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use golow::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
-use golow::event::{Body, Epoch, Hello, Phase, Record, Step};
 use golow::state::State;
 use golow::ui::app::App;
 use golow::ui::theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-
-const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
-
-fn worker_config(device: &str) -> WorkerConfig {
-    WorkerConfig {
-        model: Model::Resnet50,
-        mode: Mode::Train,
-        dataset: "synthetic".into(),
-        data_dir: "/session/data".into(),
-        weights: "/session/weights.safetensors".into(),
-        torchscript: None,
-        channels: 3,
-        classes: 10,
-        batch_size: 32,
-        resolution: 224,
-        steps: 200,
-        warmup: 2,
-        device: device.into(),
-        threads: 16,
-        seed: 0,
-        pinned: true,
-        optimiser: Optimiser::default(),
-    }
-}
-
-/// A session of three workers, 80 steps each, at 4 steps a second; with a GPU or without one.
-fn session(gpu: bool) -> State {
-    let device = if gpu { "cuda:0" } else { "cpu" };
-    let mut records = vec![Record::new(
-        0.0,
-        None,
-        Body::SessionStart(SessionConfig {
-            impls: WORKERS.iter().map(|w| w.to_string()).collect(),
-            commands: Default::default(),
-            model: Model::Resnet50,
-            dataset: "synthetic".into(),
-            mode: Mode::Train,
-            batch_size: 32,
-            resolution: 224,
-            steps: 200,
-            warmup: 2,
-            device: device.into(),
-            threads: 16,
-            schedule: Schedule::Alternate,
-            seed: 0,
-            pinned: true,
-            optimiser: Optimiser::default(),
-        }),
-    )];
-    if gpu {
-        records.push(Record::new(
-            1.0,
-            None,
-            Body::GpuInfo {
-                index: 0,
-                name: "NVIDIA H200".into(),
-                memory_total_bytes: 150_000_000_000,
-                driver: "580.65".into(),
-            },
-        ));
-    } else {
-        records.push(Record::new(
-            1.0,
-            None,
-            Body::GpuUnavailable {
-                reason: "libnvidia-ml.so.1 not found".into(),
-            },
-        ));
-    }
-    for (w, name) in WORKERS.iter().enumerate() {
-        let worker = Some(name.to_string());
-        records.push(Record::new(
-            5.0,
-            worker.clone(),
-            Body::WorkerStarted {
-                pid: 100 + w as u32,
-                command: vec![],
-            },
-        ));
-        let hello = Hello {
-            implementation: name.to_string(),
-            pid: 100 + w as u32,
-            versions: Default::default(),
-            device: device.into(),
-            config: worker_config(device),
-        };
-        records.push(Record::new(10.0, worker, Body::Hello(hello)));
-    }
-    // Per-worker cost: pytorch slowest, libtorch fastest; a little deterministic jitter.
-    let base = [20.0, 24.0, 21.0];
-    for step in 0..80u64 {
-        for (w, name) in WORKERS.iter().enumerate() {
-            let t_ms = 1000.0 + step as f64 * 250.0 + w as f64 * 80.0;
-            let jitter = ((step * 7 + w as u64 * 3) % 5) as f64 * 0.2;
-            let worker = Some(name.to_string());
-            records.push(Record::new(
-                t_ms,
-                worker.clone(),
-                Body::Step(Step {
-                    step,
-                    epoch: step / 40,
-                    phase: Phase::Train,
-                    batch_size: 32,
-                    data_ms: 1.0,
-                    h2d_ms: gpu.then_some(0.8 + w as f64 * 0.1),
-                    h2d_bytes: gpu.then_some(19_267_840),
-                    compute_ms: base[w] + jitter,
-                    loss: 2.3 * (-(step as f64) / 60.0).exp() + 0.1 * w as f64,
-                    correct: (step as u32 * 32 / 100).min(32),
-                    warmup: step < 2,
-                }),
-            ));
-            if step % 2 == 0 {
-                records.push(Record::new(
-                    t_ms + 1.0,
-                    worker.clone(),
-                    Body::Process {
-                        pid: 100 + w as u32,
-                        rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
-                        peak_rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
-                        cpu_percent: Some(95.0 + w as f64 * 10.0),
-                    },
-                ));
-                if gpu {
-                    records.push(Record::new(
-                        t_ms + 2.0,
-                        worker.clone(),
-                        Body::GpuProcess {
-                            pid: 100 + w as u32,
-                            index: 0,
-                            memory_bytes: Some((3 + w as u64) << 30),
-                            sm_percent: Some(60 + 10 * w as u32),
-                            last_seen_us: Some(step),
-                        },
-                    ));
-                }
-            }
-            if step == 39 {
-                records.push(Record::new(
-                    t_ms + 3.0,
-                    worker,
-                    Body::Epoch(Epoch {
-                        epoch: 0,
-                        complete: true,
-                        train_loss: Some(1.5),
-                        train_accuracy: Some(0.21 + 0.01 * w as f64),
-                        eval_loss: Some(1.7),
-                        eval_accuracy: Some(0.18 + 0.01 * w as f64),
-                    }),
-                ));
-            }
-        }
-        if gpu && step % 2 == 0 {
-            records.push(Record::new(
-                1000.0 + step as f64 * 250.0 + 200.0,
-                None,
-                Body::GpuDevice {
-                    index: 0,
-                    utilization_percent: Some(70 + (step % 20) as u32),
-                    memory_used_bytes: Some(12 << 30),
-                    power_watts: Some(420.0),
-                    sm_clock_mhz: Some(1980),
-                },
-            ));
-        }
-    }
-    let mut state = State::default();
-    for r in &records {
-        state.apply(r);
-    }
-    state
-}
 
 fn render(app: &mut App, state: &State, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
@@ -207,13 +36,13 @@ fn press(app: &mut App, state: &State, code: KeyCode) {
 
 #[test]
 fn dashboard_with_a_gpu() {
-    let state = session(true);
+    let state = session(true, 80);
     insta::assert_snapshot!(render(&mut app(), &state, 200, 60));
 }
 
 #[test]
 fn dashboard_without_a_gpu_gives_the_gpu_panes_room_away() {
-    let state = session(false);
+    let state = session(false, 80);
     let screen = render(&mut app(), &state, 200, 60);
     assert!(screen.contains("no NVIDIA GPU — NVML: libnvidia-ml.so.1 not found"));
     assert!(!screen.contains("GPU utilisation %"));
@@ -222,7 +51,7 @@ fn dashboard_without_a_gpu_gives_the_gpu_panes_room_away() {
 
 #[test]
 fn every_pane_maximised() {
-    let state = session(true);
+    let state = session(true, 80);
     for (i, key) in ('1'..='8').enumerate() {
         let mut app = app();
         press(&mut app, &state, KeyCode::Char(key));
@@ -232,7 +61,7 @@ fn every_pane_maximised() {
 
 #[test]
 fn compare_view() {
-    let state = session(true);
+    let state = session(true, 80);
     let mut app = App::new(
         theme::builtin("dark").unwrap(),
         Some(("libtorch".into(), "pytorch".into())),
@@ -247,7 +76,7 @@ fn compare_view() {
 
 #[test]
 fn help_overlay() {
-    let state = session(false);
+    let state = session(false, 80);
     let mut app = app();
     press(&mut app, &state, KeyCode::Char('?'));
     insta::assert_snapshot!(render(&mut app, &state, 120, 40));
@@ -255,7 +84,7 @@ fn help_overlay() {
 
 #[test]
 fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {
-    let state = session(true);
+    let state = session(true, 80);
     let mut app = app();
     for (w, h) in [
         (1, 1),
@@ -274,7 +103,7 @@ fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {
 
 #[test]
 fn themes_change_colours_not_content() {
-    let state = session(true);
+    let state = session(true, 80);
     let mut app = app();
     let draw = |app: &mut App| {
         let mut terminal = Terminal::new(TestBackend::new(160, 40)).unwrap();
@@ -296,4 +125,55 @@ fn themes_change_colours_not_content() {
         dark[(0, 0)].bg,
         "the background colour follows the theme"
     );
+}
+
+#[test]
+fn keys_ask_the_session_to_stop_workers_and_quit_only_after_it_ended() {
+    use golow::session::Control;
+    use golow::ui::app::Action;
+    let mut state = session(false, 10);
+    let mut app = app();
+    let key = |c: char| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+    assert_eq!(app.on_key(key('s'), &state), Action::None);
+    assert_eq!(
+        app.on_key(key('2'), &state),
+        Action::Control(Control::Stop(1))
+    );
+    assert_eq!(app.on_key(key('s'), &state), Action::None);
+    assert_eq!(
+        app.on_key(key('9'), &state),
+        Action::None,
+        "no ninth worker"
+    );
+    assert_eq!(
+        app.on_key(key('q'), &state),
+        Action::Control(Control::StopAll)
+    );
+    assert!(app.is_quitting());
+    state.ended = true;
+    assert_eq!(app.on_key(key('q'), &state), Action::Quit);
+}
+
+#[test]
+fn a_click_maximises_the_pane_under_it_and_another_restores() {
+    use crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let state = session(true, 80);
+    let mut app = app();
+    let dashboard = render(&mut app, &state, 160, 40);
+    assert!(dashboard.contains("host CPU %") && dashboard.contains("sample time"));
+    let click = |column, row| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // The bottom-right pane is host CPU.
+    app.on_mouse(click(150, 35));
+    let maximised = render(&mut app, &state, 160, 40);
+    assert!(
+        maximised.contains("host CPU %") && !maximised.contains("sample time"),
+        "{maximised}"
+    );
+    app.on_mouse(click(10, 10));
+    assert_eq!(render(&mut app, &state, 160, 40), dashboard);
 }

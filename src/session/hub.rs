@@ -13,7 +13,7 @@ use crate::config::SessionConfig;
 use crate::event::{Body, Record, Stream};
 use crate::state::State;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
-use crate::telemetry::procfs::{ProcSampler, Watched};
+use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
 
 /// What the UI may ask of a running session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,21 @@ impl Hub<'_> {
     }
 }
 
+/// `run` on a single-threaded runtime in the calling thread: the hub's work is a few events a second,
+/// and one thread wakes far less often than a pool.
+pub fn run_blocking(
+    session: SessionConfig,
+    workers: Vec<(String, WorkerCommand)>,
+    interval: Duration,
+    observer: &mut (dyn Observer + Send),
+    controls: mpsc::UnboundedReceiver<Control>,
+) -> std::io::Result<State> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(run(session, workers, interval, observer, controls)))
+}
+
 /// Runs the workers to their end (or until the user stops them) and returns the final state.
 pub async fn run(
     session: SessionConfig,
@@ -66,13 +81,9 @@ pub async fn run(
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Incoming>();
     let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
-    let sampler_tx = tx.clone();
-    let _sampler = ProcSampler::start(interval, watched.clone(), move |worker, body| {
-        let _ = sampler_tx.send(Incoming {
-            worker: Some(worker),
-            body,
-        });
-    });
+    let mut proc_sampler = ProcSampler::default();
+    let mut proc_clock = tokio::time::interval(interval);
+    proc_clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let _gpu_sampler = match NvmlSource::open() {
         Ok(source) => {
             let gpu_tx = tx.clone();
@@ -174,6 +185,12 @@ pub async fn run(
                 };
                 hub.publish(Some(worker), body);
                 pending.extend(reaction);
+            }
+            _ = proc_clock.tick() => {
+                let Some(pids) = watched_pids(&watched) else { continue };
+                for (worker, body) in proc_sampler.sample(&pids) {
+                    hub.publish(Some(worker), body);
+                }
             }
             _ = &mut interrupt, if !stopping => {
                 stopping = true;

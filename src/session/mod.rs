@@ -7,7 +7,7 @@ mod prepare;
 pub mod python;
 mod schedule;
 
-pub use hub::{Control, Observer, run};
+pub use hub::{Control, Observer, run, run_blocking};
 pub use prepare::{Length, Plan, PrepareError, Prepared, prepare};
 
 /// The last non-empty line a finished command printed on stderr: what explains its failure in one line.

@@ -51,20 +51,21 @@ impl Series {
 
     /// The points with `from <= t <= to`, in time order.
     pub fn window(&self, from: f64, to: f64) -> Vec<(f64, f64)> {
+        self.window_iter(from, to).collect()
+    }
+
+    /// The same points as `window`, without copying them.
+    pub fn window_iter(&self, from: f64, to: f64) -> impl Iterator<Item = (f64, f64)> + '_ {
         let start = self.points.partition_point(|&(t, _)| t < from);
         self.points
             .range(start..)
-            .take_while(|&&(t, _)| t <= to)
+            .take_while(move |&&(t, _)| t <= to)
             .copied()
-            .collect()
     }
 
     /// The largest value among the points with `from <= t <= to`.
     pub fn max_in(&self, from: f64, to: f64) -> Option<f64> {
-        self.window(from, to)
-            .into_iter()
-            .map(|(_, v)| v)
-            .reduce(f64::max)
+        self.window_iter(from, to).map(|(_, v)| v).reduce(f64::max)
     }
 }
 

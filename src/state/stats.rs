@@ -17,6 +17,9 @@ pub struct Percentiles {
 #[derive(Debug, Clone)]
 pub struct Durations {
     histogram: Histogram<u64>,
+    /// Each quantile lookup walks the histogram's buckets, and the UI asks every frame: the answer is
+    /// kept until the next recording.
+    cached: std::sync::OnceLock<Option<Percentiles>>,
 }
 
 impl Default for Durations {
@@ -24,6 +27,7 @@ impl Default for Durations {
         Durations {
             histogram: Histogram::new(3)
                 .expect("3 significant digits is a valid histogram precision"),
+            cached: std::sync::OnceLock::new(),
         }
     }
 }
@@ -38,6 +42,7 @@ impl Durations {
         };
         // The histogram resizes itself; recording can only fail beyond u64 ranges, excluded by the clamp.
         let _ = self.histogram.record(ns as u64);
+        self.cached = std::sync::OnceLock::new();
     }
 
     pub fn len(&self) -> u64 {
@@ -55,14 +60,20 @@ impl Durations {
     }
 
     pub fn percentiles(&self) -> Option<Percentiles> {
+        *self.cached.get_or_init(|| self.compute_percentiles())
+    }
+
+    fn compute_percentiles(&self) -> Option<Percentiles> {
         if self.histogram.is_empty() {
             return None;
         }
         let ms = |ns: u64| ns as f64 / 1e6;
+        // One pass over the buckets for all three quantiles.
+        let mut q = self.histogram.value_at_quantiles([0.5, 0.9, 0.99]).map(ms);
         Some(Percentiles {
-            p50: ms(self.histogram.value_at_quantile(0.5)),
-            p90: ms(self.histogram.value_at_quantile(0.9)),
-            p99: ms(self.histogram.value_at_quantile(0.99)),
+            p50: q.next()?,
+            p90: q.next()?,
+            p99: q.next()?,
             max: ms(self.histogram.max()),
             mean: self.histogram.mean() / 1e6,
         })

@@ -12,7 +12,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::procfs::{Watched, descendants};
+use super::procfs::{Trees, Watched, watched_pids};
 use crate::event::Body;
 
 /// What a GPU is, read once.
@@ -209,16 +209,13 @@ impl GpuSampler {
             .name("golow-nvml".into())
             .spawn(move || {
                 let mut since = HashMap::new();
+                let mut trees = Trees::default();
                 while !stopping.load(Ordering::Relaxed) {
-                    let roots: Vec<(usize, u32)> = match watched.lock() {
-                        Ok(w) => w.iter().map(|(&k, &v)| (k, v)).collect(),
-                        Err(_) => return,
+                    let Some(roots) = watched_pids(&watched) else {
+                        return;
                     };
-                    let tree = descendants(roots.iter().map(|&(_, pid)| pid));
-                    let workers = roots
-                        .iter()
-                        .map(|&(w, pid)| (w, tree.get(&pid).cloned().unwrap_or_else(|| vec![pid])))
-                        .collect();
+                    trees.refresh(&roots.iter().map(|&(_, pid)| pid).collect::<Vec<_>>());
+                    let workers = roots.iter().map(|&(w, pid)| (w, trees.tree(pid))).collect();
                     sample_once(source.as_mut(), &devices, &workers, &mut since, &send);
                     std::thread::sleep(interval);
                 }

@@ -2,9 +2,7 @@
 //! Readings are events like any other, so they are recorded and folded into the state.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::event::Body;
@@ -18,40 +16,48 @@ pub struct ProcReading {
     pub cpu_ticks: u64,
 }
 
-/// Parses `/proc/PID/status` (VmRSS, VmHWM) and `/proc/PID/stat` (utime, stime).
-pub fn parse_proc(status: &str, stat: &str) -> Option<ProcReading> {
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|v| v.saturating_mul(1024))
-    };
-    // The command name (field 2) may contain spaces and parentheses: fields resume after the last ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // Fields 14 and 15 of stat (utime, stime) are at 11 and 12 once pid and name are dropped.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    let rss_bytes = kib("VmRSS:")?;
-    Some(ProcReading {
-        rss_bytes,
-        peak_rss_bytes: kib("VmHWM:").unwrap_or(rss_bytes),
-        cpu_ticks: utime + stime,
-    })
+/// The fields after the command name of a `/proc/PID/stat` line: the name (field 2) may contain
+/// spaces and parentheses, so fields resume after the last ')'.
+fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
 }
 
-fn read_proc(pid: u32) -> Option<ProcReading> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_proc(&status, &stat)
+/// CPU ticks (utime + stime, fields 14 and 15) and resident pages (field 24) from `/proc/PID/stat`,
+/// the cheapest file to read every interval.
+pub fn parse_stat(stat: &str) -> Option<(u64, u64)> {
+    let fields = stat_fields(stat)?;
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let rss_pages: u64 = fields.get(21)?.parse().ok()?;
+    Some((utime + stime, rss_pages))
+}
+
+/// The resident-set high-water mark (VmHWM) from `/proc/PID/status`, in bytes.
+pub fn parse_peak(status: &str) -> Option<u64> {
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .split_whitespace()
+        .next()?;
+    kib.parse::<u64>().ok().map(|v| v.saturating_mul(1024))
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(1) as u64
+}
+
+fn read_stat(pid: u32) -> Option<(u64, u64)> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn read_peak(pid: u32) -> Option<u64> {
+    parse_peak(&std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?)
 }
 
 /// The parent pid from a `/proc/PID/stat` line (field 4).
 fn parent_of(stat: &str) -> Option<u32> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(stat)?.get(1)?.parse().ok()
 }
 
 /// Each root with all its live descendants (root first), from one scan of /proc.
@@ -88,87 +94,122 @@ pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32
         .collect()
 }
 
-/// A worker's process tree read as one: memory and CPU summed; the peak is the root's own high-water
-/// mark or the tree's current total, whichever is larger.
-fn read_tree(pids: &[u32]) -> Option<ProcReading> {
-    let readings: Vec<ProcReading> = pids.iter().filter_map(|&p| read_proc(p)).collect();
-    let root = readings.first()?;
-    let rss_bytes = readings.iter().map(|r| r.rss_bytes).sum();
+/// How often the process trees are rebuilt from a scan of all of /proc: the scan costs far more than
+/// reading the workers' own files, and trees change rarely (data-loader processes at epoch starts).
+const TREE_REFRESH: Duration = Duration::from_secs(5);
+
+/// Each watched root's process tree, rescanned at most every `TREE_REFRESH` or when the roots change.
+#[derive(Default)]
+pub struct Trees {
+    roots: Vec<u32>,
+    trees: HashMap<u32, Vec<u32>>,
+    scanned: Option<Instant>,
+}
+
+impl Trees {
+    /// Rescans when due; true when it did.
+    pub fn refresh(&mut self, roots: &[u32]) -> bool {
+        let stale = self.scanned.is_none_or(|t| t.elapsed() >= TREE_REFRESH);
+        if stale || self.roots != roots {
+            self.trees = descendants(roots.iter().copied());
+            self.roots = roots.to_vec();
+            self.scanned = Some(Instant::now());
+            return true;
+        }
+        false
+    }
+
+    /// The pids of `root`'s tree (just `root` until a scan has seen it).
+    pub fn tree(&self, root: u32) -> Vec<u32> {
+        self.trees.get(&root).cloned().unwrap_or_else(|| vec![root])
+    }
+}
+
+/// A worker's process tree read as one: memory and CPU summed. The root's high-water mark is read
+/// only when `peak` asks (it lives in the costlier status file); the peak is never below the tree's
+/// current total.
+fn read_tree(pids: &[u32], page: u64, known_peak: u64, peak: bool) -> Option<ProcReading> {
+    let readings: Vec<(u64, u64)> = pids.iter().filter_map(|&p| read_stat(p)).collect();
+    readings.first()?;
+    let rss_bytes = readings.iter().map(|&(_, pages)| pages * page).sum();
+    let root_peak = if peak {
+        pids.first().and_then(|&p| read_peak(p)).unwrap_or(0)
+    } else {
+        0
+    };
     Some(ProcReading {
         rss_bytes,
-        peak_rss_bytes: root.peak_rss_bytes.max(rss_bytes),
-        cpu_ticks: readings.iter().map(|r| r.cpu_ticks).sum(),
+        peak_rss_bytes: known_peak.max(root_peak).max(rss_bytes),
+        cpu_ticks: readings.iter().map(|&(ticks, _)| ticks).sum(),
     })
 }
 
 /// The processes to watch, keyed by worker index; the hub adds them as they start.
 pub type Watched = Arc<Mutex<HashMap<usize, u32>>>;
 
-pub struct ProcSampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+/// (worker, pid) pairs in worker order, so that readings come out in a stable order; `None` once the
+/// hub is gone.
+pub fn watched_pids(watched: &Watched) -> Option<Vec<(usize, u32)>> {
+    let mut pids: Vec<(usize, u32)> = watched.lock().ok()?.iter().map(|(&k, &v)| (k, v)).collect();
+    pids.sort_unstable();
+    Some(pids)
 }
 
-impl ProcSampler {
-    /// Samples every `interval`, sending `(worker, Body::Process)` through `send`.
-    pub fn start(
-        interval: Duration,
-        watched: Watched,
-        send: impl Fn(usize, Body) + Send + 'static,
-    ) -> ProcSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        // SAFETY: sysconf has no preconditions.
-        let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let thread = std::thread::Builder::new()
-            .name("golow-procfs".into())
-            .spawn(move || {
-                let mut last: HashMap<u32, (Instant, u64)> = HashMap::new();
-                while !stopping.load(Ordering::Relaxed) {
-                    let pids: Vec<(usize, u32)> = match watched.lock() {
-                        Ok(w) => w.iter().map(|(&k, &v)| (k, v)).collect(),
-                        Err(_) => return,
-                    };
-                    let trees = descendants(pids.iter().map(|&(_, pid)| pid));
-                    for (worker, pid) in pids {
-                        let alone = [pid];
-                        let tree = trees.get(&pid).map_or(&alone[..], Vec::as_slice);
-                        let Some(reading) = read_tree(tree) else {
-                            continue;
-                        };
-                        let now = Instant::now();
-                        let cpu_percent = last.get(&pid).and_then(|&(then, ticks)| {
-                            let wall = now.duration_since(then).as_secs_f64();
-                            (wall > 0.0).then(|| {
-                                reading.cpu_ticks.saturating_sub(ticks) as f64 / ticks_per_s / wall
-                                    * 100.0
-                            })
-                        });
-                        last.insert(pid, (now, reading.cpu_ticks));
-                        send(
-                            worker,
-                            Body::Process {
-                                pid,
-                                rss_bytes: reading.rss_bytes,
-                                peak_rss_bytes: reading.peak_rss_bytes,
-                                cpu_percent,
-                            },
-                        );
-                    }
-                    std::thread::sleep(interval);
-                }
-            })
-            .ok();
-        ProcSampler { stop, thread }
+/// Reads the workers' process trees; driven by the session's clock (one reading per worker per
+/// interval), so it needs no thread of its own and costs no extra wake-ups.
+pub struct ProcSampler {
+    last: HashMap<u32, (Instant, u64)>,
+    peaks: HashMap<u32, u64>,
+    trees: Trees,
+    page: u64,
+    ticks_per_s: f64,
+}
+
+impl Default for ProcSampler {
+    fn default() -> Self {
+        ProcSampler {
+            last: HashMap::new(),
+            peaks: HashMap::new(),
+            trees: Trees::default(),
+            page: page_size(),
+            // SAFETY: sysconf has no preconditions.
+            ticks_per_s: unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64,
+        }
     }
 }
 
-impl Drop for ProcSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+impl ProcSampler {
+    /// One `Body::Process` per (worker, pid) whose process is still there.
+    pub fn sample(&mut self, workers: &[(usize, u32)]) -> Vec<(usize, Body)> {
+        let roots: Vec<u32> = workers.iter().map(|&(_, pid)| pid).collect();
+        let rescanned = self.trees.refresh(&roots);
+        let mut readings = Vec::with_capacity(workers.len());
+        for &(worker, pid) in workers {
+            let known_peak = self.peaks.get(&pid).copied().unwrap_or(0);
+            let Some(reading) = read_tree(&self.trees.tree(pid), self.page, known_peak, rescanned)
+            else {
+                continue;
+            };
+            let now = Instant::now();
+            let cpu_percent = self.last.get(&pid).and_then(|&(then, ticks)| {
+                let wall = now.duration_since(then).as_secs_f64();
+                (wall > 0.0).then(|| {
+                    reading.cpu_ticks.saturating_sub(ticks) as f64 / self.ticks_per_s / wall * 100.0
+                })
+            });
+            self.last.insert(pid, (now, reading.cpu_ticks));
+            self.peaks.insert(pid, reading.peak_rss_bytes);
+            readings.push((
+                worker,
+                Body::Process {
+                    pid,
+                    rss_bytes: reading.rss_bytes,
+                    peak_rss_bytes: reading.peak_rss_bytes,
+                    cpu_percent,
+                },
+            ));
         }
+        readings
     }
 }
 
@@ -177,24 +218,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_status_and_stat() {
-        let status = "Name:\tpython3\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n";
-        let stat = "42 (py thon) (x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 1 1 1";
-        let r = parse_proc(status, stat).unwrap();
+    fn parses_stat_and_status() {
+        let stat =
+            "42 (py thon) (x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 1 123456 789 1";
+        assert_eq!(parse_stat(stat), Some((300, 789)));
         assert_eq!(
-            r,
-            ProcReading {
-                rss_bytes: 1024 * 1024,
-                peak_rss_bytes: 2048 * 1024,
-                cpu_ticks: 300
-            }
+            parse_peak("Name:\tpython3\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"),
+            Some(2048 * 1024)
         );
     }
 
     #[test]
     fn garbage_gives_none() {
-        assert_eq!(parse_proc("", ""), None);
-        assert_eq!(parse_proc("VmRSS: x kB", "1 (a) S"), None);
+        assert_eq!(parse_stat(""), None);
+        assert_eq!(parse_stat("1 (a) S"), None);
+        assert_eq!(parse_peak("VmHWM: x kB"), None);
     }
 
     #[test]
@@ -213,20 +251,38 @@ mod tests {
 
     #[test]
     fn samples_this_process() {
-        let watched: Watched = Arc::new(Mutex::new(HashMap::from([(7, std::process::id())])));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let sampler = ProcSampler::start(Duration::from_millis(10), watched, move |w, b| {
-            let _ = tx.send((w, b));
-        });
-        let (worker, body) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        drop(sampler);
-        assert_eq!(worker, 7);
-        match body {
-            Body::Process {
-                rss_bytes,
-                peak_rss_bytes,
-                ..
-            } => assert!(rss_bytes > 0 && peak_rss_bytes >= rss_bytes),
+        let mut sampler = ProcSampler::default();
+        let me = std::process::id();
+        let first = sampler.sample(&[(7, me)]);
+        std::thread::sleep(Duration::from_millis(20));
+        let second = sampler.sample(&[(7, me), (8, u32::MAX)]);
+        assert_eq!(
+            second.len(),
+            1,
+            "a pid that does not exist gives no reading"
+        );
+        match (&first[0], &second[0]) {
+            (
+                (
+                    7,
+                    Body::Process {
+                        rss_bytes,
+                        peak_rss_bytes,
+                        cpu_percent: None,
+                        ..
+                    },
+                ),
+                (
+                    7,
+                    Body::Process {
+                        cpu_percent: Some(cpu),
+                        ..
+                    },
+                ),
+            ) => {
+                assert!(*rss_bytes > 0 && peak_rss_bytes >= rss_bytes);
+                assert!(*cpu >= 0.0);
+            }
             other => panic!("unexpected {other:?}"),
         }
     }

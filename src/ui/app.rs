@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 
 use super::compare;
 use super::panes::{self, Pane};
@@ -21,6 +21,7 @@ pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 16;
 const DEFAULT_SPAN: f64 = 60.0;
 const MIN_SPAN: f64 = 5.0;
+const STEPS_PER_SPAN: f64 = 20.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -177,23 +178,25 @@ impl App {
     pub fn draw(&mut self, frame: &mut Frame, live: &State) {
         let area = frame.area();
         let theme = &self.themes[self.theme];
-        frame.render_widget(
-            Block::default().style(Style::default().bg(theme.background).fg(theme.foreground)),
-            area,
-        );
+        // Each part paints its own background (panes through their blocks): painting the whole
+        // screen first would style every cell twice a frame.
+        let base = Style::default().bg(theme.background).fg(theme.foreground);
         if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
             let message = format!(
                 "golow needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}",
                 area.width, area.height
             );
-            frame.render_widget(
-                Paragraph::new(message).wrap(ratatui::widgets::Wrap { trim: true }),
-                area,
-            );
+            let text = Paragraph::new(message)
+                .style(base)
+                .wrap(ratatui::widgets::Wrap { trim: true });
+            frame.render_widget(text, area);
             return;
         }
         let state = self.paused.as_ref().unwrap_or(live);
-        let to = (state.t_ms / 1e3 - self.offset).max(1.0);
+        // The right edge moves in steps of 1/STEPS_PER_SPAN of the span: between steps only new points
+        // change on screen, so a frame sends the terminal a small diff instead of every chart cell.
+        let step = self.span / STEPS_PER_SPAN;
+        let to = (((state.t_ms / 1e3 - self.offset) / step).ceil() * step).max(step);
         let window = Window {
             from: (to - self.span).max(0.0),
             to,
@@ -256,8 +259,11 @@ fn dashboard_layout(
         let text = format!(
             " no NVIDIA GPU — NVML: {reason} · GPU utilisation, kernels and host→device copies need one"
         );
+        let style = Style::default()
+            .fg(view.theme.warning)
+            .bg(view.theme.background);
         frame.render_widget(
-            Paragraph::new(Span::styled(text, Style::default().fg(view.theme.warning))),
+            Paragraph::new(Span::styled(text, style)).style(style),
             notice,
         );
         body = rest;
@@ -350,10 +356,11 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quittin
         ));
         second.push(Span::styled(format!("{status}   "), style));
     }
-    frame.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)]),
-        area,
-    );
+    let base = Style::default()
+        .bg(view.theme.background)
+        .fg(view.theme.foreground);
+    let text = Paragraph::new(vec![Line::from(first), Line::from(second)]).style(base);
+    frame.render_widget(text, area);
 }
 
 fn draw_footer(frame: &mut Frame, area: Rect, view: &View, stop_prompt: bool) {
@@ -372,7 +379,11 @@ fn draw_footer(frame: &mut Frame, area: Rect, view: &View, stop_prompt: bool) {
     } else {
         " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help".to_string()
     };
-    frame.render_widget(Paragraph::new(Span::styled(text, view.muted())), area);
+    let base = Style::default().bg(view.theme.background);
+    frame.render_widget(
+        Paragraph::new(Span::styled(text, view.muted())).style(base),
+        area,
+    );
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, view: &View) {

@@ -1,21 +1,151 @@
-//! One line chart per metric, one line per worker, over the view's time window.
+//! One line chart per metric, one line per worker, over the view's time window, drawn straight into
+//! the buffer as Braille dots: ratatui's `Chart` builds a canvas layer per line and was most of a
+//! frame's cost.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
-use ratatui::symbols::Marker;
 use ratatui::text::Span;
-use ratatui::widgets::{Axis, Chart, Dataset, GraphType, Paragraph};
+use ratatui::widgets::Paragraph;
 
 use super::view::View;
 use crate::state::Series;
+
+/// At most this many points per series per character column: a Braille cell is 2 dots wide, and a
+/// minimum and a maximum per dot column keep every spike while drawing far fewer segments.
+const POINTS_PER_COLUMN: usize = 4;
+
+type Point = (f64, f64);
+
+/// A slice of time being decimated: its index, and its lowest and highest points so far.
+struct Bucket {
+    index: f64,
+    low: Point,
+    high: Point,
+}
+
+impl Bucket {
+    /// Its extremes, in time order (one point when they coincide).
+    fn flush(self, out: &mut Vec<Point>) {
+        let (first, second) = if self.low.0 <= self.high.0 {
+            (self.low, self.high)
+        } else {
+            (self.high, self.low)
+        };
+        out.push(first);
+        if second != first {
+            out.push(second);
+        }
+    }
+}
+
+/// Keeps the lowest and the highest point of each of `columns` equal slices of time, in time order.
+pub fn decimate(
+    points: impl Iterator<Item = (f64, f64)>,
+    from: f64,
+    to: f64,
+    columns: usize,
+) -> Vec<(f64, f64)> {
+    let buckets = (columns * POINTS_PER_COLUMN / 2).max(1);
+    let width = (to - from).max(f64::EPSILON) / buckets as f64;
+    let mut out = Vec::with_capacity(buckets * 2);
+    let mut current: Option<Bucket> = None;
+    for point in points {
+        let index = ((point.0 - from) / width).floor();
+        match current.as_mut() {
+            Some(b) if b.index == index => {
+                if point.1 < b.low.1 {
+                    b.low = point;
+                }
+                if point.1 > b.high.1 {
+                    b.high = point;
+                }
+            }
+            _ => {
+                if let Some(done) = current.take() {
+                    done.flush(&mut out);
+                }
+                current = Some(Bucket {
+                    index,
+                    low: point,
+                    high: point,
+                });
+            }
+        }
+    }
+    if let Some(done) = current {
+        done.flush(&mut out);
+    }
+    out
+}
 
 pub struct Line<'a> {
     pub color: Color,
     pub series: &'a Series,
 }
 
-/// Draws `lines` in `area`; `y_label` formats the y axis; `y_max` fixes the top (else the data's max).
+/// Braille dots per character cell: 2 columns by 4 rows.
+const DOTS_X: usize = 2;
+const DOTS_Y: usize = 4;
+
+/// The bit of dot (x, y) within a Braille cell (U+2800 + bits).
+fn dot_bit(x: usize, y: usize) -> u8 {
+    const BITS: [[u8; 4]; 2] = [[0x01, 0x02, 0x04, 0x40], [0x08, 0x10, 0x20, 0x80]];
+    BITS[x][y]
+}
+
+/// A grid of Braille dots, each cell coloured by the last line that touched it.
+struct Dots {
+    width: usize,
+    height: usize,
+    cells: Vec<(u8, Option<Color>)>,
+}
+
+impl Dots {
+    fn new(width: usize, height: usize) -> Dots {
+        Dots {
+            width,
+            height,
+            cells: vec![(0, None); width * height],
+        }
+    }
+
+    fn set(&mut self, x: i64, y: i64, color: Color) {
+        let (w, h) = ((self.width * DOTS_X) as i64, (self.height * DOTS_Y) as i64);
+        if !(0..w).contains(&x) || !(0..h).contains(&y) {
+            return;
+        }
+        let (x, y) = (x as usize, y as usize);
+        let cell = &mut self.cells[(y / DOTS_Y) * self.width + x / DOTS_X];
+        cell.0 |= dot_bit(x % DOTS_X, y % DOTS_Y);
+        cell.1 = Some(color);
+    }
+
+    /// Bresenham between two dots.
+    fn line(&mut self, (x0, y0): (i64, i64), (x1, y1): (i64, i64), color: Color) {
+        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
+        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
+        let (mut x, mut y, mut err) = (x0, y0, dx + dy);
+        loop {
+            self.set(x, y, color);
+            if x == x1 && y == y1 {
+                return;
+            }
+            let e2 = 2 * err;
+            if e2 >= dy {
+                err += dy;
+                x += sx;
+            }
+            if e2 <= dx {
+                err += dx;
+                y += sy;
+            }
+        }
+    }
+}
+
+/// Draws `lines` in `area`: a y axis with its top value, an x axis with the window's ends, and one
+/// Braille line per series. `y_label` formats the top; `y_max` fixes it (else the data's max).
 pub fn draw(
     frame: &mut Frame,
     area: Rect,
@@ -25,9 +155,15 @@ pub fn draw(
     y_max: Option<f64>,
 ) {
     let w = view.window;
+    let columns = area.width as usize;
     let points: Vec<(Color, Vec<(f64, f64)>)> = lines
         .iter()
-        .map(|l| (l.color, l.series.window(w.from, w.to)))
+        .map(|l| {
+            (
+                l.color,
+                decimate(l.series.window_iter(w.from, w.to), w.from, w.to, columns),
+            )
+        })
         .collect();
     if points.iter().all(|(_, p)| p.is_empty()) {
         frame.render_widget(
@@ -43,30 +179,101 @@ pub fn draw(
             .fold(0.0, f64::max);
         if max > 0.0 { max * 1.1 } else { 1.0 }
     });
-    let datasets = points
-        .iter()
-        .map(|(color, data)| {
-            Dataset::default()
-                .marker(Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::default().fg(*color))
-                .data(data)
-        })
-        .collect();
+    let top_label = y_label(top);
+    let gutter = top_label.chars().count().max(1) as u16 + 1;
+    if area.width <= gutter + 2 || area.height < 3 {
+        return;
+    }
     let axis = Style::default().fg(view.theme.muted);
-    let chart = Chart::new(datasets)
-        .style(Style::default().bg(view.theme.background))
-        .x_axis(
-            Axis::default()
-                .style(axis)
-                .bounds([w.from, w.to])
-                .labels([format!("{:.0}s", w.from), format!("{:.0}s", w.to)]),
-        )
-        .y_axis(
-            Axis::default()
-                .style(axis)
-                .bounds([0.0, top])
-                .labels(["0".to_string(), y_label(top)]),
+    let buf = frame.buffer_mut();
+    let plot = Rect {
+        x: area.x + gutter,
+        y: area.y,
+        width: area.width - gutter,
+        height: area.height - 2,
+    };
+    buf.set_string(area.x, area.y, &top_label, axis);
+    buf.set_string(area.x, plot.y + plot.height - 1, "0", axis);
+    for y in plot.y..plot.y + plot.height {
+        buf.set_string(plot.x - 1, y, "│", axis);
+    }
+    let x_axis = plot.y + plot.height;
+    buf.set_string(
+        plot.x - 1,
+        x_axis,
+        format!("└{}", "─".repeat(plot.width as usize)),
+        axis,
+    );
+    let (left, right) = (format!("{:.0}s", w.from), format!("{:.0}s", w.to));
+    buf.set_string(plot.x - 1, x_axis + 1, &left, axis);
+    let right_x = (plot.x + plot.width).saturating_sub(right.chars().count() as u16);
+    buf.set_string(right_x, x_axis + 1, &right, axis);
+
+    let mut dots = Dots::new(plot.width as usize, plot.height as usize);
+    let (dot_w, dot_h) = (
+        (plot.width as usize * DOTS_X) as f64,
+        (plot.height as usize * DOTS_Y) as f64,
+    );
+    let span = (w.to - w.from).max(f64::EPSILON);
+    let to_dot = |(t, v): (f64, f64)| {
+        let x = ((t - w.from) / span * (dot_w - 1.0)).round() as i64;
+        let y = ((1.0 - (v / top).clamp(0.0, 1.0)) * (dot_h - 1.0)).round() as i64;
+        (x, y)
+    };
+    for (color, series) in &points {
+        let mut previous = None;
+        for &point in series {
+            let dot = to_dot(point);
+            match previous {
+                Some(p) => dots.line(p, dot, *color),
+                None => dots.set(dot.0, dot.1, *color),
+            }
+            previous = Some(dot);
+        }
+    }
+    for (i, &(bits, color)) in dots.cells.iter().enumerate() {
+        let (Some(color), true) = (color, bits != 0) else {
+            continue;
+        };
+        let (x, y) = (
+            plot.x + (i % dots.width) as u16,
+            plot.y + (i / dots.width) as u16,
         );
-    frame.render_widget(chart, area);
+        if let Some(glyph) = char::from_u32(0x2800 + u32::from(bits)) {
+            buf[(x, y)]
+                .set_char(glyph)
+                .set_style(Style::default().fg(color));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn braille_dots_and_lines() {
+        let mut dots = Dots::new(2, 1);
+        dots.line((0, 0), (3, 3), Color::Red);
+        // A diagonal through the first cell's (0,0), (1,1) and the second's (0,2), (1,3).
+        assert_eq!(dots.cells[0], (0x01 | 0x10, Some(Color::Red)));
+        assert_eq!(dots.cells[1], (0x04 | 0x80, Some(Color::Red)));
+        dots.set(99, 99, Color::Blue);
+        assert_eq!(dots.cells[1].1, Some(Color::Red));
+    }
+
+    #[test]
+    fn decimation_keeps_extremes_and_order() {
+        let points: Vec<(f64, f64)> = (0..10_000)
+            .map(|i| (f64::from(i) / 100.0, f64::from(i % 97)))
+            .collect();
+        let kept = decimate(points.iter().copied(), 0.0, 100.0, 50);
+        assert!(kept.len() <= 50 * POINTS_PER_COLUMN, "{}", kept.len());
+        assert!(kept.windows(2).all(|w| w[0].0 <= w[1].0));
+        let max = |p: &[(f64, f64)]| p.iter().map(|&(_, v)| v).fold(f64::MIN, f64::max);
+        let min = |p: &[(f64, f64)]| p.iter().map(|&(_, v)| v).fold(f64::MAX, f64::min);
+        assert_eq!((max(&kept), min(&kept)), (max(&points), min(&points)));
+        let few = vec![(0.0, 1.0), (1.0, 2.0)];
+        assert_eq!(decimate(few.iter().copied(), 0.0, 1.0, 50), few);
+    }
 }

@@ -1,4 +1,4 @@
-//! The live TUI loop: the session runs on the async runtime and sends every record here; this thread
+//! The live TUI loop: the session runs on its own thread and sends every record here; this thread
 //! folds them into its own state and draws at a fixed frame rate, only when something changed. Input
 //! never waits on the session, and the session never waits on drawing.
 
@@ -11,8 +11,9 @@ use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 
 use super::app::{Action, App};
 use super::theme::Theme;
@@ -61,7 +62,6 @@ impl Drop for TerminalGuard {
 
 /// Runs the session under the TUI until the user quits; returns the session's final state.
 pub fn run(
-    runtime: &tokio::runtime::Runtime,
     prepared: &Prepared,
     interval: Duration,
     theme: Theme,
@@ -70,13 +70,22 @@ pub fn run(
     let (records, incoming) = mpsc::channel();
     let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
     let (config, workers) = (prepared.session.clone(), prepared.workers.clone());
-    let session = runtime.spawn(async move {
-        let mut forward = Forward(records);
-        session::run(config, workers, interval, &mut forward, control_rx).await
-    });
+    let session = std::thread::Builder::new()
+        .name("golow-session".into())
+        .spawn(move || {
+            let mut forward = Forward(records);
+            session::run_blocking(config, workers, interval, &mut forward, control_rx)
+        })?;
 
     let guard = TerminalGuard::enter()?;
-    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    // A fixed viewport, resized on resize events: ratatui would otherwise ask the terminal for its
+    // size before every frame.
+    let (width, height) = crossterm::terminal::size()?;
+    let viewport = Viewport::Fixed(Rect::new(0, 0, width, height));
+    // One write per frame: stdout's own line buffer would split a frame into many.
+    let out = io::BufWriter::with_capacity(1 << 16, io::stdout());
+    let mut terminal =
+        Terminal::with_options(CrosstermBackend::new(out), TerminalOptions { viewport })?;
     let mut app = App::new(theme, compare);
     let mut state = State::default();
     let mut dirty = true;
@@ -95,7 +104,12 @@ pub fn run(
         if app.is_quitting() && state.ended {
             break;
         }
-        let wait = last_draw.map_or(FRAME, |t| FRAME.saturating_sub(t.elapsed()));
+        // Nothing to draw: sleep a whole frame (records cannot wake the poll, and need not sooner).
+        // Something to draw: wake when the next frame is due.
+        let wait = match last_draw {
+            Some(t) if dirty => FRAME.saturating_sub(t.elapsed()),
+            _ => FRAME,
+        };
         if event::poll(wait)? {
             dirty = true;
             match event::read()? {
@@ -109,6 +123,7 @@ pub fn run(
                     }
                 }
                 Event::Mouse(mouse) => app.on_mouse(mouse),
+                Event::Resize(width, height) => terminal.resize(Rect::new(0, 0, width, height))?,
                 _ => {}
             }
         }
@@ -117,7 +132,7 @@ pub fn run(
     drop(guard);
     // The user left while workers still ran: stop them before collecting the final state.
     let _ = controls.send(Control::StopAll);
-    runtime
-        .block_on(session)
-        .map_err(|e| io::Error::other(format!("the session task failed: {e}")))
+    session
+        .join()
+        .map_err(|_| io::Error::other("the session thread panicked"))?
 }

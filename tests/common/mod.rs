@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod ui_session;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 

@@ -21,7 +21,7 @@ impl Pane for SampleTime {
         let inner = block.inner(area);
         frame.render_widget(block, area);
         let [plot, table] =
-            Layout::horizontal([Constraint::Min(20), Constraint::Length(46)]).areas(inner);
+            Layout::horizontal([Constraint::Min(20), Constraint::Length(48)]).areas(inner);
         let lines: Vec<ChartLine> = view
             .state
             .workers

@@ -1,0 +1,177 @@
+//! A constructed session for UI tests and the render benchmark: every number on screen is known.
+
+use golow::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use golow::event::{Body, Epoch, Hello, Phase, Record, Step};
+use golow::state::State;
+
+const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
+
+fn worker_config(device: &str) -> WorkerConfig {
+    WorkerConfig {
+        model: Model::Resnet50,
+        mode: Mode::Train,
+        dataset: "synthetic".into(),
+        data_dir: "/session/data".into(),
+        weights: "/session/weights.safetensors".into(),
+        torchscript: None,
+        channels: 3,
+        classes: 10,
+        batch_size: 32,
+        resolution: 224,
+        steps: 200,
+        warmup: 2,
+        device: device.into(),
+        threads: 16,
+        seed: 0,
+        pinned: true,
+        optimiser: Optimiser::default(),
+    }
+}
+
+/// A session of three workers, `steps` steps each at 4 steps a second, with a GPU or without one.
+pub fn session(gpu: bool, steps: u64) -> State {
+    let device = if gpu { "cuda:0" } else { "cpu" };
+    let mut records = vec![Record::new(
+        0.0,
+        None,
+        Body::SessionStart(SessionConfig {
+            impls: WORKERS.iter().map(|w| w.to_string()).collect(),
+            commands: Default::default(),
+            model: Model::Resnet50,
+            dataset: "synthetic".into(),
+            mode: Mode::Train,
+            batch_size: 32,
+            resolution: 224,
+            steps: 200,
+            warmup: 2,
+            device: device.into(),
+            threads: 16,
+            schedule: Schedule::Alternate,
+            seed: 0,
+            pinned: true,
+            optimiser: Optimiser::default(),
+        }),
+    )];
+    if gpu {
+        records.push(Record::new(
+            1.0,
+            None,
+            Body::GpuInfo {
+                index: 0,
+                name: "NVIDIA H200".into(),
+                memory_total_bytes: 150_000_000_000,
+                driver: "580.65".into(),
+            },
+        ));
+    } else {
+        records.push(Record::new(
+            1.0,
+            None,
+            Body::GpuUnavailable {
+                reason: "libnvidia-ml.so.1 not found".into(),
+            },
+        ));
+    }
+    for (w, name) in WORKERS.iter().enumerate() {
+        let worker = Some(name.to_string());
+        records.push(Record::new(
+            5.0,
+            worker.clone(),
+            Body::WorkerStarted {
+                pid: 100 + w as u32,
+                command: vec![],
+            },
+        ));
+        let hello = Hello {
+            implementation: name.to_string(),
+            pid: 100 + w as u32,
+            versions: Default::default(),
+            device: device.into(),
+            config: worker_config(device),
+        };
+        records.push(Record::new(10.0, worker, Body::Hello(hello)));
+    }
+    // Per-worker cost: pytorch slowest, libtorch fastest; a little deterministic jitter.
+    let base = [20.0, 24.0, 21.0];
+    for step in 0..steps {
+        for (w, name) in WORKERS.iter().enumerate() {
+            let t_ms = 1000.0 + step as f64 * 250.0 + w as f64 * 80.0;
+            let jitter = ((step * 7 + w as u64 * 3) % 5) as f64 * 0.2;
+            let worker = Some(name.to_string());
+            records.push(Record::new(
+                t_ms,
+                worker.clone(),
+                Body::Step(Step {
+                    step,
+                    epoch: step / 40,
+                    phase: Phase::Train,
+                    batch_size: 32,
+                    data_ms: 1.0,
+                    h2d_ms: gpu.then_some(0.8 + w as f64 * 0.1),
+                    h2d_bytes: gpu.then_some(19_267_840),
+                    compute_ms: base[w] + jitter,
+                    loss: 2.3 * (-(step as f64) / 60.0).exp() + 0.1 * w as f64,
+                    correct: (step as u32 * 32 / 100).min(32),
+                    warmup: step < 2,
+                }),
+            ));
+            if step % 2 == 0 {
+                records.push(Record::new(
+                    t_ms + 1.0,
+                    worker.clone(),
+                    Body::Process {
+                        pid: 100 + w as u32,
+                        rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
+                        peak_rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
+                        cpu_percent: Some(95.0 + w as f64 * 10.0),
+                    },
+                ));
+                if gpu {
+                    records.push(Record::new(
+                        t_ms + 2.0,
+                        worker.clone(),
+                        Body::GpuProcess {
+                            pid: 100 + w as u32,
+                            index: 0,
+                            memory_bytes: Some((3 + w as u64) << 30),
+                            sm_percent: Some(60 + 10 * w as u32),
+                            last_seen_us: Some(step),
+                        },
+                    ));
+                }
+            }
+            if step == 39 {
+                records.push(Record::new(
+                    t_ms + 3.0,
+                    worker,
+                    Body::Epoch(Epoch {
+                        epoch: 0,
+                        complete: true,
+                        train_loss: Some(1.5),
+                        train_accuracy: Some(0.21 + 0.01 * w as f64),
+                        eval_loss: Some(1.7),
+                        eval_accuracy: Some(0.18 + 0.01 * w as f64),
+                    }),
+                ));
+            }
+        }
+        if gpu && step % 2 == 0 {
+            records.push(Record::new(
+                1000.0 + step as f64 * 250.0 + 200.0,
+                None,
+                Body::GpuDevice {
+                    index: 0,
+                    utilization_percent: Some(70 + (step % 20) as u32),
+                    memory_used_bytes: Some(12 << 30),
+                    power_watts: Some(420.0),
+                    sm_clock_mhz: Some(1980),
+                },
+            ));
+        }
+    }
+    let mut state = State::default();
+    for r in &records {
+        state.apply(r);
+    }
+    state
+}
