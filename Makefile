@@ -25,8 +25,10 @@ test: build
 	cargo test --release
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 
+# abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
 bench: build
-	cargo bench --bench abstraction_cost
+	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
+	cargo bench
 
 lint: $(STAMP)
 	cargo fmt --check
