@@ -5,7 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{Pane, name};
+use super::{Pane, framed, name};
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::view::View;
 
@@ -21,9 +21,7 @@ impl Pane for GpuUtilisation {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let block = view.block(self.title());
-        let inner = block.inner(area);
-        frame.render_widget(block, area);
+        let inner = framed(frame, area, view, self.title());
         let gpu = &view.state.gpu;
         let mut lines: Vec<ChartLine> = gpu
             .devices

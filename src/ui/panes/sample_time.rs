@@ -5,7 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{Pane, name};
+use super::{Pane, framed, name};
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::view::{View, ms};
 
@@ -17,9 +17,7 @@ impl Pane for SampleTime {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let block = view.block(self.title());
-        let inner = block.inner(area);
-        frame.render_widget(block, area);
+        let inner = framed(frame, area, view, self.title());
         let [plot, table] =
             Layout::horizontal([Constraint::Min(20), Constraint::Length(48)]).areas(inner);
         let lines: Vec<ChartLine> = view

@@ -6,7 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{Pane, name};
+use super::{Pane, framed, name};
 use crate::state::Series;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::view::View;
@@ -36,9 +36,7 @@ impl Pane for Training {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let block = view.block(self.title());
-        let inner = block.inner(area);
-        frame.render_widget(block, area);
+        let inner = framed(frame, area, view, self.title());
         let workers = &view.state.workers;
         let [plots, numbers] = Layout::vertical([
             Constraint::Min(3),
