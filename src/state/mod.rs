@@ -163,10 +163,37 @@ impl WorkerState {
         }
     }
 
-    /// Still running: started and not yet ended.
-    pub fn is_running(&self) -> bool {
-        self.pid.is_some() && self.process_end.is_none()
+    /// Measured samples per second of time inside the timed regions.
+    pub fn throughput(&self) -> Option<f64> {
+        (self.timed_ms > 0.0).then(|| self.samples as f64 / (self.timed_ms / 1e3))
     }
+
+    /// Mean host-to-device bytes per measured step.
+    pub fn h2d_bytes_per_step(&self) -> Option<u64> {
+        (self.h2d_bytes_steps > 0).then(|| self.h2d_bytes_total / self.h2d_bytes_steps)
+    }
+
+    /// Where the worker's process is in its life, as status displays show it.
+    pub fn activity(&self) -> Activity {
+        match (&self.process_end, self.pid) {
+            (Some(end), _) if end.stop_requested => Activity::Stopped,
+            (Some(end), _) if end.exit_code == Some(0) => Activity::Done,
+            (Some(_), _) => Activity::Failed,
+            (None, None) => Activity::Waiting,
+            (None, Some(_)) => Activity::Running,
+        }
+    }
+}
+
+/// A worker process's state, for display (the summary's status also weighs the worker's own exit event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// Not started yet (a later turn of the sequential schedule).
+    Waiting,
+    Running,
+    Stopped,
+    Done,
+    Failed,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -420,6 +447,7 @@ mod tests {
         );
         let w = &Summary::from_state(&state).workers[0];
         assert_eq!(w.status, WorkerStatus::Failed);
+        assert_eq!(state.workers[0].activity(), Activity::Failed);
         assert_eq!(w.signal, Some(9));
         let error = w.error.as_deref().unwrap();
         assert!(
@@ -442,6 +470,7 @@ mod tests {
             Summary::from_state(&state).workers[0].status,
             WorkerStatus::Stopped
         );
+        assert_eq!(state.workers[0].activity(), Activity::Stopped);
     }
 
     #[test]

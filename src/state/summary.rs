@@ -128,10 +128,8 @@ impl WorkerSummary {
             sample_time_ms: w.sample_time.percentiles(),
             step_time_ms: w.step_time.percentiles(),
             h2d_ms: w.h2d.percentiles(),
-            h2d_bytes_per_step: (w.h2d_bytes_steps > 0)
-                .then(|| w.h2d_bytes_total / w.h2d_bytes_steps),
-            throughput_samples_per_s: (w.timed_ms > 0.0)
-                .then(|| w.samples as f64 / (w.timed_ms / 1e3)),
+            h2d_bytes_per_step: w.h2d_bytes_per_step(),
+            throughput_samples_per_s: w.throughput(),
             loss: Loss {
                 first: w.first_loss,
                 last: w.last_step.as_ref().map(|s| s.loss),

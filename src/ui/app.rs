@@ -14,7 +14,7 @@ use super::panes::{self, Pane};
 use super::theme::{self, Theme};
 use super::view::{View, Window, duration};
 use crate::session::Control;
-use crate::state::State;
+use crate::state::{Activity, State};
 
 /// Below this the dashboard cannot be drawn legibly; the TUI says how much room it needs instead.
 pub const MIN_WIDTH: u16 = 60;
@@ -336,13 +336,13 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quittin
     let total = state.session.as_ref().map_or(0, |s| s.steps);
     let mut second = vec![Span::raw(" ")];
     for w in &state.workers {
-        let status = match (&w.process_end, w.pid) {
-            (Some(e), _) if e.stop_requested => "stopped".to_string(),
-            (Some(e), _) if e.exit_code == Some(0) => "done".to_string(),
-            (Some(_), _) => "FAILED".to_string(),
-            (None, None) => "waiting".to_string(),
-            (None, Some(_)) if w.hello.is_some() && total > 0 => format!("{}/{total}", w.steps),
-            (None, Some(_)) => format!("{} steps", w.steps),
+        let status = match w.activity() {
+            Activity::Stopped => "stopped".to_string(),
+            Activity::Done => "done".to_string(),
+            Activity::Failed => "FAILED".to_string(),
+            Activity::Waiting => "waiting".to_string(),
+            Activity::Running if w.hello.is_some() && total > 0 => format!("{}/{total}", w.steps),
+            Activity::Running => format!("{} steps", w.steps),
         };
         let style = if status == "FAILED" {
             Style::default().fg(view.theme.error)

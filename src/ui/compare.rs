@@ -52,10 +52,6 @@ fn median(d: &Durations) -> Option<f64> {
     d.percentiles().map(|p| p.p50)
 }
 
-fn throughput(w: &WorkerState) -> Option<f64> {
-    (w.timed_ms > 0.0).then(|| w.samples as f64 / (w.timed_ms / 1e3))
-}
-
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
     let block = view.block(" compare ");
     let inner = block.inner(area);
@@ -114,9 +110,9 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         ),
         (
             "throughput (samples/s)",
-            throughput(a).map_or("-".into(), |t| format!("{t:.1}")),
-            plain_ratio(throughput(a), throughput(b)),
-            throughput(b).map_or("-".into(), |t| format!("{t:.1}")),
+            a.throughput().map_or("-".into(), |t| format!("{t:.1}")),
+            plain_ratio(a.throughput(), b.throughput()),
+            b.throughput().map_or("-".into(), |t| format!("{t:.1}")),
         ),
         (
             "peak host RSS",

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::event::{Body, Record};
 use crate::session::Observer;
-use crate::state::{State, WorkerState};
+use crate::state::{Activity, State, WorkerState};
 
 const REDRAW: Duration = Duration::from_millis(100);
 const BAR_WIDTH: usize = 24;
@@ -72,13 +72,13 @@ fn line(w: &WorkerState, total: u64) -> String {
     } else {
         format!("{:>26} {:<6}", format!("{} steps", w.steps), "")
     };
-    let status = match (&w.process_end, w.pid) {
-        (Some(end), _) if end.stop_requested => "stopped".to_string(),
-        (Some(end), _) if end.exit_code == Some(0) => "done".to_string(),
-        (Some(_), _) => "FAILED".to_string(),
-        (None, None) => "waiting".to_string(),
-        (None, Some(_)) if w.steps == 0 => "loading".to_string(),
-        (None, Some(_)) => "running".to_string(),
+    let status = match w.activity() {
+        Activity::Stopped => "stopped",
+        Activity::Done => "done",
+        Activity::Failed => "FAILED",
+        Activity::Waiting => "waiting",
+        Activity::Running if w.steps == 0 => "loading",
+        Activity::Running => "running",
     };
     let p50 = w
         .sample_time

@@ -45,8 +45,7 @@ impl Pane for Copies {
         )];
         for w in workers {
             let p50 = w.h2d.percentiles().map_or("-".into(), |p| ms(p.p50));
-            let per_step = (w.h2d_bytes_steps > 0)
-                .then(|| bytes((w.h2d_bytes_total / w.h2d_bytes_steps) as f64));
+            let per_step = w.h2d_bytes_per_step().map(|b| bytes(b as f64));
             let gbps = w
                 .series
                 .h2d_gbps

@@ -36,7 +36,7 @@ impl Pane for Throughput {
             view.muted(),
         )];
         for w in workers {
-            let throughput = (w.timed_ms > 0.0).then(|| w.samples as f64 / (w.timed_ms / 1e3));
+            let throughput = w.throughput();
             let step = w.step_time.percentiles().map(|p| ms(p.p50));
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
