@@ -110,36 +110,54 @@ impl Dots {
         }
     }
 
-    fn set(&mut self, x: i64, y: i64, color: Color) {
-        let (w, h) = ((self.width * DOTS_X) as i64, (self.height * DOTS_Y) as i64);
-        if !(0..w).contains(&x) || !(0..h).contains(&y) {
+    /// Dots (x, y_from..=y_to) in one dot column, a Braille cell row at a time.
+    fn column(&mut self, x: i64, y_from: i64, y_to: i64, color: Color) {
+        let h = (self.height * DOTS_Y) as i64;
+        if !(0..(self.width * DOTS_X) as i64).contains(&x) {
             return;
         }
-        let (x, y) = (x as usize, y as usize);
-        let cell = &mut self.cells[(y / DOTS_Y) * self.width + x / DOTS_X];
-        cell.0 |= dot_bit(x % DOTS_X, y % DOTS_Y);
-        cell.1 = Some(color);
+        let (from, to) = (y_from.max(0), y_to.min(h - 1));
+        if from > to {
+            return;
+        }
+        let (x, from, to) = (x as usize, from as usize, to as usize);
+        for row in from / DOTS_Y..=to / DOTS_Y {
+            let top = (row * DOTS_Y).max(from) - row * DOTS_Y;
+            let bottom = ((row + 1) * DOTS_Y - 1).min(to) - row * DOTS_Y;
+            let bits = (top..=bottom).fold(0, |bits, y| bits | dot_bit(x % DOTS_X, y));
+            let cell = &mut self.cells[row * self.width + x / DOTS_X];
+            cell.0 |= bits;
+            cell.1 = Some(color);
+        }
     }
 
-    /// Bresenham between two dots.
+    /// A connected line between two dots, drawn as one vertical run per dot column: a noisy series
+    /// is mostly steep segments, and a run costs one update per cell instead of one per dot.
     fn line(&mut self, (x0, y0): (i64, i64), (x1, y1): (i64, i64), color: Color) {
-        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
-        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
-        let (mut x, mut y, mut err) = (x0, y0, dx + dy);
-        loop {
-            self.set(x, y, color);
-            if x == x1 && y == y1 {
-                return;
+        let ((x0, y0), (x1, y1)) = if x0 <= x1 {
+            ((x0, y0), (x1, y1))
+        } else {
+            ((x1, y1), (x0, y0))
+        };
+        if x0 == x1 {
+            self.column(x0, y0.min(y1), y0.max(y1), color);
+            return;
+        }
+        let slope = (y1 - y0) as f64 / (x1 - x0) as f64;
+        let y_at = |x: f64| (y0 as f64 + slope * (x - x0 as f64)).round() as i64;
+        for x in x0..=x1 {
+            if slope.abs() <= 1.0 {
+                let y = y_at(x as f64);
+                self.column(x, y, y, color);
+                continue;
             }
-            let e2 = 2 * err;
-            if e2 >= dy {
-                err += dy;
-                x += sx;
+            // The run from where the line enters this column to just before the next one's.
+            let enter = y_at((x as f64 - 0.5).max(x0 as f64));
+            let mut leave = y_at((x as f64 + 0.5).min(x1 as f64));
+            if x < x1 {
+                leave -= (leave - enter).signum();
             }
-            if e2 <= dx {
-                err += dx;
-                y += sy;
-            }
+            self.column(x, enter.min(leave), enter.max(leave), color);
         }
     }
 }
@@ -195,15 +213,13 @@ pub fn draw(
     buf.set_string(area.x, area.y, &top_label, axis);
     buf.set_string(area.x, plot.y + plot.height - 1, "0", axis);
     for y in plot.y..plot.y + plot.height {
-        buf.set_string(plot.x - 1, y, "│", axis);
+        buf[(plot.x - 1, y)].set_char('│').set_style(axis);
     }
     let x_axis = plot.y + plot.height;
-    buf.set_string(
-        plot.x - 1,
-        x_axis,
-        format!("└{}", "─".repeat(plot.width as usize)),
-        axis,
-    );
+    buf[(plot.x - 1, x_axis)].set_char('└').set_style(axis);
+    for x in plot.x..plot.x + plot.width {
+        buf[(x, x_axis)].set_char('─').set_style(axis);
+    }
     let (left, right) = (format!("{:.0}s", w.from), format!("{:.0}s", w.to));
     buf.set_string(plot.x - 1, x_axis + 1, &left, axis);
     let right_x = (plot.x + plot.width).saturating_sub(right.chars().count() as u16);
@@ -226,7 +242,7 @@ pub fn draw(
             let dot = to_dot(point);
             match previous {
                 Some(p) => dots.line(p, dot, *color),
-                None => dots.set(dot.0, dot.1, *color),
+                None => dots.column(dot.0, dot.1, dot.1, *color),
             }
             previous = Some(dot);
         }
@@ -258,8 +274,17 @@ mod tests {
         // A diagonal through the first cell's (0,0), (1,1) and the second's (0,2), (1,3).
         assert_eq!(dots.cells[0], (0x01 | 0x10, Some(Color::Red)));
         assert_eq!(dots.cells[1], (0x04 | 0x80, Some(Color::Red)));
-        dots.set(99, 99, Color::Blue);
+        dots.column(99, 99, 99, Color::Blue);
         assert_eq!(dots.cells[1].1, Some(Color::Red));
+    }
+
+    #[test]
+    fn steep_lines_are_connected_runs() {
+        let mut dots = Dots::new(1, 2);
+        dots.line((1, 7), (0, 0), Color::Red);
+        // Column 0 takes the upper half of the rise, column 1 the lower, each dot once.
+        assert_eq!(dots.cells[0].0, 0x01 | 0x02 | 0x04 | 0x40);
+        assert_eq!(dots.cells[1].0, 0x08 | 0x10 | 0x20 | 0x80);
     }
 
     #[test]
