@@ -24,7 +24,9 @@ fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usiz
     let dir = std::env::temp_dir().join(format!("golow-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
     let summary = dir.join("summary.json");
+    // Recordings go to the bench's directory, not the repository's recordings/.
     let status = Command::new(env!("CARGO_BIN_EXE_golow"))
+        .current_dir(&dir)
         .args([
             "run",
             "--headless",

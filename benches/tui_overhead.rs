@@ -88,9 +88,9 @@ fn run_in_tmux_sized(
     let _ = std::fs::remove_file(&done);
     let session = session_name();
     let command = format!(
-        "TMPDIR={} {GOLOW} run {args}; touch {}",
-        dir.display(),
-        done.display()
+        "cd {dir} && TMPDIR={dir} {GOLOW} run {args}; touch {done}",
+        dir = dir.display(),
+        done = done.display()
     );
     let (w, h) = (width.to_string(), height.to_string());
     tmux(&[

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
+use crate::recording::{self, Recorder};
 use crate::session::{self, Length, Plan, PrepareError};
 use crate::state::Summary;
 use crate::workers::data::DatasetSpec;
@@ -35,6 +36,12 @@ struct Cli {
 enum Command {
     /// Run implementations side by side and report what each costs.
     Run(Box<RunArgs>),
+    /// Replay a recording in the TUI as it was seen, or print its summary with --headless.
+    Replay(ReplayArgs),
+    /// Write a recording as a Chrome trace (Perfetto), CSV or JSON.
+    Export(ExportArgs),
+    /// Compare two recordings: per implementation, B against A; exit 1 on a regression.
+    Compare(CompareArgs),
     /// Print what golow found on this machine: python and torch, libtorch, CUDA, cuDNN, NVML and GPUs.
     Doctor(DoctorArgs),
 }
@@ -124,6 +131,59 @@ struct RunArgs {
     /// Write the summary JSON here (README, "Summary JSON").
     #[arg(long)]
     summary_json: Option<PathBuf>,
+    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
+    record: Option<PathBuf>,
+    /// Do not record the session.
+    #[arg(long)]
+    no_record: bool,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// A .golow recording.
+    file: PathBuf,
+    /// No TUI: print the summary table (and write --summary-json).
+    #[arg(long)]
+    headless: bool,
+    /// Write the summary JSON here (with --headless).
+    #[arg(long, requires = "headless")]
+    summary_json: Option<PathBuf>,
+    /// Colour theme: dark, light, high-contrast, colorblind, or a path to a theme file.
+    #[arg(long, default_value = "dark")]
+    theme: String,
+    /// Open on the compare view of these two workers, e.g. --compare libtorch,pytorch.
+    #[arg(long, value_name = "A,B")]
+    compare: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    ChromeTrace,
+    Csv,
+    Json,
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// A .golow recording.
+    file: PathBuf,
+    #[arg(long, value_enum)]
+    format: ExportFormat,
+    /// Where to write (never overwritten half-way: written to a temporary file, then renamed).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    /// The baseline recording.
+    a: PathBuf,
+    /// The recording compared against it.
+    b: PathBuf,
+    /// A ratio worse than 1 ± this, and beyond noise, is a regression (TorchBench's 7%).
+    #[arg(long, default_value_t = 0.07)]
+    threshold: f64,
 }
 
 #[derive(Args)]
@@ -250,14 +310,14 @@ fn check_resolution(resolution: i64, batch_size: u64, mode: Mode) -> Result<u32,
     Ok(resolution as u32)
 }
 
-fn check_output_path(path: &std::path::Path) -> Result<(), BadInput> {
+fn check_output_path(flag: &str, path: &std::path::Path) -> Result<(), BadInput> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
     if !parent.is_dir() {
         return Err(BadInput(format!(
-            "--summary-json {}: directory {} does not exist",
+            "{flag} {}: directory {} does not exist",
             path.display(),
             parent.display()
         )));
@@ -265,8 +325,33 @@ fn check_output_path(path: &std::path::Path) -> Result<(), BadInput> {
     Ok(())
 }
 
+/// Where the session will be recorded, checked before anything runs.
+enum RecordTo {
+    Nowhere,
+    Default,
+    Path(PathBuf),
+}
+
+fn check_record(record: Option<PathBuf>, no_record: bool) -> Result<RecordTo, BadInput> {
+    match (record, no_record) {
+        (_, true) => Ok(RecordTo::Nowhere),
+        (None, false) => Ok(RecordTo::Default),
+        (Some(path), false) => {
+            check_output_path("--record", &path)?;
+            if path.exists() {
+                return Err(BadInput(format!(
+                    "--record {} exists: golow never overwrites a recording; choose another path",
+                    path.display()
+                )));
+            }
+            Ok(RecordTo::Path(path))
+        }
+    }
+}
+
 struct Validated {
     plan: Plan,
+    record: RecordTo,
     /// `None` runs headless.
     tui: Option<TuiOptions>,
     interval: Duration,
@@ -373,8 +458,9 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         }
     };
     if let Some(path) = &args.summary_json {
-        check_output_path(path)?;
+        check_output_path("--summary-json", path)?;
     }
+    let record = check_record(args.record, args.no_record)?;
     let worker_names: Vec<String> = impls
         .iter()
         .map(|i| i.name().to_string())
@@ -435,6 +521,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
     };
     Ok(Validated {
         tui,
+        record,
         plan: Plan {
             impls,
             commands,
@@ -472,9 +559,187 @@ fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Opens the recording file once the session is ready to start, so bad input leaves no file.
+fn start_recording(to: RecordTo, session: &SessionConfig) -> Result<Option<Recorder>, String> {
+    let path = match to {
+        RecordTo::Nowhere => return Ok(None),
+        RecordTo::Path(path) => path,
+        RecordTo::Default => {
+            let dir = PathBuf::from("recordings");
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                format!(
+                    "cannot create {}: {e} (or pass --record PATH or --no-record)",
+                    dir.display()
+                )
+            })?;
+            recording::default_path(&dir, &session.impls, std::time::SystemTime::now())
+        }
+    };
+    let header = recording::header_for(session, std::env::args().collect());
+    Recorder::create(&path, &header)
+        .map(Some)
+        .map_err(|e| format!("cannot create the recording {}: {e}", path.display()))
+}
+
+fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    write_atomically(path, &json)
+        .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
+}
+
+/// Why a subcommand stopped: its one line and exit code.
+struct Failure {
+    code: i32,
+    message: String,
+}
+
+impl From<BadInput> for Failure {
+    fn from(BadInput(message): BadInput) -> Failure {
+        Failure {
+            code: EXIT_BAD_INPUT,
+            message,
+        }
+    }
+}
+
+fn failed(message: String) -> Failure {
+    Failure {
+        code: EXIT_WORKER_FAILED,
+        message,
+    }
+}
+
+/// The exit code of a subcommand, its failure printed.
+fn exit_code(result: Result<i32, Failure>) -> i32 {
+    result.unwrap_or_else(|failure| {
+        eprintln!("golow: {}", failure.message);
+        failure.code
+    })
+}
+
+fn open_player(file: &std::path::Path) -> Result<recording::Player, BadInput> {
+    let player = recording::Player::open(file)
+        .map_err(|e| BadInput(format!("cannot replay {}: {e}", file.display())))?;
+    if let Some(warning) = player.recording().warning() {
+        eprintln!("golow: warning: {}: {warning}", file.display());
+    }
+    Ok(player)
+}
+
+fn replay(args: ReplayArgs) -> Result<i32, Failure> {
+    if let Some(path) = &args.summary_json {
+        check_output_path("--summary-json", path)?;
+    }
+    let theme = crate::ui::theme::load(&args.theme).map_err(|e| BadInput(e.to_string()))?;
+    if !args.headless && !std::io::stdout().is_terminal() {
+        return Err(BadInput(
+            "the replay view needs a terminal: add --headless to print the summary".into(),
+        )
+        .into());
+    }
+    let mut player = open_player(&args.file)?;
+    if args.headless {
+        player.run_to_end();
+        if let Some(damage) = player.damage() {
+            eprintln!("golow: warning: {}: {damage}", args.file.display());
+        }
+        let summary = Summary::from_state(player.state());
+        print!("{}", crate::ui::report::table(&summary));
+        write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
+        return Ok(EXIT_OK);
+    }
+    let workers = &player.recording().header.config.impls;
+    let compare = args
+        .compare
+        .as_deref()
+        .map(|p| parse_compare(p, workers))
+        .transpose()?;
+    player.index_checkpoints();
+    let timeline = crate::ui::timeline::Timeline::new(
+        player.recording().duration_ms(),
+        args.file.display().to_string(),
+    );
+    recording::serve(player)
+        .and_then(|source| {
+            let app = crate::ui::app::App::new(theme, compare).replaying(timeline);
+            crate::ui::replay::run(app, &source)
+        })
+        .map_err(|e| failed(format!("the replay failed: {e}")))?;
+    Ok(EXIT_OK)
+}
+
+/// Writes through a temporary file next to the output, so a failed export leaves nothing half-written.
+fn export(args: ExportArgs) -> Result<i32, Failure> {
+    check_output_path("--output", &args.output)?;
+    let mut player = open_player(&args.file)?;
+    let format = match args.format {
+        ExportFormat::ChromeTrace => crate::export::Format::ChromeTrace,
+        ExportFormat::Csv => crate::export::Format::Csv,
+        ExportFormat::Json => crate::export::Format::Json,
+    };
+    let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
+    let mut tmp = args.output.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let written = std::fs::File::create(&tmp).and_then(|file| {
+        let mut out = std::io::BufWriter::new(file);
+        crate::export::export(&header, player.records(), format, &mut out)?;
+        std::io::Write::flush(&mut out)?;
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&tmp, &args.output)
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(failed(format!(
+            "cannot write {}: {e}",
+            args.output.display()
+        )));
+    }
+    if let Some(damage) = player.damage() {
+        eprintln!("golow: warning: {}: {damage}", args.file.display());
+    }
+    Ok(EXIT_OK)
+}
+
+fn compare(args: CompareArgs) -> Result<i32, Failure> {
+    if !(args.threshold.is_finite() && (0.0..1.0).contains(&args.threshold)) {
+        return Err(BadInput(format!(
+            "--threshold must be a fraction between 0 and 1, e.g. 0.07 (got {})",
+            args.threshold
+        ))
+        .into());
+    }
+    let mut states = Vec::new();
+    for file in [&args.a, &args.b] {
+        let mut player = open_player(file)?;
+        player.run_to_end();
+        states.push(player.into_state());
+    }
+    let rows = crate::state::regression::compare(&states[0], &states[1], args.threshold);
+    if rows.is_empty() {
+        return Err(BadInput(format!(
+            "{} and {} have no implementation in common",
+            args.a.display(),
+            args.b.display()
+        ))
+        .into());
+    }
+    print!(
+        "{}",
+        crate::ui::report::regression_table(&rows, args.threshold)
+    );
+    Ok(if rows.iter().any(|r| r.regression) {
+        EXIT_WORKER_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
 fn run(args: RunArgs) -> i32 {
     let Validated {
         plan,
+        record,
         tui,
         interval,
         summary_json,
@@ -496,25 +761,38 @@ fn run(args: RunArgs) -> i32 {
             return EXIT_WORKER_FAILED;
         }
     };
+    let recorder = match start_recording(record, &prepared.session) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("golow: {message}");
+            return EXIT_BAD_INPUT;
+        }
+    };
+    let sink = recorder.as_ref().map(Recorder::sink);
     let live = tui.is_some();
     let state = match tui {
         Some(TuiOptions { theme, compare }) => {
-            crate::ui::live::run(&prepared, interval, theme, compare)
+            let mut app = crate::ui::app::App::new(theme, compare);
+            if let Some(r) = &recorder {
+                app = app.recording_to(r.path().display().to_string());
+            }
+            crate::ui::live::run(&prepared, interval, app, sink)
         }
         None => {
             let stderr = std::io::stderr();
             let tty = stderr.is_terminal();
-            let mut progress = crate::ui::progress::Progress::new(stderr, tty);
+            let progress = crate::ui::progress::Progress::new(stderr, tty);
             let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
             session::run_blocking(
                 prepared.session.clone(),
                 prepared.workers.clone(),
                 interval,
-                &mut progress,
+                &mut (progress, sink),
                 control_rx,
             )
         }
     };
+    let recorded = recorder.map(Recorder::finish);
     let state = match state {
         Ok(state) => state,
         Err(e) => {
@@ -525,12 +803,22 @@ fn run(args: RunArgs) -> i32 {
     drop(prepared);
     let summary = Summary::from_state(&state);
     print!("{}", crate::ui::report::table(&summary));
-    if let Some(path) = summary_json {
-        let json = serde_json::to_string_pretty(&summary).expect("the summary serialises");
-        if let Err(e) = write_atomically(&path, &json) {
-            eprintln!("golow: cannot write --summary-json {}: {e}", path.display());
+    match recorded {
+        Some(Ok(written)) => eprintln!(
+            "golow: recorded {} events ({} bytes) to {}",
+            written.events,
+            written.bytes,
+            written.path.display()
+        ),
+        Some(Err(e)) => {
+            eprintln!("golow: the recording failed: {e}");
             return EXIT_WORKER_FAILED;
         }
+        None => {}
+    }
+    if let Err(message) = write_summary(summary_json.as_deref(), &summary) {
+        eprintln!("golow: {message}");
+        return EXIT_WORKER_FAILED;
     }
     let stopped = summary
         .workers
@@ -590,6 +878,9 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Run(args) => run(*args),
+        Command::Replay(args) => exit_code(replay(args)),
+        Command::Export(args) => exit_code(export(args)),
+        Command::Compare(args) => exit_code(compare(args)),
         Command::Doctor(args) => crate::doctor::run(args.python),
     }
 }

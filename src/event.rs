@@ -245,7 +245,7 @@ fn preview(line: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
 
@@ -271,7 +271,8 @@ mod tests {
         }
     }
 
-    fn every_body() -> Vec<Body> {
+    /// One body of every kind, for round trips here and in the recording.
+    pub(crate) fn every_body() -> Vec<Body> {
         let step = Step {
             step: 3,
             epoch: 0,
@@ -340,6 +341,33 @@ mod tests {
                 rss_bytes: 1 << 30,
                 peak_rss_bytes: 2 << 30,
                 cpu_percent: Some(180.5),
+            },
+            Body::OptimizerStep(OptimizerStep {
+                step: 7,
+                interval_ms: Some(31.25),
+            }),
+            Body::GpuUnavailable {
+                reason: "libnvidia-ml.so.1 not found".into(),
+            },
+            Body::GpuInfo {
+                index: 0,
+                name: "NVIDIA H200".into(),
+                memory_total_bytes: 150_000_000_000,
+                driver: "580.95".into(),
+            },
+            Body::GpuDevice {
+                index: 0,
+                utilization_percent: Some(97),
+                memory_used_bytes: Some(20 << 30),
+                power_watts: Some(512.25),
+                sm_clock_mhz: None,
+            },
+            Body::GpuProcess {
+                pid: 42,
+                index: 0,
+                memory_bytes: Some(3 << 30),
+                sm_percent: Some(88),
+                last_seen_us: Some(1_700_000_000_000_000),
             },
             Body::WorkerExited {
                 exit_code: None,

@@ -25,8 +25,9 @@ fn rejects(args: &[&str], expected: &str) {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert!(
-        left.iter()
-            .all(|n| n != "summary.json" && !n.to_string_lossy().starts_with("golow-session")),
+        left.iter().all(|n| n != "summary.json"
+            && n != "recordings"
+            && !n.to_string_lossy().starts_with("golow-session")),
         "{args:?} left {left:?}"
     );
 }
@@ -38,6 +39,31 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) {
 
 fn idx(magic: u32, dims: &[u32], payload: usize) -> Vec<u8> {
     idx_file(magic, dims, &vec![0; payload])
+}
+
+#[test]
+fn a_recording_is_never_overwritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let existing = tmp.path().join("mine.golow");
+    std::fs::write(&existing, b"precious").unwrap();
+    let out = headless(tmp.path(), &["--record", &existing.display().to_string()])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("never overwrites") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&existing).unwrap(), b"precious");
+    rejects(
+        &["--record", "/nonexistent/dir/x.golow"],
+        "directory /nonexistent/dir does not exist",
+    );
+    rejects(
+        &["--record", "x.golow", "--no-record"],
+        "cannot be used with",
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! The live TUI in a real terminal (tmux): start a tiny CPU session, wait for numbers, switch to the
-//! compare view, shrink the terminal to a few cells and back, quit with q.
+//! compare view, shrink the terminal to a few cells and back, quit with q; then replay what it recorded
+//! and move through the timeline.
 
 mod common;
 
@@ -12,7 +13,7 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str, width: u16, height: u16) -> Tmux {
-        let session = format!("golow-test-{}", std::process::id());
+        let session = format!("golow-test-{}-{width}x{height}", std::process::id());
         let status = Command::new("tmux")
             .args([
                 "new-session",
@@ -98,7 +99,7 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
     let summary = tmp.path().join("summary.json");
     let done = tmp.path().join("exit-code");
     let command = format!(
-        "TMPDIR={tmp} {golow} run --impl libtorch,pytorch --model resnet18 --batch-size 4 --steps 100000 --summary-json {summary}; echo $? > {done}; sleep 30",
+        "cd {tmp} && TMPDIR={tmp} {golow} run --impl libtorch,pytorch --model resnet18 --batch-size 4 --steps 100000 --summary-json {summary}; echo $? > {done}; sleep 30",
         tmp = tmp.path().display(),
         golow = env!("CARGO_BIN_EXE_golow"),
         summary = summary.display(),
@@ -118,6 +119,7 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
         screen.contains("no NVIDIA GPU") || screen.contains("GPU utilisation"),
         "{screen}"
     );
+    assert!(screen.contains("● REC recordings/"), "{screen}");
 
     tmux.keys("c");
     tmux.wait_for("the compare view", Duration::from_secs(30), |s| {
@@ -170,4 +172,80 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
         after.contains("impl") && after.contains("stopped"),
         "{after}"
     );
+    drop(tmux);
+
+    // q closed the recording cleanly, and it replays to the very summary the live run wrote.
+    let recordings: Vec<_> = std::fs::read_dir(tmp.path().join("recordings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(recordings.len(), 1, "{recordings:?}");
+    let recording = &recordings[0];
+    let replayed = tmp.path().join("replayed.json");
+    let out = common::golow(
+        tmp.path(),
+        &[
+            "replay",
+            &recording.display().to_string(),
+            "--headless",
+            "--summary-json",
+            &replayed.display().to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    assert!(
+        !common::text(&out.stderr).contains("warning"),
+        "{}",
+        common::text(&out.stderr)
+    );
+    assert_eq!(common::summary(&replayed), common::summary(&summary));
+    replay_moves_through_time(recording);
+}
+
+/// The position shown on the timeline bar, in seconds ("▶ 1× 00:00:03 / 00:00:20").
+fn position(screen: &str) -> Option<u64> {
+    let line = screen.lines().find(|l| l.contains(" / 00:"))?;
+    let at = line.find(" / ")?;
+    let clock = line[..at].split_whitespace().last()?;
+    let parts: Vec<u64> = clock.split(':').map_while(|p| p.parse().ok()).collect();
+    (parts.len() == 3).then(|| parts[0] * 3600 + parts[1] * 60 + parts[2])
+}
+
+fn replay_moves_through_time(recording: &std::path::Path) {
+    let done = recording.with_extension("exit");
+    let command = format!(
+        "{golow} replay {file}; echo $? > {done}; sleep 30",
+        golow = env!("CARGO_BIN_EXE_golow"),
+        file = recording.display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 160, 45);
+    let screen = tmux.wait_for("the replay to play", Duration::from_secs(30), |s| {
+        s.contains("REPLAY") && position(s).is_some_and(|p| p >= 2)
+    });
+    assert!(screen.contains("libtorch"), "{screen}");
+    tmux.keys("G");
+    let end = tmux.wait_for("the end of the recording", Duration::from_secs(10), |s| {
+        s.contains("⏸") && s.contains("libtorch stopped")
+    });
+    let end_position = position(&end).unwrap();
+    tmux.keys("g");
+    tmux.wait_for("the start again", Duration::from_secs(10), |s| {
+        position(s) == Some(0)
+    });
+    tmux.keys("]");
+    tmux.keys("]");
+    tmux.keys(" ");
+    tmux.wait_for("4× playback to move on", Duration::from_secs(10), |s| {
+        s.contains("4×") && position(s).is_some_and(|p| p >= 2 && p <= end_position)
+    });
+    tmux.keys("q");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done.exists() {
+        assert!(Instant::now() < deadline, "replay did not exit after q");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "0");
 }

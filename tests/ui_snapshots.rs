@@ -177,3 +177,43 @@ fn a_click_maximises_the_pane_under_it_and_another_restores() {
     app.on_mouse(click(10, 10));
     assert_eq!(render(&mut app, &state, 160, 40), dashboard);
 }
+
+#[test]
+fn a_recorded_live_session_shows_where_it_is_recorded() {
+    let state = session(false, 40);
+    let mut app = app().recording_to("recordings/20261121T090000Z-libtorch.golow".into());
+    let screen = render(&mut app, &state, 160, 40);
+    assert!(
+        screen
+            .lines()
+            .next()
+            .unwrap()
+            .contains("● REC recordings/20261121T090000Z-libtorch.golow")
+    );
+}
+
+#[test]
+fn replay_view_with_its_timeline() {
+    use golow::ui::app::Action;
+    use golow::ui::timeline::Timeline;
+    let state = session(true, 80);
+    let mut timeline = Timeline::new(state.t_ms, "recordings/session.golow".into());
+    timeline.position_ms = state.t_ms / 2.0;
+    timeline.playing = false;
+    let mut app = app().replaying(timeline);
+    let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    // Arrows move through time in a replay; they no longer scroll the window.
+    assert_eq!(
+        app.on_key(key(KeyCode::Right), &state),
+        Action::Seek(state.t_ms / 2.0 + 10_000.0)
+    );
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('g')), &state),
+        Action::Seek(0.0)
+    );
+    assert_eq!(app.on_key(key(KeyCode::Char(']')), &state), Action::None);
+    let timeline = app.timeline_mut().unwrap();
+    timeline.position_ms = state.t_ms / 2.0;
+    insta::assert_snapshot!(render(&mut app, &state, 160, 40));
+    assert_eq!(app.on_key(key(KeyCode::Char('q')), &state), Action::Quit);
+}

@@ -2,6 +2,7 @@
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
 mod compare;
+pub mod regression;
 mod series;
 mod stats;
 mod summary;

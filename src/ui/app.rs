@@ -12,6 +12,7 @@ use ratatui::widgets::{Clear, Paragraph};
 use super::compare;
 use super::panes::{self, Pane};
 use super::theme::{self, Theme};
+use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration};
 use crate::session::Control;
 use crate::state::{Activity, State};
@@ -30,12 +31,23 @@ pub enum Mode {
 }
 
 /// What a key asks of the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Action {
     None,
     Control(Control),
+    /// Replay only: show the recording as it was at this time (ms).
+    Seek(f64),
     /// Leave the TUI (the session has ended).
     Quit,
+}
+
+/// Where what is drawn comes from.
+enum Source {
+    /// A session running now, and the recording it is written to, if any.
+    Live {
+        recording: Option<String>,
+    },
+    Replay(Timeline),
 }
 
 pub struct App {
@@ -55,6 +67,7 @@ pub struct App {
     quitting: bool,
     /// Where each pane was drawn last, for mouse clicks.
     pane_areas: Vec<(usize, Rect)>,
+    source: Source,
 }
 
 impl App {
@@ -84,6 +97,36 @@ impl App {
             compare,
             quitting: false,
             pane_areas: Vec::new(),
+            source: Source::Live { recording: None },
+        }
+    }
+
+    /// A live session written to `path`: the header shows it.
+    pub fn recording_to(mut self, path: String) -> App {
+        self.source = Source::Live {
+            recording: Some(path),
+        };
+        self
+    }
+
+    /// A replay: the timeline keeps the clock and takes the keys that move through time.
+    pub fn replaying(mut self, timeline: Timeline) -> App {
+        self.source = Source::Replay(timeline);
+        self
+    }
+
+    pub fn timeline_mut(&mut self) -> Option<&mut Timeline> {
+        match &mut self.source {
+            Source::Replay(timeline) => Some(timeline),
+            Source::Live { .. } => None,
+        }
+    }
+
+    /// Seconds since the session started that the view shows as "now".
+    fn now_s(&self, state: &State) -> f64 {
+        match &self.source {
+            Source::Replay(timeline) => timeline.position_ms / 1e3,
+            Source::Live { .. } => state.t_ms / 1e3,
         }
     }
 
@@ -108,6 +151,16 @@ impl App {
         }
         let ctrl_c =
             key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
+        if let Source::Replay(timeline) = &mut self.source {
+            if ctrl_c || key.code == KeyCode::Char('q') {
+                return Action::Quit;
+            }
+            match timeline.on_key(key.code) {
+                Moved::Jumped(ms) => return Action::Seek(ms),
+                Moved::Handled => return Action::None,
+                Moved::Ignored => {}
+            }
+        }
         match key.code {
             KeyCode::Char('q') | KeyCode::Char('c') if ctrl_c || key.code == KeyCode::Char('q') => {
                 if live.ended {
@@ -123,12 +176,12 @@ impl App {
                 }
             }
             KeyCode::Left => {
-                self.offset = (self.offset + self.span / 4.0).min(self.state(live).t_ms / 1e3)
+                self.offset = (self.offset + self.span / 4.0).min(self.now_s(self.state(live)))
             }
             KeyCode::Right => self.offset = (self.offset - self.span / 4.0).max(0.0),
             KeyCode::Char('+') | KeyCode::Char('=') => self.span = (self.span / 2.0).max(MIN_SPAN),
             KeyCode::Char('-') => {
-                self.span = (self.span * 2.0).min((self.state(live).t_ms / 1e3).max(DEFAULT_SPAN))
+                self.span = (self.span * 2.0).min(self.now_s(self.state(live)).max(DEFAULT_SPAN))
             }
             KeyCode::Tab | KeyCode::Char('c') => {
                 self.maximised = None;
@@ -145,7 +198,9 @@ impl App {
                 self.maximised = None;
                 self.help = false;
             }
-            KeyCode::Char('s') => self.stop_prompt = true,
+            KeyCode::Char('s') if matches!(self.source, Source::Live { .. }) => {
+                self.stop_prompt = true
+            }
             KeyCode::Char('t') => self.theme = (self.theme + 1) % self.themes.len(),
             KeyCode::Char('?') => self.help = !self.help,
             _ => {}
@@ -196,7 +251,7 @@ impl App {
         // The right edge moves in steps of 1/STEPS_PER_SPAN of the span: between steps only new points
         // change on screen, so a frame sends the terminal a small diff instead of every chart cell.
         let step = self.span / STEPS_PER_SPAN;
-        let to = (((state.t_ms / 1e3 - self.offset) / step).ceil() * step).max(step);
+        let to = (((self.now_s(state) - self.offset) / step).ceil() * step).max(step);
         let window = Window {
             from: (to - self.span).max(0.0),
             to,
@@ -207,14 +262,34 @@ impl App {
             window,
             focused: false,
         };
-        let [header, body, footer] = Layout::vertical([
+        let timeline_rows = u16::from(matches!(self.source, Source::Replay(_)));
+        let [header, body, timeline_area, footer] = Layout::vertical([
             Constraint::Length(2),
             Constraint::Min(1),
+            Constraint::Length(timeline_rows),
             Constraint::Length(1),
         ])
         .areas(area);
-        draw_header(frame, header, &view, self.paused.is_some(), self.quitting);
-        draw_footer(frame, footer, &view, self.stop_prompt);
+        let marks = Marks {
+            now_s: self.now_s(state),
+            paused: self.paused.is_some(),
+            quitting: self.quitting,
+            source: &self.source,
+        };
+        draw_header(frame, header, &view, &marks);
+        let footer_text = match &self.source {
+            Source::Replay(timeline) => {
+                timeline.draw(frame, timeline_area, &view);
+                REPLAY_KEYS.to_string()
+            }
+            Source::Live { .. } if self.stop_prompt => stop_prompt(state),
+            Source::Live { .. } => LIVE_KEYS.to_string(),
+        };
+        let base = Style::default().bg(view.theme.background);
+        frame.render_widget(
+            Paragraph::new(Span::styled(footer_text, view.muted())).style(base),
+            footer,
+        );
         self.pane_areas.clear();
         match self.mode {
             Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
@@ -287,7 +362,15 @@ fn dashboard_layout(
     areas
 }
 
-fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quitting: bool) {
+/// What the header marks besides the session itself.
+struct Marks<'a> {
+    now_s: f64,
+    paused: bool,
+    quitting: bool,
+    source: &'a Source,
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     let state = view.state;
     let bold = Style::default()
         .fg(view.theme.title)
@@ -317,17 +400,30 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quittin
             view.text(),
         ));
     }
-    first.push(Span::styled(duration(state.t_ms / 1e3), view.text()));
-    let mut marks = Vec::new();
-    if paused {
-        marks.push("PAUSED");
+    first.push(Span::styled(duration(marks.now_s), view.text()));
+    match marks.source {
+        Source::Live {
+            recording: Some(path),
+        } => first.push(Span::styled(
+            format!("  ● REC {path}"),
+            Style::default().fg(view.theme.error),
+        )),
+        Source::Replay(_) => first.push(Span::styled(
+            "  REPLAY",
+            Style::default().fg(view.theme.highlight),
+        )),
+        Source::Live { recording: None } => {}
     }
-    if state.ended {
-        marks.push("ENDED — q quits");
-    } else if quitting {
-        marks.push("stopping workers…");
+    let mut shown = Vec::new();
+    if marks.paused {
+        shown.push("PAUSED");
     }
-    for mark in marks {
+    if state.ended && matches!(marks.source, Source::Live { .. }) {
+        shown.push("ENDED — q quits");
+    } else if marks.quitting {
+        shown.push("stopping workers…");
+    }
+    for mark in shown {
         first.push(Span::styled(
             format!("  [{mark}]"),
             Style::default().fg(view.theme.warning),
@@ -363,27 +459,20 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, paused: bool, quittin
     frame.render_widget(text, area);
 }
 
-fn draw_footer(frame: &mut Frame, area: Rect, view: &View, stop_prompt: bool) {
-    let text = if stop_prompt {
-        let names: Vec<String> = view
-            .state
-            .workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| format!("{} {}", i + 1, w.name))
-            .collect();
-        format!(
-            " stop which worker? {} · any other key cancels",
-            names.join(" · ")
-        )
-    } else {
-        " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help".to_string()
-    };
-    let base = Style::default().bg(view.theme.background);
-    frame.render_widget(
-        Paragraph::new(Span::styled(text, view.muted())).style(base),
-        area,
-    );
+const LIVE_KEYS: &str = " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help";
+const REPLAY_KEYS: &str = " q quit · space play/pause · [/] speed · ←/→ ±10 s · g/G start/end · j jump · +/- zoom · tab/c compare · 1-8 maximise · t theme · ? help";
+
+fn stop_prompt(state: &State) -> String {
+    let names: Vec<String> = state
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!("{} {}", i + 1, w.name))
+        .collect();
+    format!(
+        " stop which worker? {} · any other key cancels",
+        names.join(" · ")
+    )
 }
 
 fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
@@ -398,6 +487,9 @@ fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
         "s, then N   stop worker N",
         "t           next colour theme",
         "?           this help",
+        "",
+        "Replay: space play/pause · [ ] speed 0.25×–16× · ←/→ ±10 s",
+        "        g/G start/end · j jump to a time (s, m:ss or h:mm:ss)",
         "",
         "Timed regions: h2d = host→device copy of inputs and targets;",
         "compute = forward+loss+backward+step (train) or forward+loss (eval).",

@@ -6,23 +6,17 @@ use std::io;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
-use crossterm::execute;
-use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
-};
-use ratatui::backend::CrosstermBackend;
+use crossterm::event::{self, Event};
 use ratatui::layout::Rect;
-use ratatui::{Terminal, TerminalOptions, Viewport};
 
 use super::app::{Action, App};
-use super::theme::Theme;
+use super::terminal;
 use crate::event::Record;
 use crate::session::{self, Control, Observer, Prepared};
 use crate::state::State;
 
 /// 10 frames a second: smooth enough to watch, cheap enough to leave open all day.
-const FRAME: Duration = Duration::from_millis(100);
+pub const FRAME: Duration = Duration::from_millis(100);
 
 /// Hands each record to the UI thread.
 struct Forward(mpsc::Sender<Record>);
@@ -33,39 +27,13 @@ impl Observer for Forward {
     }
 }
 
-/// Puts the terminal back however the TUI ends, panics included.
-struct TerminalGuard;
-
-impl TerminalGuard {
-    fn enter() -> io::Result<TerminalGuard> {
-        enable_raw_mode()?;
-        execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture)?;
-        let default_hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            default_hook(info);
-        }));
-        Ok(TerminalGuard)
-    }
-}
-
-fn restore() {
-    let _ = disable_raw_mode();
-    let _ = execute!(io::stdout(), LeaveAlternateScreen, DisableMouseCapture);
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        restore();
-    }
-}
-
-/// Runs the session under the TUI until the user quits; returns the session's final state.
+/// Runs the session under the TUI until the user quits; returns the session's final state. `also`
+/// sees every record too (the recorder), on the session's thread.
 pub fn run(
     prepared: &Prepared,
     interval: Duration,
-    theme: Theme,
-    compare: Option<(String, String)>,
+    app: App,
+    also: impl Observer + Send + 'static,
 ) -> io::Result<State> {
     let (records, incoming) = mpsc::channel();
     let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -73,20 +41,12 @@ pub fn run(
     let session = std::thread::Builder::new()
         .name("golow-session".into())
         .spawn(move || {
-            let mut forward = Forward(records);
-            session::run_blocking(config, workers, interval, &mut forward, control_rx)
+            let mut observers = (Forward(records), also);
+            session::run_blocking(config, workers, interval, &mut observers, control_rx)
         })?;
 
-    let guard = TerminalGuard::enter()?;
-    // A fixed viewport, resized on resize events: ratatui would otherwise ask the terminal for its
-    // size before every frame.
-    let (width, height) = crossterm::terminal::size()?;
-    let viewport = Viewport::Fixed(Rect::new(0, 0, width, height));
-    // One write per frame: stdout's own line buffer would split a frame into many.
-    let out = io::BufWriter::with_capacity(1 << 16, io::stdout());
-    let mut terminal =
-        Terminal::with_options(CrosstermBackend::new(out), TerminalOptions { viewport })?;
-    let mut app = App::new(theme, compare);
+    let (guard, mut terminal) = terminal::open()?;
+    let mut app = app;
     let mut state = State::default();
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
@@ -119,7 +79,7 @@ pub fn run(
                         Action::Control(control) => {
                             let _ = controls.send(control);
                         }
-                        Action::None => {}
+                        Action::None | Action::Seek(_) => {}
                     }
                 }
                 Event::Mouse(mouse) => app.on_mouse(mouse),

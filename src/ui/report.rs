@@ -78,3 +78,45 @@ pub fn table(summary: &Summary) -> String {
     }
     out
 }
+
+/// `golow compare`'s table: one line per implementation and metric, B against A.
+pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) -> String {
+    let value = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"));
+    let mut out = format!(
+        "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
+        "impl",
+        "metric",
+        "A",
+        "B",
+        "B/A",
+        "95% interval",
+        threshold * 100.0
+    );
+    for row in rows {
+        let (ratio, interval) = match row.ratio {
+            Some(r) if r.low == r.high => (format!("{:.3}", r.ratio), "-".to_string()),
+            Some(r) => (
+                format!("{:.3}", r.ratio),
+                format!("[{:.3}, {:.3}]", r.low, r.high),
+            ),
+            None => ("-".to_string(), "-".to_string()),
+        };
+        let verdict = if row.regression {
+            "REGRESSION"
+        } else if row.ratio.is_none() {
+            "not comparable"
+        } else {
+            "ok"
+        };
+        out.push_str(&format!(
+            "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
+            row.worker,
+            row.metric,
+            value(row.a),
+            value(row.b),
+            ratio,
+            interval
+        ));
+    }
+    out
+}

@@ -9,8 +9,9 @@ use std::process::{Command, Output, Stdio};
 
 pub fn golow_command(tmp: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_golow"));
-    // Session directories go here, so a test can see that nothing was left behind.
-    cmd.env("TMPDIR", tmp);
+    // Session directories go here, so a test can see that nothing was left behind; so do recordings
+    // (`recordings/` under the working directory).
+    cmd.env("TMPDIR", tmp).current_dir(tmp);
     cmd.env_remove("GOLOW_PYTHON");
     cmd
 }

@@ -1,0 +1,625 @@
+//! Exports a recording for other tools, streaming it record by record:
+//!
+//! - `json`: one object, `{"header": …, "records": […]}`, every record exactly as recorded.
+//! - `csv`: one row per numeric record (steps, epochs, optimiser steps, process and GPU
+//!   readings) in fixed columns, for spreadsheets and dataframes.
+//! - `chrome-trace`: the Trace Event Format that Perfetto UI and chrome://tracing open: a
+//!   process per worker with its steps as nested slices, counter tracks for its loss and
+//!   resource readings, and instants for epochs, exits and protocol errors; whole-GPU readings
+//!   go on process 0, the monitor.
+
+use std::borrow::Cow;
+use std::io::{self, BufWriter, Write};
+
+use serde_json::{Value, json};
+
+use crate::event::{Body, Record, Step};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    ChromeTrace,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Result<Format, String> {
+        match s {
+            "chrome-trace" => Ok(Format::ChromeTrace),
+            "csv" => Ok(Format::Csv),
+            "json" => Ok(Format::Json),
+            _ => Err(format!(
+                "unknown export format '{s}' (known: chrome-trace, csv, json)"
+            )),
+        }
+    }
+}
+
+/// Writes `records` (in time order) in `format` to `out`. `header` is the recording's header
+/// object (JSON), included where the format has room for it.
+pub fn export(
+    header: &Value,
+    records: impl Iterator<Item = Record>,
+    format: Format,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    // Every format writes many small pieces; buffering here spares callers from having to.
+    let mut out = BufWriter::new(out);
+    match format {
+        Format::Json => write_json(header, records, &mut out)?,
+        Format::Csv => write_csv(records, &mut out)?,
+        Format::ChromeTrace => write_chrome_trace(header, records, &mut out)?,
+    }
+    out.flush()
+}
+
+fn write_json(
+    header: &Value,
+    records: impl Iterator<Item = Record>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    out.write_all(b"{\"header\":")?;
+    serde_json::to_writer(&mut *out, header)?;
+    out.write_all(b",\"records\":[")?;
+    for (i, record) in records.enumerate() {
+        // A record per line keeps the file usable with line-oriented tools.
+        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+        serde_json::to_writer(&mut *out, &record)?;
+    }
+    out.write_all(b"\n]}\n")
+}
+
+/// The columns of every row, whatever kinds of record the recording holds.
+const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,h2d_ms,\
+    h2d_bytes,compute_ms,loss,correct,warmup,interval_ms,train_loss,train_accuracy,eval_loss,\
+    eval_accuracy,pid,rss_bytes,peak_rss_bytes,cpu_percent,gpu_index,utilization_percent,\
+    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent";
+
+fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
+    write!(out, "{CSV_COLUMNS}\r\n")?;
+    for record in records {
+        let numeric = matches!(
+            record.body,
+            Body::Step(_)
+                | Body::Epoch(_)
+                | Body::OptimizerStep(_)
+                | Body::Process { .. }
+                | Body::GpuDevice { .. }
+                | Body::GpuProcess { .. }
+        );
+        if !numeric {
+            continue;
+        }
+        // A record's flat JSON form names its fields as the columns do, so every kind maps onto
+        // the columns without a hand-written mapping that could drift from the schema.
+        let fields = serde_json::to_value(&record)?;
+        for (i, column) in CSV_COLUMNS.split(',').enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            // `gpu_index` is the records' `index`, renamed to say of what; no other column is.
+            let key = column.strip_prefix("gpu_").unwrap_or(column);
+            write_csv_cell(out, fields.get(key))?;
+        }
+        out.write_all(b"\r\n")?;
+    }
+    Ok(())
+}
+
+fn write_csv_cell(out: &mut impl Write, cell: Option<&Value>) -> io::Result<()> {
+    let text = match cell {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+        Some(other) => Cow::Owned(other.to_string()),
+    };
+    if text.contains([',', '"', '\r', '\n']) {
+        write!(out, "\"{}\"", text.replace('"', "\"\""))
+    } else {
+        out.write_all(text.as_bytes())
+    }
+}
+
+/// Trace time is laid out in whole ticks of 1/8 µs: a tick count over 8 is exact both as a
+/// binary float and in whole nanoseconds, so viewers that add `ts + dur` in floats, or convert
+/// each to integer nanoseconds, see child slices end exactly where they were placed.
+const TICKS_PER_MS: f64 = 8000.0;
+const TICKS_PER_US: f64 = 8.0;
+
+fn ticks(ms: f64) -> i64 {
+    (ms * TICKS_PER_MS).round() as i64
+}
+
+fn micros(ticks: i64) -> f64 {
+    ticks as f64 / TICKS_PER_US
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// Steps, counters and instants all go on one thread of their process.
+const TID: u32 = 1;
+
+/// A trace process: pid 0 is the monitor, pid N the N-th worker to appear.
+struct Track {
+    name: String,
+    /// Where the last step slice ended, so that the next one cannot overlap it.
+    steps_end: i64,
+}
+
+struct ChromeTrace<'a, W: Write> {
+    out: &'a mut W,
+    tracks: Vec<Track>,
+    events: usize,
+}
+
+fn write_chrome_trace(
+    header: &Value,
+    records: impl Iterator<Item = Record>,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    out.write_all(b"{\"displayTimeUnit\":\"ms\",\"metadata\":{\"golow\":")?;
+    serde_json::to_writer(&mut *out, header)?;
+    out.write_all(b"},\"traceEvents\":[")?;
+    let mut trace = ChromeTrace {
+        out,
+        tracks: Vec::new(),
+        events: 0,
+    };
+    trace.add_track("golow monitor", "session")?;
+    for record in records {
+        trace.record(record)?;
+    }
+    trace.out.write_all(b"\n]}\n")
+}
+
+impl<W: Write> ChromeTrace<'_, W> {
+    fn emit(&mut self, event: Value) -> io::Result<()> {
+        let separator: &[u8] = if self.events == 0 { b"\n" } else { b",\n" };
+        self.out.write_all(separator)?;
+        self.events += 1;
+        Ok(serde_json::to_writer(&mut *self.out, &event)?)
+    }
+
+    fn add_track(&mut self, name: &str, thread: &str) -> io::Result<usize> {
+        let pid = self.tracks.len();
+        let (name, steps_end) = (name.to_string(), 0);
+        for (kind, value) in [("process_name", &name[..]), ("thread_name", thread)] {
+            let args = json!({"name": value});
+            self.emit(json!({"ph": "M", "pid": pid, "tid": TID, "name": kind, "args": args}))?;
+        }
+        self.tracks.push(Track { name, steps_end });
+        Ok(pid)
+    }
+
+    fn pid(&mut self, worker: Option<&str>) -> io::Result<usize> {
+        let Some(name) = worker else { return Ok(0) };
+        // Not the monitor's track: a worker may be named like it.
+        match self.tracks[1..].iter().position(|t| t.name == name) {
+            Some(i) => Ok(i + 1),
+            None => self.add_track(name, "steps"),
+        }
+    }
+
+    fn record(&mut self, record: Record) -> io::Result<()> {
+        let pid = self.pid(record.worker.as_deref())?;
+        let ts = ticks(record.t_ms);
+        if let Body::Step(step) = &record.body {
+            self.step(pid, ts, step)?;
+        }
+        if let Some(name) = instant_name(&record.body) {
+            return self.emit(json!({
+                "ph": "i", "s": "p", "pid": pid, "tid": TID, "name": name, "ts": micros(ts),
+                "args": serde_json::to_value(&record.body)?,
+            }));
+        }
+        for (pid, name, value) in counters(pid, &record.body) {
+            // A non-finite value would serialise as null, which viewers reject in a counter.
+            if let Some(value) = value.filter(|v| v.is_finite()) {
+                self.emit(json!({
+                    "ph": "C", "pid": pid, "tid": TID, "name": name, "ts": micros(ts),
+                    "args": {"value": value},
+                }))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A step is stamped when the monitor receives it, just after it ended, so its slice ends
+    /// there; unless that would overlap the previous step (the latency of stamps varies), when
+    /// it starts where the previous one ended instead. Its regions follow one another from its
+    /// start.
+    fn step(&mut self, pid: usize, end: i64, step: &Step) -> io::Result<()> {
+        let h2d = step.h2d_ms.map(|ms| ("h2d", ms));
+        let regions = [
+            Some(("data", step.data_ms)),
+            h2d,
+            Some(("compute", step.compute_ms)),
+        ];
+        let regions = regions.map(|r| r.map(|(name, ms)| (name, ticks(ms).max(0))));
+        let total = regions
+            .iter()
+            .flatten()
+            .fold(0, |sum, r| i64::saturating_add(sum, r.1));
+        let track = &mut self.tracks[pid];
+        let start = end.saturating_sub(total).max(track.steps_end);
+        track.steps_end = start.saturating_add(total);
+        let parent_end = track.steps_end;
+        let warm_up = if step.warmup { " (warm-up)" } else { "" };
+        let name = format!("step {}{warm_up}", step.step);
+        self.slice(pid, &name, start, parent_end, serde_json::to_value(step)?)?;
+        let mut at = start;
+        for (name, duration) in regions.into_iter().flatten() {
+            let child_end = at.saturating_add(duration).min(parent_end);
+            self.slice(pid, name, at, child_end, json!({}))?;
+            at = child_end;
+        }
+        Ok(())
+    }
+
+    fn slice(&mut self, pid: usize, name: &str, from: i64, to: i64, args: Value) -> io::Result<()> {
+        self.emit(json!({
+            "ph": "X", "pid": pid, "tid": TID, "name": name,
+            "ts": micros(from), "dur": micros(to - from), "args": args,
+        }))
+    }
+}
+
+/// Epoch ends, exits and protocol errors mark the timeline; stderr lines would swamp it.
+fn instant_name(body: &Body) -> Option<String> {
+    match body {
+        Body::Epoch(e) if e.complete => Some(format!("epoch {} end", e.epoch)),
+        Body::Epoch(e) => Some(format!("epoch {} end (incomplete)", e.epoch)),
+        Body::Exit(_) => Some("exit".into()),
+        Body::WorkerExited { .. } => Some("worker exited".into()),
+        Body::ProtocolError { .. } => Some("protocol error".into()),
+        _ => None,
+    }
+}
+
+/// A record's counter readings, with the process each is drawn on. GPU counters are named with
+/// the device's index, since a worker's processes may use several devices.
+fn counters(pid: usize, body: &Body) -> Vec<(usize, String, Option<f64>)> {
+    let gpu = |index: u32, name: &str| format!("GPU {index} {name}");
+    match *body {
+        Body::Step(ref step) => vec![(pid, "loss".into(), Some(step.loss))],
+        Body::Process {
+            rss_bytes,
+            cpu_percent,
+            ..
+        } => vec![
+            (pid, "cpu %".into(), cpu_percent),
+            (pid, "host RSS MiB".into(), Some(mib(rss_bytes))),
+        ],
+        Body::GpuProcess {
+            index,
+            memory_bytes,
+            sm_percent,
+            ..
+        } => vec![
+            (pid, gpu(index, "memory MiB"), memory_bytes.map(mib)),
+            (pid, gpu(index, "SM %"), sm_percent.map(f64::from)),
+        ],
+        Body::GpuDevice {
+            index,
+            utilization_percent,
+            memory_used_bytes,
+            power_watts,
+            ..
+        } => vec![
+            (0, gpu(index, "util %"), utilization_percent.map(f64::from)),
+            (0, gpu(index, "memory MiB"), memory_used_bytes.map(mib)),
+            (0, gpu(index, "power W"), power_watts),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeSet, HashMap};
+
+    use super::*;
+    use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+    use crate::event::{Epoch, ExitStatus, Hello, Phase, Stream, WorkerExit};
+
+    const ODD: &str = "my \"fast\", run";
+
+    fn header() -> Value {
+        json!({"format": "golow-recording", "version": 1})
+    }
+
+    fn session_start() -> Body {
+        Body::SessionStart(SessionConfig {
+            impls: vec!["libtorch".into(), ODD.into()],
+            commands: [(ODD.to_string(), "python train.py".to_string())].into(),
+            model: Model::Resnet50,
+            dataset: "synthetic".into(),
+            mode: Mode::Train,
+            batch_size: 16,
+            resolution: 32,
+            steps: 4,
+            warmup: 1,
+            device: "cuda:0".into(),
+            threads: 2,
+            schedule: Schedule::Alternate,
+            seed: 7,
+            pinned: false,
+            optimiser: Optimiser::default(),
+        })
+    }
+
+    fn hello(name: &str) -> Body {
+        Body::Hello(Hello {
+            implementation: name.into(),
+            pid: 40,
+            versions: [("torch".to_string(), "2.11.0".to_string())].into(),
+            device: "cuda:0".into(),
+            config: WorkerConfig {
+                model: Model::Resnet50,
+                mode: Mode::Train,
+                dataset: "synthetic".into(),
+                data_dir: "/tmp/data".into(),
+                weights: "/tmp/weights.safetensors".into(),
+                torchscript: None,
+                channels: 3,
+                classes: 10,
+                batch_size: 16,
+                resolution: 32,
+                steps: 4,
+                warmup: 1,
+                device: "cuda:0".into(),
+                threads: 2,
+                seed: 7,
+                pinned: false,
+                optimiser: Optimiser::default(),
+            },
+        })
+    }
+
+    fn step(n: u64, h2d_ms: Option<f64>) -> Body {
+        Body::Step(Step {
+            step: n,
+            epoch: 0,
+            phase: Phase::Train,
+            batch_size: 16,
+            data_ms: 0.1,
+            h2d_ms,
+            h2d_bytes: h2d_ms.map(|_| 196_736),
+            compute_ms: 12.3,
+            loss: 2.25,
+            correct: 4,
+            warmup: n == 0,
+        })
+    }
+
+    /// Two workers, "libtorch" copying to the GPU and `ODD` not, four steps each (the first a
+    /// warm-up). Times are whole tenths of a millisecond: not binary fractions, yet decimals short
+    /// enough that JSON parsing gives them back exactly.
+    fn session() -> Vec<Record> {
+        let mut records = vec![Record::new(0.0, None, session_start())];
+        let process = Body::Process {
+            pid: 40,
+            rss_bytes: 3 << 29,
+            peak_rss_bytes: 1 << 31,
+            cpu_percent: Some(99.5),
+        };
+        let gpu_process = Body::GpuProcess {
+            pid: 40,
+            index: 0,
+            memory_bytes: Some(1 << 30),
+            sm_percent: Some(80),
+            last_seen_us: None,
+        };
+        let epoch = Body::Epoch(Epoch {
+            epoch: 0,
+            complete: true,
+            train_loss: Some(2.0),
+            train_accuracy: Some(0.25),
+            eval_loss: None,
+            eval_accuracy: None,
+        });
+        let exited = Body::WorkerExited {
+            exit_code: Some(0),
+            signal: None,
+            stop_requested: false,
+        };
+        let (stream, status) = (Stream::Stderr, ExitStatus::Ok);
+        for (w, name) in ["libtorch", ODD].into_iter().enumerate() {
+            let mut push = |tenths: i64, body| {
+                records.push(Record::new(tenths as f64 / 10.0, Some(name.into()), body));
+            };
+            let command = vec!["golow-worker".into()];
+            push(10, Body::WorkerStarted { pid: 40, command });
+            push(20, hello(name));
+            for n in 0..4 {
+                // Step 3 is stamped early, as if step 2's stamp was late: the slices would overlap.
+                let t = 10_007 + 133 * n - if n == 3 { 90 } else { 0 } + 10 * w as i64;
+                push(t, step(n as u64, (w == 0).then_some(0.2)));
+                push(t + 5, process.clone());
+                push(t + 6, gpu_process.clone());
+            }
+            let line = "Traceback".into();
+            push(10_600, Body::Output { stream, line });
+            push(10_610, epoch.clone());
+            push(
+                10_620,
+                Body::Exit(WorkerExit {
+                    status,
+                    message: None,
+                }),
+            );
+            push(10_630, exited.clone());
+        }
+        let device = Body::GpuDevice {
+            index: 0,
+            utilization_percent: Some(97),
+            memory_used_bytes: Some(2 << 30),
+            power_watts: Some(250.5),
+            sm_clock_mhz: None,
+        };
+        records.push(Record::new(1100.0, None, device));
+        let message = "bad line".into();
+        let error = Body::ProtocolError { message };
+        records.push(Record::new(1101.0, Some("libtorch".into()), error));
+        records.push(Record::new(1200.0, None, Body::SessionEnd));
+        records.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+        records
+    }
+
+    fn exported(format: Format) -> String {
+        let mut out = Vec::new();
+        export(&header(), session().into_iter(), format, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// RFC 4180: quoted fields may hold commas, doubled quotes and line breaks; rows end in CRLF.
+    fn parse_csv(text: &str) -> Vec<Vec<String>> {
+        let (mut rows, mut row, mut field, mut quoted) = (vec![], vec![], String::new(), false);
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => field.push(chars.next().unwrap()),
+                (true, '"') => quoted = false,
+                (false, '"') => quoted = true,
+                (false, ',') => row.push(std::mem::take(&mut field)),
+                (false, '\r') => {
+                    assert_eq!(chars.next(), Some('\n'), "a bare CR");
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                (false, '\n') => panic!("a row ended by LF alone"),
+                (_, c) => field.push(c),
+            }
+        }
+        assert!(
+            !quoted && row.is_empty() && field.is_empty(),
+            "an unterminated row"
+        );
+        rows
+    }
+
+    #[test]
+    fn parse_names_the_accepted_formats() {
+        assert_eq!(Format::parse("chrome-trace"), Ok(Format::ChromeTrace));
+        assert_eq!(Format::parse("csv"), Ok(Format::Csv));
+        assert_eq!(Format::parse("json"), Ok(Format::Json));
+        let error = Format::parse("xml").unwrap_err();
+        for name in ["xml", "chrome-trace", "csv", "json"] {
+            assert!(error.contains(name), "{error}");
+        }
+    }
+
+    #[test]
+    fn json_holds_the_header_and_every_record() {
+        let value: Value = serde_json::from_str(&exported(Format::Json)).unwrap();
+        assert_eq!(value["header"], header());
+        let records: Vec<Record> = serde_json::from_value(value["records"].clone()).unwrap();
+        assert_eq!(records, session());
+    }
+
+    #[test]
+    fn csv_has_fixed_columns_and_quotes_worker_names() {
+        let text = exported(Format::Csv);
+        assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
+        let rows = parse_csv(&text);
+        assert_eq!(rows[0].len(), 30);
+        assert_eq!(
+            (rows[0][0].as_str(), rows[0][29].as_str()),
+            ("t_ms", "sm_percent")
+        );
+        assert!(rows.iter().all(|row| row.len() == 30));
+        // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
+        assert_eq!(rows.len(), 1 + 2 * 13 + 1);
+        let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
+        assert_eq!(odd.len(), 13);
+        let cell = |row: &Vec<String>, column: &str| {
+            row[rows[0].iter().position(|c| c == column).unwrap()].clone()
+        };
+        let step = odd.iter().find(|row| row[2] == "step").unwrap();
+        assert_eq!(
+            (cell(step, "data_ms"), cell(step, "h2d_ms")),
+            ("0.1".into(), "".into())
+        );
+        let device = rows.iter().find(|row| row[2] == "gpu_device").unwrap();
+        assert_eq!(
+            (cell(device, "worker"), cell(device, "gpu_index")),
+            ("".into(), "0".into())
+        );
+    }
+
+    #[test]
+    fn chrome_trace_nests_regions_in_steps_and_names_workers() {
+        let trace: Value = serde_json::from_str(&exported(Format::ChromeTrace)).unwrap();
+        assert_eq!(trace["metadata"]["golow"], header());
+        let mut steps: HashMap<_, Vec<(f64, f64)>> = HashMap::new();
+        let (mut regions, mut instants, mut processes) = (0, 0, vec![]);
+        let mut counters = BTreeSet::new();
+        for event in trace["traceEvents"].as_array().unwrap() {
+            let ph = event["ph"].as_str().unwrap();
+            let name = event["name"].as_str().unwrap();
+            let thread = (
+                event["pid"].as_u64().unwrap(),
+                event["tid"].as_u64().unwrap(),
+            );
+            assert!(ph == "M" || event["ts"].is_number(), "{event}");
+            let ts = event["ts"].as_f64().unwrap_or(0.0);
+            let dur = event["dur"].as_f64().unwrap_or(0.0);
+            assert!(dur >= 0.0, "{event}");
+            match ph {
+                "X" if name.starts_with("step ") => {
+                    let earlier = steps.entry(thread).or_default();
+                    assert!(earlier.last().is_none_or(|p| ts >= p.1), "overlap: {event}");
+                    earlier.push((ts, ts + dur));
+                }
+                "X" => {
+                    let parent = steps[&thread].last().unwrap();
+                    assert!(parent.0 <= ts && ts + dur <= parent.1, "{event}");
+                    regions += 1;
+                }
+                "C" => {
+                    assert!(
+                        event["args"]
+                            .as_object()
+                            .unwrap()
+                            .values()
+                            .all(Value::is_number)
+                    );
+                    counters.insert((thread.0, name.to_string()));
+                }
+                "i" => instants += 1,
+                "M" if name == "process_name" => processes.push(event["args"]["name"].clone()),
+                "M" => assert_eq!(name, "thread_name"),
+                _ => panic!("unexpected {event}"),
+            }
+        }
+        assert_eq!(
+            processes,
+            [json!("golow monitor"), json!("libtorch"), json!(ODD)]
+        );
+        // Step 1 of "libtorch" ends at its stamp; step 3, stamped early, right after step 2.
+        let libtorch = &steps[&(1, 1)];
+        assert_eq!(
+            (libtorch[1].1, libtorch[3].0),
+            (1014.0 * 1000.0, libtorch[2].1)
+        );
+        assert_eq!((libtorch.len(), steps[&(2, 1)].len()), (4, 4));
+        assert_eq!(regions, 4 * 3 + 4 * 2);
+        assert_eq!(instants, 2 * 3 + 1);
+        let names = [
+            "loss",
+            "cpu %",
+            "host RSS MiB",
+            "GPU 0 memory MiB",
+            "GPU 0 SM %",
+        ];
+        let device = ["GPU 0 util %", "GPU 0 memory MiB", "GPU 0 power W"];
+        let workers = [1, 2]
+            .into_iter()
+            .flat_map(|pid| names.map(|n| (pid, n.to_string())));
+        let expected: BTreeSet<_> = workers.chain(device.map(|n| (0, n.to_string()))).collect();
+        assert_eq!(counters, expected);
+        let text = trace.to_string();
+        assert!(text.contains("step 0 (warm-up)") && !text.contains("Traceback"));
+    }
+}

@@ -1,0 +1,17 @@
+//! Recordings: every session written as it happens to a crash-safe file, and read back as an event
+//! source for replay, export and comparison. The recorder never interprets events; readers fold them
+//! with the same `State::apply` as a live session.
+
+pub mod format;
+mod machine;
+mod player;
+mod reader;
+mod writer;
+
+pub use machine::{default_path, header_for};
+pub use player::{Player, serve};
+pub use reader::{OpenError, Recording};
+pub use writer::{FLUSH_EVERY, Recorder, Sink, Written};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! A recording as an event source: the records in order, and the state at any moment. The same fold
+//! as a live session (`State::apply`), so a replay's summary is the live one by construction.
+//!
+//! Seeking backwards restarts from the nearest checkpoint: a copy of the state kept every so often
+//! during the first pass, so no seek folds more than one checkpoint interval of events.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::mpsc;
+
+use super::reader::{OpenError, Recording};
+use crate::event::Record;
+use crate::replay::{Reply, Request, Source};
+use crate::state::State;
+
+/// At most this many checkpoints, whatever the length: memory stays bounded.
+const MAX_CHECKPOINTS: usize = 24;
+/// Checkpoints closer than this would cost memory and save little folding.
+const MIN_CHECKPOINT_SPACING_MS: f64 = 10_000.0;
+
+pub struct Player {
+    recording: Recording,
+    state: State,
+    /// The next frame to read, and the records of the current one not folded yet.
+    next_frame: usize,
+    queue: VecDeque<Record>,
+    /// (frame index, the state before that frame), in frame order; the first is the empty state.
+    checkpoints: Vec<(usize, State)>,
+    /// Every record up to this time has been folded.
+    position_ms: f64,
+    /// Frames that could not be read, and lines that were not records (each counted once).
+    pub damaged_frames: u64,
+    pub bad_lines: u64,
+    counted_up_to: usize,
+}
+
+impl Player {
+    pub fn open(path: &Path) -> Result<Player, OpenError> {
+        let recording = Recording::open(path)?;
+        Ok(Player {
+            recording,
+            state: State::default(),
+            next_frame: 0,
+            queue: VecDeque::new(),
+            checkpoints: vec![(0, State::default())],
+            position_ms: f64::NEG_INFINITY,
+            damaged_frames: 0,
+            bad_lines: 0,
+            counted_up_to: 0,
+        })
+    }
+
+    pub fn recording(&self) -> &Recording {
+        &self.recording
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn into_state(self) -> State {
+        self.state
+    }
+
+    /// One line about damage found so far, for the user.
+    pub fn damage(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.damaged_frames > 0 {
+            parts.push(format!("{} damaged frame(s) skipped", self.damaged_frames));
+        }
+        if self.bad_lines > 0 {
+            parts.push(format!(
+                "{} line(s) that are not records skipped",
+                self.bad_lines
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// Folds every record up to and including `t_ms`; returns them in order.
+    pub fn advance_to(&mut self, t_ms: f64) -> Vec<Record> {
+        self.position_ms = self.position_ms.max(t_ms);
+        let mut folded = Vec::new();
+        loop {
+            while let Some(record) = self.queue.front() {
+                if record.t_ms > t_ms {
+                    return folded;
+                }
+                let Some(record) = self.queue.pop_front() else {
+                    break;
+                };
+                self.state.apply(&record);
+                folded.push(record);
+            }
+            let Some(frame) = self.recording.frames.get(self.next_frame) else {
+                return folded;
+            };
+            if frame.first_t_ms > t_ms {
+                return folded;
+            }
+            self.load_next_frame();
+        }
+    }
+
+    /// Every record from the start, in order, without folding (for export).
+    pub fn records(&mut self) -> impl Iterator<Item = Record> + '_ {
+        self.next_frame = 0;
+        self.queue.clear();
+        std::iter::from_fn(move || {
+            loop {
+                if let Some(record) = self.queue.pop_front() {
+                    return Some(record);
+                }
+                if self.next_frame >= self.recording.frames.len() {
+                    return None;
+                }
+                self.load_next_frame();
+            }
+        })
+    }
+
+    /// Folds everything from the start: the state at the end of the session.
+    pub fn run_to_end(&mut self) {
+        self.seek_to_checkpoint(0);
+        while self.next_frame < self.recording.frames.len() || !self.queue.is_empty() {
+            while let Some(record) = self.queue.pop_front() {
+                self.state.apply(&record);
+            }
+            if self.next_frame < self.recording.frames.len() {
+                self.load_next_frame();
+            }
+        }
+        self.position_ms = f64::INFINITY;
+    }
+
+    /// Reads the whole recording once, keeping checkpoints for later seeks, and ends at its end.
+    pub fn index_checkpoints(&mut self) {
+        self.seek_to_checkpoint(0);
+        let spacing =
+            (self.recording.duration_ms() / MAX_CHECKPOINTS as f64).max(MIN_CHECKPOINT_SPACING_MS);
+        let mut next_at = spacing;
+        while self.next_frame < self.recording.frames.len() {
+            let frame = self.recording.frames[self.next_frame];
+            if frame.first_t_ms >= next_at && self.queue.is_empty() {
+                self.checkpoints.push((self.next_frame, self.state.clone()));
+                next_at = frame.first_t_ms + spacing;
+            }
+            self.run_frame();
+        }
+        self.position_ms = f64::INFINITY;
+    }
+
+    /// The state as it was at `t_ms`, wherever the player is now.
+    pub fn seek(&mut self, t_ms: f64) -> &State {
+        let best = self.best_checkpoint(t_ms);
+        if t_ms < self.position_ms || best > self.next_frame {
+            self.seek_to_checkpoint(best);
+        }
+        self.advance_to(t_ms);
+        &self.state
+    }
+
+    /// The latest checkpoint whose frame starts no later than `t_ms`.
+    fn best_checkpoint(&self, t_ms: f64) -> usize {
+        let frames = &self.recording.frames;
+        let usable = self
+            .checkpoints
+            .partition_point(|(frame, _)| frames.get(*frame).is_none_or(|f| f.first_t_ms <= t_ms));
+        self.checkpoints[usable.saturating_sub(1)].0
+    }
+
+    fn seek_to_checkpoint(&mut self, frame: usize) {
+        let at = self.checkpoints.partition_point(|(f, _)| *f <= frame);
+        let (frame, state) = &self.checkpoints[at.saturating_sub(1)];
+        self.state = state.clone();
+        self.position_ms = f64::NEG_INFINITY;
+        self.next_frame = *frame;
+        self.queue.clear();
+    }
+
+    fn run_frame(&mut self) {
+        self.load_next_frame();
+        while let Some(record) = self.queue.pop_front() {
+            self.state.apply(&record);
+        }
+    }
+
+    fn load_next_frame(&mut self) {
+        let i = self.next_frame;
+        self.next_frame += 1;
+        let first_visit = i >= self.counted_up_to;
+        self.counted_up_to = self.counted_up_to.max(i + 1);
+        match self.recording.read_frame(i) {
+            Ok(frame) => {
+                if first_visit {
+                    self.bad_lines += frame.bad_lines;
+                }
+                self.queue.extend(frame.records);
+            }
+            Err(_) if first_visit => self.damaged_frames += 1,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away.
+pub fn serve(mut player: Player) -> std::io::Result<Source> {
+    let (requests, incoming) = mpsc::channel();
+    let (answers, replies) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("golow-player".into())
+        .spawn(move || {
+            for request in incoming {
+                let reply = match request {
+                    Request::Advance(t_ms) => Reply::Records(player.advance_to(t_ms)),
+                    Request::Seek(t_ms) => Reply::Reset(Box::new(player.seek(t_ms).clone())),
+                };
+                if answers.send(reply).is_err() {
+                    return;
+                }
+            }
+        })?;
+    Ok(Source { requests, replies })
+}

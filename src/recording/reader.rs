@@ -1,0 +1,245 @@
+//! Opens a recording whoever wrote it and however it ended: a clean file is read through its index; a
+//! file that was not closed (kill -9, a full disk, a cut copy) is scanned marker by marker; damaged
+//! bytes are skipped and counted. Nothing in a file can make the reader allocate more than a frame's
+//! cap or panic.
+
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::format::{
+    self, FORMAT_NAME, FORMAT_VERSION, FrameInfo, Header, HeaderId, MARKER_LEN, MAX_FRAME_BYTES,
+    SKIPPABLE_HEADER_LEN, Skippable, TRAILER_LEN,
+};
+use crate::event::Record;
+
+/// Why a file cannot be replayed at all: one line for the user.
+#[derive(Debug)]
+pub enum OpenError {
+    Io(io::Error),
+    NotGolow(String),
+    TooNew(u32),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Io(e) => write!(f, "cannot read it: {e}"),
+            OpenError::NotGolow(why) => write!(f, "not a golow recording ({why})"),
+            OpenError::TooNew(version) => write!(
+                f,
+                "recording format version {version} is newer than this golow reads ({FORMAT_VERSION}): update golow"
+            ),
+        }
+    }
+}
+
+/// A recording open for reading.
+pub struct Recording {
+    file: File,
+    pub header: Header,
+    /// The data frames, in file order.
+    pub frames: Vec<FrameInfo>,
+    /// False when the index was missing or damaged and the frames were found by a scan.
+    pub closed_cleanly: bool,
+    /// Stretches of damaged bytes the scan stepped over.
+    pub damaged_regions: u64,
+    /// Set when the file ends inside a frame: the byte where the valid prefix ends.
+    pub cut_at: Option<u64>,
+}
+
+/// What reading one frame gave.
+pub struct FrameRecords {
+    pub records: Vec<Record>,
+    /// Lines that were not records (damage that zstd's checksum did not catch, or foreign lines).
+    pub bad_lines: u64,
+}
+
+impl Recording {
+    pub fn open(path: &Path) -> Result<Recording, OpenError> {
+        let file = File::open(path).map_err(OpenError::Io)?;
+        let len = file.metadata().map_err(OpenError::Io)?.len();
+        let header_frame = read_at(&file, 0, MARKER_LEN)
+            .ok()
+            .and_then(|bytes| format::decode_marker(&bytes, 0))
+            .ok_or_else(|| {
+                OpenError::NotGolow("it does not start with golow's frame marker".into())
+            })?;
+        let header = read_header(&file, &header_frame, len)?;
+        let data_start = header_frame.offset + u64::from(header_frame.compressed_len);
+        let mut recording = Recording {
+            file,
+            header,
+            frames: Vec::new(),
+            closed_cleanly: false,
+            damaged_regions: 0,
+            cut_at: None,
+        };
+        match recording.read_index(len) {
+            Some(frames) => {
+                recording.frames = frames;
+                recording.closed_cleanly = true;
+            }
+            None => recording.scan(data_start, len),
+        }
+        Ok(recording)
+    }
+
+    /// One line for the user about what is missing or damaged, if anything is.
+    pub fn warning(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.closed_cleanly {
+            parts.push("it was not closed cleanly (index rebuilt by a scan)".to_string());
+        }
+        if let Some(at) = self.cut_at {
+            parts.push(format!(
+                "it ends mid-frame at byte {at}, so only its complete frames replay"
+            ));
+        }
+        if self.damaged_regions > 0 {
+            parts.push(format!(
+                "{} damaged stretch(es) of bytes were skipped",
+                self.damaged_regions
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// The session's length: the last record's time.
+    pub fn duration_ms(&self) -> f64 {
+        self.frames.iter().map(|f| f.last_t_ms).fold(0.0, f64::max)
+    }
+
+    pub fn events(&self) -> u64 {
+        self.frames.iter().map(|f| u64::from(f.events)).sum()
+    }
+
+    /// The records of frame `i`; `Err` when the frame is damaged (it is then skipped as a whole).
+    pub fn read_frame(&self, i: usize) -> io::Result<FrameRecords> {
+        let frame = self
+            .frames
+            .get(i)
+            .ok_or_else(|| io::Error::other("no such frame"))?;
+        let raw = decompress(&self.file, frame)?;
+        let mut records = Vec::with_capacity(frame.events as usize);
+        let mut bad_lines = 0;
+        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Record>(line) {
+                Ok(record) if record.t_ms.is_finite() => records.push(record),
+                _ => bad_lines += 1,
+            }
+        }
+        Ok(FrameRecords { records, bad_lines })
+    }
+
+    fn read_index(&self, len: u64) -> Option<Vec<FrameInfo>> {
+        let tail = read_at(
+            &self.file,
+            len.checked_sub(TRAILER_LEN as u64)?,
+            TRAILER_LEN,
+        )
+        .ok()?;
+        let at = format::decode_trailer(&tail)?;
+        let index_len = usize::try_from(len.checked_sub(at)?).ok()?;
+        // An index entry is 36 bytes: a cap on frames is a cap on the index.
+        if index_len > MAX_FRAME_BYTES as usize {
+            return None;
+        }
+        format::decode_index(&read_at(&self.file, at, index_len).ok()?, len)
+    }
+
+    /// Hops from marker to marker; when bytes are not a marker, searches forward for the next one.
+    fn scan(&mut self, mut at: u64, len: u64) {
+        while at < len {
+            let head =
+                read_at(&self.file, at, MARKER_LEN.min((len - at) as usize)).unwrap_or_default();
+            if let Some(frame) = format::decode_marker(&head, at) {
+                let end = frame.offset + u64::from(frame.compressed_len);
+                if end > len {
+                    self.cut_at = Some(at);
+                    return;
+                }
+                if frame.events > 0 {
+                    self.frames.push(frame);
+                }
+                at = end;
+                continue;
+            }
+            // The index (whole, or cut short with the file) ends the frames.
+            if let Skippable::Index(_) = format::skippable_kind(&head) {
+                return;
+            }
+            if head.len() < MARKER_LEN && is_marker_prefix(&head) {
+                self.cut_at = Some(at);
+                return;
+            }
+            self.damaged_regions += 1;
+            match self.next_marker(at + 1, len) {
+                Some(next) => at = next,
+                None => return,
+            }
+        }
+    }
+
+    /// The offset of the next intact marker at or after `from`.
+    fn next_marker(&self, mut from: u64, len: u64) -> Option<u64> {
+        const CHUNK: usize = 1 << 16;
+        while from < len {
+            let want = CHUNK.min((len - from) as usize);
+            let chunk = read_at(&self.file, from, want).ok()?;
+            // Reads MARKER_LEN past each candidate, so a marker straddling chunks is found too.
+            for (i, _) in chunk.iter().enumerate().filter(|&(_, &b)| b == 0x5B) {
+                let at = from + i as u64;
+                let head = read_at(&self.file, at, MARKER_LEN.min((len - at) as usize)).ok()?;
+                if format::decode_marker(&head, at).is_some() {
+                    return Some(at);
+                }
+            }
+            from += want as u64;
+        }
+        None
+    }
+}
+
+/// A file cut within a marker still begins like one.
+fn is_marker_prefix(head: &[u8]) -> bool {
+    matches!(format::skippable_kind(head), Skippable::Marker)
+        || (head.len() < SKIPPABLE_HEADER_LEN && [0x5B, 0x2A, 0x4D, 0x18].starts_with(head))
+}
+
+fn read_at(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+fn decompress(file: &File, frame: &FrameInfo) -> io::Result<Vec<u8>> {
+    let compressed = read_at(file, frame.offset, frame.compressed_len as usize)?;
+    // The marker's raw length bounds the output: a damaged frame cannot inflate beyond it.
+    zstd::bulk::decompress(&compressed, frame.raw_len as usize)
+}
+
+fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenError> {
+    if frame.offset + u64::from(frame.compressed_len) > len {
+        return Err(OpenError::NotGolow(
+            "it is cut short before its header ends".into(),
+        ));
+    }
+    let raw = decompress(file, frame)
+        .map_err(|e| OpenError::NotGolow(format!("its header frame is damaged: {e}")))?;
+    let id: HeaderId = serde_json::from_slice(&raw)
+        .map_err(|e| OpenError::NotGolow(format!("its header is not golow's: {e}")))?;
+    if id.format != FORMAT_NAME {
+        return Err(OpenError::NotGolow(format!(
+            "its header names format '{}'",
+            id.format
+        )));
+    }
+    if id.version > FORMAT_VERSION {
+        return Err(OpenError::TooNew(id.version));
+    }
+    serde_json::from_slice(&raw)
+        .map_err(|e| OpenError::NotGolow(format!("its header is not golow's: {e}")))
+}

@@ -1,0 +1,215 @@
+//! Recordings written by the real recorder and read back: every kind of record, and every way a file
+//! can be damaged.
+
+use std::path::{Path, PathBuf};
+
+use super::format::{FORMAT_VERSION, Header, MARKER_LEN};
+use super::{OpenError, Player, Recorder, Recording};
+use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig};
+use crate::event::Record;
+use crate::event::tests::every_body;
+
+fn config() -> SessionConfig {
+    SessionConfig {
+        impls: vec!["libtorch".into(), "pytorch".into()],
+        commands: Default::default(),
+        model: Model::Resnet18,
+        dataset: "synthetic".into(),
+        mode: Mode::Train,
+        batch_size: 4,
+        resolution: 32,
+        steps: 10,
+        warmup: 1,
+        device: "cpu".into(),
+        threads: 2,
+        schedule: Schedule::Alternate,
+        seed: 0,
+        pinned: false,
+        optimiser: Optimiser::default(),
+    }
+}
+
+fn header() -> Header {
+    super::header_for(&config(), vec!["golow".into(), "run".into()])
+}
+
+/// Every kind of record, `rounds` times over, 0.25 s apart, alternating workers.
+fn records(rounds: usize) -> Vec<Record> {
+    let bodies = every_body();
+    (0..rounds * bodies.len())
+        .map(|i| {
+            let worker = ["libtorch", "pytorch"][i % 2];
+            Record::new(
+                i as f64 * 250.0,
+                Some(worker.into()),
+                bodies[i % bodies.len()].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Writes `records` through a recorder; a frame is cut after every `per_frame` records.
+fn write(path: &Path, header: &Header, records: &[Record], per_frame: usize) {
+    let recorder = Recorder::create(path, header).expect("create");
+    let mut sink = recorder.sink();
+    let state = crate::state::State::default();
+    for (i, record) in records.iter().enumerate() {
+        crate::session::Observer::on_record(&mut sink, record, &state);
+        if (i + 1) % per_frame == 0 {
+            // Longer than a flush period: the recorder cuts a frame.
+            std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(50));
+        }
+    }
+    let written = recorder.finish().expect("finish");
+    assert_eq!(written.events, records.len() as u64);
+}
+
+fn read_all(path: &Path) -> (Player, Vec<Record>) {
+    let mut player = Player::open(path).expect("open");
+    let records: Vec<Record> = player.records().collect();
+    (player, records)
+}
+
+fn recorded(rounds: usize, per_frame: usize) -> (tempfile::TempDir, PathBuf, Vec<Record>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("session.golow");
+    let records = records(rounds);
+    write(&path, &header(), &records, per_frame);
+    (dir, path, records)
+}
+
+#[test]
+fn every_kind_of_record_round_trips_and_the_index_is_used() {
+    let (_dir, path, written) = recorded(2, 11);
+    let (player, read) = read_all(&path);
+    assert_eq!(read, written);
+    let recording = player.recording();
+    assert!(recording.closed_cleanly);
+    assert!(recording.frames.len() >= 3, "{:?}", recording.frames);
+    assert_eq!(recording.warning(), None);
+    assert_eq!(recording.header, header_with_time(&recording.header));
+    assert_eq!(recording.duration_ms(), written.last().unwrap().t_ms);
+}
+
+/// The header as written, but for its creation time.
+fn header_with_time(read: &Header) -> Header {
+    Header {
+        created_utc: read.created_utc.clone(),
+        ..header()
+    }
+}
+
+#[test]
+fn a_file_cut_anywhere_replays_its_complete_frames() {
+    let (dir, path, written) = recorded(2, 5);
+    let bytes = std::fs::read(&path).unwrap();
+    let full = Recording::open(&path).unwrap();
+    let header_end = full.frames[0].offset as usize - MARKER_LEN;
+    let cut = dir.path().join("cut.golow");
+    for at in (0..bytes.len()).step_by(7).chain([bytes.len() - 1]) {
+        std::fs::write(&cut, &bytes[..at]).unwrap();
+        match Player::open(&cut) {
+            Err(e) => assert!(at < header_end, "cut at {at} of {}: {e}", bytes.len()),
+            Ok(mut player) => {
+                assert!(at >= header_end, "cut at {at} inside the header opened");
+                let read: Vec<Record> = player.records().collect();
+                assert_eq!(read[..], written[..read.len()], "cut at {at}");
+                let frames_whole = full
+                    .frames
+                    .iter()
+                    .filter(|f| f.offset + u64::from(f.compressed_len) <= at as u64);
+                let expected: u32 = frames_whole.map(|f| f.events).sum();
+                assert_eq!(read.len(), expected as usize, "cut at {at}");
+                assert!(!player.recording().closed_cleanly);
+                assert!(player.recording().warning().is_some());
+            }
+        }
+    }
+}
+
+#[test]
+fn damaged_frames_and_markers_are_skipped_and_counted() {
+    let (dir, path, written) = recorded(2, 5);
+    let bytes = std::fs::read(&path).unwrap();
+    let full = Recording::open(&path).unwrap();
+    let middle = full.frames[full.frames.len() / 2];
+    let lost = middle.events as usize;
+
+    // Damage inside a frame's compressed bytes: its checksum fails, the frame is skipped.
+    let mut damaged = bytes.clone();
+    damaged[middle.offset as usize + middle.compressed_len as usize / 2] ^= 0xff;
+    let file = dir.path().join("damaged.golow");
+    std::fs::write(&file, &damaged).unwrap();
+    let (mut player, read) = read_all(&file);
+    assert_eq!(read.len(), written.len() - lost);
+    assert_eq!(player.damaged_frames, 1);
+    assert!(player.damage().unwrap().contains("1 damaged frame"));
+    player.run_to_end();
+    assert!(player.state().ended);
+
+    // Damage in a marker (and a missing index): the scan steps over it to the next marker.
+    let mut damaged = bytes[..bytes.len() - 20].to_vec();
+    damaged[middle.offset as usize - MARKER_LEN + 12] ^= 0xff;
+    std::fs::write(&file, &damaged).unwrap();
+    let (player, read) = read_all(&file);
+    assert_eq!(player.recording().damaged_regions, 1);
+    assert_eq!(read.len(), written.len() - lost);
+    assert!(player.recording().warning().unwrap().contains("damaged"));
+}
+
+#[test]
+fn foreign_and_future_files_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("notes.golow");
+    std::fs::write(&text, "just some text\n").unwrap();
+    let empty = dir.path().join("empty.golow");
+    std::fs::write(&empty, "").unwrap();
+    for file in [&text, &empty] {
+        let err = Recording::open(file).err().expect("refused");
+        assert!(matches!(err, OpenError::NotGolow(_)), "{err}");
+    }
+
+    let other = dir.path().join("other.golow");
+    let header_of_other = Header {
+        format: "someone-else".into(),
+        ..header()
+    };
+    write(&other, &header_of_other, &records(1), 100);
+    let err = Recording::open(&other).err().expect("refused").to_string();
+    assert!(err.contains("someone-else") && !err.contains('\n'), "{err}");
+
+    let future = dir.path().join("future.golow");
+    let header_of_future = Header {
+        version: FORMAT_VERSION + 1,
+        ..header()
+    };
+    write(&future, &header_of_future, &records(1), 100);
+    let err = Recording::open(&future).err().expect("refused").to_string();
+    assert!(
+        err.contains("newer") && err.contains("update golow"),
+        "{err}"
+    );
+}
+
+#[test]
+fn seeking_gives_the_state_as_it_was_at_any_time() {
+    let (_dir, path, written) = recorded(3, 7);
+    let mut player = Player::open(&path).unwrap();
+    player.index_checkpoints();
+    let end = player.state().clone();
+    for t in [3_000.0, 250.0, 9_000.0, 0.0, 1e9, 5_500.0] {
+        let mut expected = crate::state::State::default();
+        written
+            .iter()
+            .filter(|r| r.t_ms <= t)
+            .for_each(|r| expected.apply(r));
+        let at = player.seek(t);
+        assert_eq!(at.t_ms, expected.t_ms, "seek to {t}");
+        assert_eq!(at.workers.len(), expected.workers.len(), "seek to {t}");
+        for (a, b) in at.workers.iter().zip(&expected.workers) {
+            assert_eq!((a.steps, a.samples), (b.steps, b.samples), "seek to {t}");
+            assert_eq!(a.series.loss.len(), b.series.loss.len(), "seek to {t}");
+        }
+    }
+    assert_eq!(player.seek(1e12).t_ms, end.t_ms);
+}

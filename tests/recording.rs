@@ -1,0 +1,346 @@
+//! Recordings end to end, on real CPU sessions: the live summary equals the replayed one, a killed
+//! run leaves a replayable file, export writes valid Chrome trace and CSV, compare finds a regression.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use golow::event::{Body, Record};
+use golow::recording::{Player, Recorder};
+
+/// One real session, recorded, shared by the tests of this file.
+struct Session {
+    dir: tempfile::TempDir,
+    recording: PathBuf,
+}
+
+fn session() -> &'static Session {
+    static SESSION: OnceLock<Session> = OnceLock::new();
+    SESSION.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = common::headless(
+            dir.path(),
+            &[
+                "--impl",
+                "libtorch,pytorch",
+                "--model",
+                "resnet18",
+                "--batch-size",
+                "4",
+                "--steps",
+                "24",
+                "--warmup",
+                "2",
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", common::text(&out.stderr));
+        let stderr = common::text(&out.stderr);
+        assert!(stderr.contains("recorded"), "{stderr}");
+        let recordings: Vec<PathBuf> = std::fs::read_dir(dir.path().join("recordings"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(recordings.len(), 1, "{recordings:?}");
+        let name = recordings[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(name.ends_with("-libtorch-pytorch.golow"), "{name}");
+        Session {
+            recording: recordings[0].clone(),
+            dir,
+        }
+    })
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+#[test]
+fn a_replayed_summary_equals_the_live_one() {
+    let s = session();
+    let replayed = s.dir.path().join("replayed.json");
+    let out = common::golow(
+        s.dir.path(),
+        &[
+            "replay",
+            &path(&s.recording),
+            "--headless",
+            "--summary-json",
+            &path(&replayed),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    assert_eq!(common::text(&out.stderr), "");
+    let live = std::fs::read_to_string(s.dir.path().join("summary.json")).unwrap();
+    assert_eq!(std::fs::read_to_string(&replayed).unwrap(), live);
+    // The table on stdout is the live run's too.
+    assert!(common::text(&out.stdout).contains("libtorch"));
+}
+
+#[test]
+fn standard_tools_read_a_recording() {
+    let s = session();
+    let out = std::process::Command::new("zstd")
+        .args(["-dc", &path(&s.recording)])
+        .output()
+        .expect("zstd is installed");
+    assert!(out.status.success());
+    let text = common::text(&out.stdout);
+    let mut lines = text.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["format"], "golow-recording");
+    assert_eq!(header["config"]["impls"][0], "libtorch");
+    assert!(header["command_line"].as_array().unwrap().len() > 3);
+    let records: Vec<Record> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(matches!(records[0].body, Body::SessionStart(_)));
+    assert!(matches!(records.last().unwrap().body, Body::SessionEnd));
+    assert!(records.windows(2).all(|w| w[0].t_ms <= w[1].t_ms));
+    let steps = records
+        .iter()
+        .filter(|r| matches!(r.body, Body::Step(_)))
+        .count();
+    assert_eq!(steps, 48);
+}
+
+#[test]
+fn export_writes_a_chrome_trace_csv_and_json() {
+    let s = session();
+    let trace = s.dir.path().join("trace.json");
+    let out = common::golow(
+        s.dir.path(),
+        &[
+            "export",
+            &path(&s.recording),
+            "--format",
+            "chrome-trace",
+            "-o",
+            &path(&trace),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"libtorch") && names.contains(&"pytorch"),
+        "{names:?}"
+    );
+    let steps = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().is_some_and(|n| n.starts_with("step ")))
+        .count();
+    assert_eq!(steps, 48);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "C" && e["name"] == "cpu %")
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|e| e["ph"] != "M")
+            .all(|e| e["ts"].is_number())
+    );
+
+    let csv = s.dir.path().join("steps.csv");
+    let out = common::golow(
+        s.dir.path(),
+        &[
+            "export",
+            &path(&s.recording),
+            "--format",
+            "csv",
+            "-o",
+            &path(&csv),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut rows = text.lines();
+    let columns = rows.next().unwrap().split(',').count();
+    assert_eq!(columns, 30);
+    let rows: Vec<&str> = rows.collect();
+    assert!(rows.iter().all(|r| r.split(',').count() == columns));
+    assert_eq!(rows.iter().filter(|r| r.contains(",step,")).count(), 48);
+
+    let json = s.dir.path().join("all.json");
+    let out = common::golow(
+        s.dir.path(),
+        &[
+            "export",
+            &path(&s.recording),
+            "--format",
+            "json",
+            "-o",
+            &path(&json),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let all: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(all["header"]["format"], "golow-recording");
+    assert!(all["records"].as_array().unwrap().len() > 48);
+}
+
+/// A copy of `from` whose steps of `worker` took `factor` times as long.
+fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
+    let mut player = Player::open(from).unwrap();
+    let header = player.recording().header.clone();
+    let recorder = Recorder::create(to, &header).unwrap();
+    let mut sink = recorder.sink();
+    let state = golow::state::State::default();
+    for mut record in player.records() {
+        if record.worker.as_deref() == Some(worker)
+            && let Body::Step(step) = &mut record.body
+        {
+            step.compute_ms *= factor;
+        }
+        golow::session::Observer::on_record(&mut sink, &record, &state);
+    }
+    recorder.finish().unwrap();
+}
+
+#[test]
+fn compare_passes_a_recording_against_itself_and_fails_a_regression() {
+    let s = session();
+    let same = common::golow(
+        s.dir.path(),
+        &["compare", &path(&s.recording), &path(&s.recording)],
+    );
+    let table = common::text(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("libtorch") && table.contains("pytorch"),
+        "{table}"
+    );
+    assert!(!table.contains("REGRESSION"), "{table}");
+
+    let slower = s.dir.path().join("slower.golow");
+    slowed(&s.recording, &slower, "pytorch", 1.5);
+    let out = common::golow(
+        s.dir.path(),
+        &["compare", &path(&s.recording), &path(&slower)],
+    );
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}");
+    let regressions: Vec<&str> = table.lines().filter(|l| l.contains("REGRESSION")).collect();
+    assert!(
+        !regressions.is_empty() && regressions.iter().all(|l| l.starts_with("pytorch")),
+        "{table}"
+    );
+
+    let bad = common::golow(
+        s.dir.path(),
+        &[
+            "compare",
+            &path(&s.recording),
+            &path(&slower),
+            "--threshold",
+            "7",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn recordings_that_are_not_golow_s_are_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = tmp.path().join("notes.golow");
+    std::fs::write(&text, "hello\n").unwrap();
+    let missing = tmp.path().join("missing.golow");
+    for file in [&text, &missing] {
+        for args in [
+            vec!["replay", &path(file), "--headless"],
+            vec!["export", &path(file), "--format", "csv", "-o", "out.csv"],
+            vec!["compare", &path(file), &path(file)],
+        ] {
+            let out = common::golow(tmp.path(), &args);
+            let stderr = common::text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+            assert!(stderr.contains(&path(file)), "{stderr}");
+        }
+    }
+    assert!(!tmp.path().join("out.csv").exists());
+    assert!(!tmp.path().join("out.csv.tmp").exists());
+}
+
+fn steps_in(recording: &Path) -> usize {
+    Player::open(recording).map_or(0, |mut p| {
+        p.records()
+            .filter(|r| matches!(r.body, Body::Step(_)))
+            .count()
+    })
+}
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_a_replayable_recording() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recording = tmp.path().join("killed.golow");
+    let mut child = common::golow_command(tmp.path())
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--batch-size",
+            "4",
+            "--steps",
+            "100000",
+            "--record",
+            &path(&recording),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while steps_in(&recording) < 5 {
+        assert!(Instant::now() < deadline, "no steps recorded");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let on_disk = steps_in(&recording);
+
+    let summary = tmp.path().join("replayed.json");
+    let out = common::golow(
+        tmp.path(),
+        &[
+            "replay",
+            &path(&recording),
+            "--headless",
+            "--summary-json",
+            &path(&summary),
+        ],
+    );
+    let stderr = common::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("not closed cleanly") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+    let s = common::summary(&summary);
+    let steps = common::worker(&s, "libtorch")["steps"].as_u64().unwrap();
+    assert!(
+        steps as usize >= on_disk && on_disk >= 5,
+        "{steps} steps, {on_disk} on disk"
+    );
+}
