@@ -641,7 +641,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     let mut player = open_player(&args.file)?;
     if args.headless {
         player.run_to_end();
-        if let Some(damage) = player.damage() {
+        if let Some(damage) = player.damage_warning() {
             eprintln!("golow: warning: {}: {damage}", args.file.display());
         }
         let summary = Summary::from_state(player.state());
@@ -696,7 +696,7 @@ fn export(args: ExportArgs) -> Result<i32, Failure> {
             args.output.display()
         )));
     }
-    if let Some(damage) = player.damage() {
+    if let Some(damage) = player.damage_warning() {
         eprintln!("golow: warning: {}: {damage}", args.file.display());
     }
     Ok(EXIT_OK)

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::mpsc;
 
-use super::reader::{OpenError, Recording};
+use super::reader::{FrameRecords, OpenError, Recording};
 use crate::event::Record;
 use crate::replay::{Reply, Request, Source};
 use crate::state::State;
@@ -28,10 +28,28 @@ pub struct Player {
     checkpoints: Vec<(usize, State)>,
     /// Every record up to this time has been folded.
     position_ms: f64,
-    /// Frames that could not be read, and lines that were not records (each counted once).
-    pub damaged_frames: u64,
+    pub damage: Damage,
+}
+
+/// Frames that could not be read, and lines that were not records, each counted on its first reading.
+#[derive(Debug, Default)]
+pub struct Damage {
+    pub frames: u64,
     pub bad_lines: u64,
     counted_up_to: usize,
+}
+
+impl Damage {
+    fn tally(&mut self, i: usize, frame: &std::io::Result<FrameRecords>) {
+        if i < self.counted_up_to {
+            return;
+        }
+        self.counted_up_to = i + 1;
+        match frame {
+            Ok(frame) => self.bad_lines += frame.bad_lines,
+            Err(_) => self.frames += 1,
+        }
+    }
 }
 
 impl Player {
@@ -44,9 +62,7 @@ impl Player {
             queue: VecDeque::new(),
             checkpoints: vec![(0, State::default())],
             position_ms: f64::NEG_INFINITY,
-            damaged_frames: 0,
-            bad_lines: 0,
-            counted_up_to: 0,
+            damage: Damage::default(),
         })
     }
 
@@ -63,15 +79,15 @@ impl Player {
     }
 
     /// One line about damage found so far, for the user.
-    pub fn damage(&self) -> Option<String> {
+    pub fn damage_warning(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.damaged_frames > 0 {
-            parts.push(format!("{} damaged frame(s) skipped", self.damaged_frames));
+        if self.damage.frames > 0 {
+            parts.push(format!("{} damaged frame(s) skipped", self.damage.frames));
         }
-        if self.bad_lines > 0 {
+        if self.damage.bad_lines > 0 {
             parts.push(format!(
                 "{} line(s) that are not records skipped",
-                self.bad_lines
+                self.damage.bad_lines
             ));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -119,17 +135,39 @@ impl Player {
         })
     }
 
-    /// Folds everything from the start: the state at the end of the session.
+    /// Folds everything from the start: the state at the end of the session. Frames are read and
+    /// parsed in batches on every core, the next batch while this thread folds the current one.
     pub fn run_to_end(&mut self) {
         self.seek_to_checkpoint(0);
-        while self.next_frame < self.recording.frames.len() || !self.queue.is_empty() {
-            while let Some(record) = self.queue.pop_front() {
-                self.state.apply(&record);
-            }
-            if self.next_frame < self.recording.frames.len() {
-                self.load_next_frame();
-            }
+        let (recording, state, damage) = (&self.recording, &mut self.state, &mut self.damage);
+        let total = recording.frames.len();
+        let mut batches = Vec::new();
+        let mut first = 0;
+        while first < total {
+            let count = recording.batch_from(first);
+            batches.push(first..first + count);
+            first += count;
         }
+        std::thread::scope(|scope| {
+            let read = |range: std::ops::Range<usize>| {
+                scope.spawn(move || (range.start, recording.read_frames(range)))
+            };
+            let mut batches = batches.into_iter();
+            let mut ahead = batches.next().map(read);
+            while let Some(reading) = ahead.take() {
+                ahead = batches.next().map(read);
+                let Ok((first, frames)) = reading.join() else {
+                    continue;
+                };
+                for (i, frame) in (first..).zip(frames) {
+                    if let Ok(frame) = &frame {
+                        frame.records.iter().for_each(|r| state.apply(r));
+                    }
+                    damage.tally(i, &frame);
+                }
+            }
+        });
+        self.next_frame = total;
         self.position_ms = f64::INFINITY;
     }
 
@@ -188,17 +226,10 @@ impl Player {
     fn load_next_frame(&mut self) {
         let i = self.next_frame;
         self.next_frame += 1;
-        let first_visit = i >= self.counted_up_to;
-        self.counted_up_to = self.counted_up_to.max(i + 1);
-        match self.recording.read_frame(i) {
-            Ok(frame) => {
-                if first_visit {
-                    self.bad_lines += frame.bad_lines;
-                }
-                self.queue.extend(frame.records);
-            }
-            Err(_) if first_visit => self.damaged_frames += 1,
-            Err(_) => {}
+        let frame = self.recording.read_frame(i);
+        self.damage.tally(i, &frame);
+        if let Ok(frame) = frame {
+            self.queue.extend(frame.records);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! bytes are skipped and counted. Nothing in a file can make the reader allocate more than a frame's
 //! cap or panic.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -14,6 +15,9 @@ use super::format::{
     SKIPPABLE_HEADER_LEN, Skippable, TRAILER_LEN,
 };
 use crate::event::Record;
+
+/// Raw JSON read ahead at once by `read_frames`: bounds memory whatever the frames hold.
+const BATCH_RAW_BYTES: u64 = 4 << 20;
 
 /// Why a file cannot be replayed at all: one line for the user.
 #[derive(Debug)]
@@ -126,12 +130,50 @@ impl Recording {
         let mut records = Vec::with_capacity(frame.events as usize);
         let mut bad_lines = 0;
         for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            match serde_json::from_slice::<Record>(line) {
+            match crate::event::parse_record(line) {
                 Ok(record) if record.t_ms.is_finite() => records.push(record),
                 _ => bad_lines += 1,
             }
         }
         Ok(FrameRecords { records, bad_lines })
+    }
+
+    /// Frames `range`, read and parsed on every core at once (a batch's worth: at most
+    /// `BATCH_RAW_BYTES` of JSON), in order.
+    pub fn read_frames(&self, range: std::ops::Range<usize>) -> Vec<io::Result<FrameRecords>> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let indices: Vec<usize> = range.collect();
+        let per_thread = indices.len().div_ceil(threads).max(1);
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = indices
+                .chunks(per_thread)
+                .map(|part| {
+                    scope
+                        .spawn(move || part.iter().map(|&i| self.read_frame(i)).collect::<Vec<_>>())
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|part| {
+                    part.join()
+                        .unwrap_or_else(|_| vec![Err(io::Error::other("a reader thread panicked"))])
+                })
+                .collect()
+        })
+    }
+
+    /// How many frames from `first` make a batch for `read_frames`.
+    pub fn batch_from(&self, first: usize) -> usize {
+        let mut raw = 0u64;
+        self.frames[first.min(self.frames.len())..]
+            .iter()
+            .take_while(|f| {
+                raw += u64::from(f.raw_len);
+                raw <= BATCH_RAW_BYTES
+            })
+            .count()
+            .max(1)
+            .min(self.frames.len().saturating_sub(first))
     }
 
     fn read_index(&self, len: u64) -> Option<Vec<FrameInfo>> {
@@ -215,10 +257,22 @@ fn read_at(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+thread_local! {
+    // Creating a zstd context costs more than decompressing a second's frame: one per thread, reused.
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
 fn decompress(file: &File, frame: &FrameInfo) -> io::Result<Vec<u8>> {
     let compressed = read_at(file, frame.offset, frame.compressed_len as usize)?;
-    // The marker's raw length bounds the output: a damaged frame cannot inflate beyond it.
-    zstd::bulk::decompress(&compressed, frame.raw_len as usize)
+    DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let decompressor = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(zstd::bulk::Decompressor::new()?),
+        };
+        // The marker's raw length bounds the output: a damaged frame cannot inflate beyond it.
+        decompressor.decompress(&compressed, frame.raw_len as usize)
+    })
 }
 
 fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenError> {

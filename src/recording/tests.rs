@@ -142,8 +142,8 @@ fn damaged_frames_and_markers_are_skipped_and_counted() {
     std::fs::write(&file, &damaged).unwrap();
     let (mut player, read) = read_all(&file);
     assert_eq!(read.len(), written.len() - lost);
-    assert_eq!(player.damaged_frames, 1);
-    assert!(player.damage().unwrap().contains("1 damaged frame"));
+    assert_eq!(player.damage.frames, 1);
+    assert!(player.damage_warning().unwrap().contains("1 damaged frame"));
     player.run_to_end();
     assert!(player.state().ended);
 

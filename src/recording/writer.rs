@@ -144,7 +144,12 @@ impl Frames {
             });
             match incoming.recv_timeout(wait) {
                 Ok(Message::Line { t_ms, line }) => {
-                    if pending.raw.len() + line.len() > MAX_FRAME_BYTES as usize {
+                    // A frame holds at most a second of the session's time too, so a file written
+                    // faster than real time (a rewritten recording) is framed like a live one.
+                    let span_ms = FLUSH_EVERY.as_secs_f64() * 1e3;
+                    if pending.raw.len() + line.len() > MAX_FRAME_BYTES as usize
+                        || (pending.since.is_some() && t_ms - pending.first_t_ms >= span_ms)
+                    {
                         self.flush(&mut pending)?;
                     }
                     if pending.since.is_none() {
