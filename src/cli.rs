@@ -773,10 +773,15 @@ fn run(args: RunArgs) -> i32 {
     let state = match tui {
         Some(TuiOptions { theme, compare }) => {
             let mut app = crate::ui::app::App::new(theme, compare);
+            let mut history = None;
             if let Some(r) = &recorder {
                 app = app.recording_to(r.path().display().to_string());
+                // Scrolling back past what memory holds reads the file being written.
+                history = recording::Player::open(r.path())
+                    .ok()
+                    .and_then(|player| recording::serve(player).ok());
             }
-            crate::ui::live::run(&prepared, interval, app, sink)
+            crate::ui::live::run(&prepared, interval, app, sink, history)
         }
         None => {
             let stderr = std::io::stderr();

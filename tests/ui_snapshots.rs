@@ -217,3 +217,37 @@ fn replay_view_with_its_timeline() {
     insta::assert_snapshot!(render(&mut app, &state, 160, 40));
     assert_eq!(app.on_key(key(KeyCode::Char('q')), &state), Action::Quit);
 }
+
+#[test]
+fn a_paused_live_view_asks_the_recording_for_what_memory_no_longer_holds() {
+    use golow::ui::app::Action;
+    // 5000 steps at 4 a second: the oldest ~225 s of step series have fallen out of memory.
+    let state = session(false, 5000);
+    let complete_from = state.complete_from_s();
+    assert!(complete_from > 200.0, "{complete_from}");
+    let mut app = app().recording_to("recordings/x.golow".into());
+    let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    // Live, scrolling never asks: the newest data is in memory.
+    assert_eq!(app.on_key(key(KeyCode::Left), &state), Action::None);
+    app.on_key(key(KeyCode::Right), &state);
+    app.on_key(key(KeyCode::Char(' ')), &state);
+    let mut asked = None;
+    for _ in 0..200 {
+        if let Action::Seek(t_ms) = app.on_key(key(KeyCode::Left), &state) {
+            asked = Some(t_ms);
+            break;
+        }
+    }
+    let t_ms = asked.expect("scrolling back far enough asks for the recording");
+    assert!(t_ms / 1e3 - 60.0 < complete_from && t_ms > 0.0, "{t_ms}");
+    app.show_history(session(false, 800));
+    let screen = render(&mut app, &state, 160, 40);
+    assert!(
+        screen.contains("PAUSED — earlier data from the recording"),
+        "{screen}"
+    );
+    // Back to live: the recording's state is dropped.
+    app.on_key(key(KeyCode::Char(' ')), &state);
+    let screen = render(&mut app, &state, 160, 40);
+    assert!(!screen.contains("PAUSED"), "{screen}");
+}

@@ -70,6 +70,11 @@ impl Player {
         &self.recording
     }
 
+    /// Reads on to the current end of a recording still being written.
+    pub fn refresh(&mut self) {
+        self.recording.refresh();
+    }
+
     pub fn state(&self) -> &State {
         &self.state
     }
@@ -234,7 +239,8 @@ impl Player {
     }
 }
 
-/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away.
+/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away. A
+/// recording still being written is read on to its current end before each seek.
 pub fn serve(mut player: Player) -> std::io::Result<Source> {
     let (requests, incoming) = mpsc::channel();
     let (answers, replies) = mpsc::channel();
@@ -244,7 +250,10 @@ pub fn serve(mut player: Player) -> std::io::Result<Source> {
             for request in incoming {
                 let reply = match request {
                     Request::Advance(t_ms) => Reply::Records(player.advance_to(t_ms)),
-                    Request::Seek(t_ms) => Reply::Reset(Box::new(player.seek(t_ms).clone())),
+                    Request::Seek(t_ms) => {
+                        player.refresh();
+                        Reply::Reset(Box::new(player.seek(t_ms).clone()))
+                    }
                 };
                 if answers.send(reply).is_err() {
                     return;

@@ -52,6 +52,8 @@ pub struct Recording {
     pub damaged_regions: u64,
     /// Set when the file ends inside a frame: the byte where the valid prefix ends.
     pub cut_at: Option<u64>,
+    /// Where a scan stopped: a file still being written is read on from here.
+    scanned_to: u64,
 }
 
 /// What reading one frame gave.
@@ -80,6 +82,7 @@ impl Recording {
             closed_cleanly: false,
             damaged_regions: 0,
             cut_at: None,
+            scanned_to: data_start,
         };
         match recording.read_index(len) {
             Some(frames) => {
@@ -89,6 +92,18 @@ impl Recording {
             None => recording.scan(data_start, len),
         }
         Ok(recording)
+    }
+
+    /// Picks up the frames written since the file was opened or last refreshed (a live session's
+    /// recording); a cleanly closed file has none.
+    pub fn refresh(&mut self) {
+        if self.closed_cleanly {
+            return;
+        }
+        if let Ok(meta) = self.file.metadata() {
+            self.cut_at = None;
+            self.scan(self.scanned_to, meta.len());
+        }
     }
 
     /// One line for the user about what is missing or damaged, if anything is.
@@ -207,6 +222,7 @@ impl Recording {
                     self.frames.push(frame);
                 }
                 at = end;
+                self.scanned_to = at;
                 continue;
             }
             // The index (whole, or cut short with the file) ends the frames.
@@ -219,7 +235,10 @@ impl Recording {
             }
             self.damaged_regions += 1;
             match self.next_marker(at + 1, len) {
-                Some(next) => at = next,
+                Some(next) => {
+                    at = next;
+                    self.scanned_to = at;
+                }
                 None => return,
             }
         }

@@ -213,3 +213,37 @@ fn seeking_gives_the_state_as_it_was_at_any_time() {
     }
     assert_eq!(player.seek(1e12).t_ms, end.t_ms);
 }
+
+#[test]
+fn a_recording_being_written_is_read_on_as_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.golow");
+    let recorder = Recorder::create(&path, &header()).unwrap();
+    let mut sink = recorder.sink();
+    let state = crate::state::State::default();
+    let all = records(2);
+    let (early, late) = all.split_at(all.len() / 2);
+    let flushed = || std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(100));
+    early
+        .iter()
+        .for_each(|r| crate::session::Observer::on_record(&mut sink, r, &state));
+    flushed();
+    let mut player = Player::open(&path).unwrap();
+    assert_eq!(player.recording().events(), early.len() as u64);
+    late.iter()
+        .for_each(|r| crate::session::Observer::on_record(&mut sink, r, &state));
+    flushed();
+    assert_eq!(player.recording().events(), early.len() as u64);
+    player.refresh();
+    assert_eq!(player.recording().events(), all.len() as u64);
+    assert_eq!(player.seek(f64::INFINITY).t_ms, all.last().unwrap().t_ms);
+    assert_eq!(
+        player
+            .recording()
+            .warning()
+            .map(|w| w.contains("not closed")),
+        Some(true)
+    );
+    drop(sink);
+    recorder.finish().unwrap();
+}

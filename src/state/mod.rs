@@ -39,6 +39,25 @@ pub struct WorkerSeries {
     pub gpu_sm_percent: Series,
 }
 
+impl WorkerSeries {
+    fn all(&self) -> [&Series; 12] {
+        [
+            &self.sample_ms,
+            &self.step_ms,
+            &self.throughput,
+            &self.loss,
+            &self.accuracy,
+            &self.eval_accuracy,
+            &self.h2d_ms,
+            &self.h2d_gbps,
+            &self.cpu_percent,
+            &self.rss_bytes,
+            &self.gpu_memory_bytes,
+            &self.gpu_sm_percent,
+        ]
+    }
+}
+
 /// One GPU's readings.
 #[derive(Debug, Clone, Default)]
 pub struct GpuDeviceState {
@@ -208,6 +227,24 @@ pub struct State {
 }
 
 impl State {
+    /// Seconds since the start from which every time series is complete in memory (0 while none
+    /// has dropped a point): an earlier window needs the recording.
+    pub fn complete_from_s(&self) -> f64 {
+        let workers = self.workers.iter().flat_map(|w| w.series.all());
+        let devices = self.gpu.devices.iter().flat_map(|d| {
+            [
+                &d.utilization,
+                &d.memory_used_bytes,
+                &d.power_watts,
+                &d.sm_clock_mhz,
+            ]
+        });
+        workers
+            .chain(devices)
+            .filter_map(Series::complete_from)
+            .fold(0.0, f64::max)
+    }
+
     pub fn worker(&self, name: &str) -> Option<&WorkerState> {
         self.workers.iter().find(|w| w.name == name)
     }

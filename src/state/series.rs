@@ -45,6 +45,13 @@ impl Series {
         self.points.len()
     }
 
+    /// When points have fallen off the front, the time from which the series is complete.
+    pub fn complete_from(&self) -> Option<f64> {
+        (self.points.len() == self.capacity)
+            .then(|| self.points.front().map(|&(t, _)| t))
+            .flatten()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
     }

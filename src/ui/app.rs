@@ -58,6 +58,9 @@ pub struct App {
     maximised: Option<usize>,
     /// The state as it was when the view was paused; collection goes on underneath.
     paused: Option<State>,
+    /// While paused: the state at the window's end, from the recording, when the window reaches back
+    /// before what memory holds.
+    history: Option<State>,
     span: f64,
     /// Seconds the window's right edge lies behind the newest reading; 0 follows the session.
     offset: f64,
@@ -90,6 +93,7 @@ impl App {
             },
             maximised: None,
             paused: None,
+            history: None,
             span: DEFAULT_SPAN,
             offset: 0.0,
             help: false,
@@ -170,6 +174,7 @@ impl App {
                 return Action::Control(Control::StopAll);
             }
             KeyCode::Char(' ') => {
+                self.history = None;
                 self.paused = match self.paused {
                     Some(_) => None,
                     None => Some(live.clone()),
@@ -183,6 +188,52 @@ impl App {
             KeyCode::Char('-') => {
                 self.span = (self.span * 2.0).min(self.now_s(self.state(live)).max(DEFAULT_SPAN))
             }
+            _ => return self.other_key(key),
+        }
+        match key.code {
+            KeyCode::Left | KeyCode::Right | KeyCode::Char('+' | '=' | '-') => {
+                self.history_request()
+            }
+            _ => Action::None,
+        }
+    }
+
+    /// A paused live view whose window reaches back before what memory holds asks for the state at
+    /// the window's end from the recording.
+    fn history_request(&mut self) -> Action {
+        let (Some(paused), Source::Live { recording: Some(_) }) = (&self.paused, &self.source)
+        else {
+            return Action::None;
+        };
+        let window = self.window(paused);
+        if window.from >= paused.complete_from_s() {
+            self.history = None;
+            return Action::None;
+        }
+        Action::Seek(window.to * 1e3)
+    }
+
+    /// The recording's answer to a `Seek` of the live view (ignored once the view is live again).
+    pub fn show_history(&mut self, state: State) {
+        if self.paused.is_some() {
+            self.history = Some(state);
+        }
+    }
+
+    /// The window of time the charts show, ending at `clock`'s now less the scroll offset.
+    fn window(&self, clock: &State) -> Window {
+        // The right edge moves in steps of 1/STEPS_PER_SPAN of the span: between steps only new points
+        // change on screen, so a frame sends the terminal a small diff instead of every chart cell.
+        let step = self.span / STEPS_PER_SPAN;
+        let to = (((self.now_s(clock) - self.offset) / step).ceil() * step).max(step);
+        Window {
+            from: (to - self.span).max(0.0),
+            to,
+        }
+    }
+
+    fn other_key(&mut self, key: KeyEvent) -> Action {
+        match key.code {
             KeyCode::Tab | KeyCode::Char('c') => {
                 self.maximised = None;
                 self.mode = match self.mode {
@@ -247,15 +298,9 @@ impl App {
             frame.render_widget(text, area);
             return;
         }
-        let state = self.paused.as_ref().unwrap_or(live);
-        // The right edge moves in steps of 1/STEPS_PER_SPAN of the span: between steps only new points
-        // change on screen, so a frame sends the terminal a small diff instead of every chart cell.
-        let step = self.span / STEPS_PER_SPAN;
-        let to = (((self.now_s(state) - self.offset) / step).ceil() * step).max(step);
-        let window = Window {
-            from: (to - self.span).max(0.0),
-            to,
-        };
+        let clock = self.paused.as_ref().unwrap_or(live);
+        let window = self.window(clock);
+        let state = self.history.as_ref().unwrap_or(clock);
         let view = View {
             state,
             theme,
@@ -271,7 +316,8 @@ impl App {
         ])
         .areas(area);
         let marks = Marks {
-            now_s: self.now_s(state),
+            now_s: self.now_s(clock),
+            history: self.history.is_some(),
             paused: self.paused.is_some(),
             quitting: self.quitting,
             source: &self.source,
@@ -366,6 +412,8 @@ fn dashboard_layout(
 struct Marks<'a> {
     now_s: f64,
     paused: bool,
+    /// What is shown comes from the recording.
+    history: bool,
     quitting: bool,
     source: &'a Source,
 }
@@ -415,7 +463,9 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         Source::Live { recording: None } => {}
     }
     let mut shown = Vec::new();
-    if marks.paused {
+    if marks.history {
+        shown.push("PAUSED — earlier data from the recording");
+    } else if marks.paused {
         shown.push("PAUSED");
     }
     if state.ended && matches!(marks.source, Source::Live { .. }) {

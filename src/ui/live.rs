@@ -12,6 +12,7 @@ use ratatui::layout::Rect;
 use super::app::{Action, App};
 use super::terminal;
 use crate::event::Record;
+use crate::replay::{Reply, Request, Source};
 use crate::session::{self, Control, Observer, Prepared};
 use crate::state::State;
 
@@ -28,12 +29,14 @@ impl Observer for Forward {
 }
 
 /// Runs the session under the TUI until the user quits; returns the session's final state. `also`
-/// sees every record too (the recorder), on the session's thread.
+/// sees every record too (the recorder), on the session's thread; `history` answers for times that
+/// memory no longer holds (a player of the recording being written).
 pub fn run(
     prepared: &Prepared,
     interval: Duration,
     app: App,
     also: impl Observer + Send + 'static,
+    history: Option<Source>,
 ) -> io::Result<State> {
     let (records, incoming) = mpsc::channel();
     let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -53,6 +56,12 @@ pub fn run(
     loop {
         while let Ok(record) = incoming.try_recv() {
             state.apply(&record);
+            dirty = true;
+        }
+        while let Some(Ok(reply)) = history.as_ref().map(|h| h.replies.try_recv()) {
+            if let Reply::Reset(at) = reply {
+                app.show_history(*at);
+            }
             dirty = true;
         }
         let due = last_draw.is_none_or(|t| t.elapsed() >= FRAME);
@@ -79,7 +88,12 @@ pub fn run(
                         Action::Control(control) => {
                             let _ = controls.send(control);
                         }
-                        Action::None | Action::Seek(_) => {}
+                        Action::Seek(t_ms) => {
+                            if let Some(h) = &history {
+                                let _ = h.requests.send(Request::Seek(t_ms));
+                            }
+                        }
+                        Action::None => {}
                     }
                 }
                 Event::Mouse(mouse) => app.on_mouse(mouse),
