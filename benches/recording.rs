@@ -56,8 +56,7 @@ fn hour_from(real: &Path, out: &Path) -> u64 {
     let header = player.recording().header.clone();
     let records: Vec<Record> = player.records().collect();
     let span = records.last().map_or(1.0, |r| r.t_ms).max(1.0);
-    let recorder = Recorder::create(out, &header).expect("create");
-    let mut sink = recorder.sink();
+    let (recorder, mut sink) = Recorder::create(out, &header).expect("create");
     let state = State::default();
     let mut shift = 0.0;
     let mut first = true;

@@ -560,7 +560,10 @@ fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
 }
 
 /// Opens the recording file once the session is ready to start, so bad input leaves no file.
-fn start_recording(to: RecordTo, session: &SessionConfig) -> Result<Option<Recorder>, String> {
+fn start_recording(
+    to: RecordTo,
+    session: &SessionConfig,
+) -> Result<Option<(Recorder, recording::Sink)>, String> {
     let path = match to {
         RecordTo::Nowhere => return Ok(None),
         RecordTo::Path(path) => path,
@@ -768,7 +771,7 @@ fn run(args: RunArgs) -> i32 {
             return EXIT_BAD_INPUT;
         }
     };
-    let sink = recorder.as_ref().map(Recorder::sink);
+    let (recorder, sink) = recorder.unzip();
     let live = tui.is_some();
     let state = match tui {
         Some(TuiOptions { theme, compare }) => {

@@ -200,8 +200,7 @@ fn export_writes_a_chrome_trace_csv_and_json() {
 fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
     let mut player = Player::open(from).unwrap();
     let header = player.recording().header.clone();
-    let recorder = Recorder::create(to, &header).unwrap();
-    let mut sink = recorder.sink();
+    let (recorder, mut sink) = Recorder::create(to, &header).unwrap();
     let state = golow::state::State::default();
     for mut record in player.records() {
         if record.worker.as_deref() == Some(worker)
@@ -211,6 +210,7 @@ fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
         }
         golow::session::Observer::on_record(&mut sink, &record, &state);
     }
+    drop(sink);
     recorder.finish().unwrap();
 }
 

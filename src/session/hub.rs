@@ -27,6 +27,8 @@ pub enum Control {
 /// Anything that wants to see the session as it happens (progress display, recorder, UI).
 pub trait Observer {
     fn on_record(&mut self, record: &Record, state: &State);
+    /// Called at every sampling interval, records or not (for what must not wait for the next one).
+    fn tick(&mut self) {}
 }
 
 /// An observer that may be absent (a run with `--no-record`).
@@ -36,6 +38,12 @@ impl<T: Observer> Observer for Option<T> {
             observer.on_record(record, state);
         }
     }
+
+    fn tick(&mut self) {
+        if let Some(observer) = self {
+            observer.tick();
+        }
+    }
 }
 
 /// Two observers as one, each seeing every record in turn.
@@ -43,6 +51,11 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     fn on_record(&mut self, record: &Record, state: &State) {
         self.0.on_record(record, state);
         self.1.on_record(record, state);
+    }
+
+    fn tick(&mut self) {
+        self.0.tick();
+        self.1.tick();
     }
 }
 
@@ -205,6 +218,7 @@ pub async fn run(
                 pending.extend(reaction);
             }
             _ = proc_clock.tick() => {
+                hub.observer.tick();
                 let Some(pids) = watched_pids(&watched) else { continue };
                 for (worker, body) in proc_sampler.sample(&pids) {
                     hub.publish(Some(worker), body);

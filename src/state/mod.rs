@@ -17,6 +17,11 @@ pub use summary::{Summary, WorkerStatus, WorkerSummary};
 use crate::config::SessionConfig;
 use crate::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
 
+/// Workers and GPUs a state tracks at most: a recording from elsewhere cannot make it grow without
+/// bound by naming ever new ones; records about others are dropped.
+pub const MAX_WORKERS: usize = 64;
+pub const MAX_GPUS: usize = 64;
+
 /// Stderr lines kept per worker, to explain a failure.
 pub const STDERR_TAIL_LINES: usize = 20;
 
@@ -249,13 +254,15 @@ impl State {
         self.workers.iter().find(|w| w.name == name)
     }
 
-    fn worker_mut(&mut self, name: &str) -> &mut WorkerState {
+    /// The worker called `name`, added on first sight while fewer than `MAX_WORKERS` exist.
+    fn worker_mut(&mut self, name: &str) -> Option<&mut WorkerState> {
         match self.workers.iter().position(|w| w.name == name) {
-            Some(i) => &mut self.workers[i],
-            None => {
+            Some(i) => Some(&mut self.workers[i]),
+            None if self.workers.len() < MAX_WORKERS => {
                 self.workers.push(WorkerState::new(name));
-                self.workers.last_mut().expect("just pushed")
+                self.workers.last_mut()
             }
+            None => None,
         }
     }
 
@@ -277,7 +284,9 @@ impl State {
                 memory_total_bytes,
                 driver,
             } => {
-                let device = self.gpu_device_mut(*index);
+                let Some(device) = self.gpu_device_mut(*index) else {
+                    return;
+                };
                 device.name = name.clone();
                 device.driver = driver.clone();
                 device.memory_total_bytes = *memory_total_bytes;
@@ -289,7 +298,9 @@ impl State {
                 power_watts,
                 sm_clock_mhz,
             } => {
-                let device = self.gpu_device_mut(*index);
+                let Some(device) = self.gpu_device_mut(*index) else {
+                    return;
+                };
                 push_some(
                     &mut device.utilization,
                     t,
@@ -306,21 +317,24 @@ impl State {
             body => {
                 let Some(name) = &record.worker else { return };
                 let warmup = self.session.as_ref().map_or(0, |s| s.warmup);
-                apply_worker_event(self.worker_mut(name), t, body, warmup);
+                if let Some(worker) = self.worker_mut(name) {
+                    apply_worker_event(worker, t, body, warmup);
+                }
             }
         }
     }
 
-    fn gpu_device_mut(&mut self, index: u32) -> &mut GpuDeviceState {
+    fn gpu_device_mut(&mut self, index: u32) -> Option<&mut GpuDeviceState> {
         match self.gpu.devices.iter().position(|d| d.index == index) {
-            Some(i) => &mut self.gpu.devices[i],
-            None => {
+            Some(i) => Some(&mut self.gpu.devices[i]),
+            None if self.gpu.devices.len() < MAX_GPUS => {
                 self.gpu.devices.push(GpuDeviceState {
                     index,
                     ..Default::default()
                 });
-                self.gpu.devices.last_mut().expect("just pushed")
+                self.gpu.devices.last_mut()
             }
+            None => None,
         }
     }
 }
@@ -408,6 +422,32 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
 mod tests {
     use super::*;
     use crate::event::{ExitStatus, Phase, Stream};
+
+    #[test]
+    fn a_stream_naming_endless_workers_and_gpus_stays_bounded() {
+        let mut state = State::default();
+        for i in 0..1000u32 {
+            state.apply(&Record::new(
+                f64::from(i),
+                Some(format!("w{i}")),
+                step(0, f64::NAN, false),
+            ));
+            state.apply(&Record::new(
+                f64::from(i),
+                None,
+                Body::GpuDevice {
+                    index: i,
+                    utilization_percent: Some(u32::MAX),
+                    memory_used_bytes: Some(u64::MAX),
+                    power_watts: Some(f64::INFINITY),
+                    sm_clock_mhz: None,
+                },
+            ));
+        }
+        assert_eq!(state.workers.len(), MAX_WORKERS);
+        assert_eq!(state.gpu.devices.len(), MAX_GPUS);
+        assert_eq!(state.workers[0].steps, 1);
+    }
 
     fn step(step: u64, compute_ms: f64, warmup: bool) -> Body {
         Body::Step(Step {
