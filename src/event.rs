@@ -187,7 +187,78 @@ pub enum Body {
         sm_percent: Option<u32>,
         last_seen_us: Option<u64>,
     },
+    /// A window of the worker's GPU activity from the CUPTI collector.
+    Kernels(KernelWindow),
     SessionEnd,
+}
+
+/// The direction of a copy, as CUPTI names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyKind {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    Other,
+}
+
+/// Where a copy's bytes live: pageable and pinned host memory, or the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    Pageable,
+    Pinned,
+    Device,
+    Other,
+}
+
+/// What golow's CUPTI collector reports about a worker's GPU activity, once per window (default 1 s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelWindow {
+    pub window_start_ns: u64,
+    pub window_end_ns: u64,
+    /// Sorted by `total_ns`, largest first.
+    pub kernels: Vec<KernelStats>,
+    pub copies: Vec<CopyStats>,
+    pub breakdown: Breakdown,
+    pub dropped_records: u64,
+}
+
+/// Kernels sharing a display name, aggregated over one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelStats {
+    /// Demangled and shortened for display; `(other kernels)` folds those beyond the collector's cap.
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Grid of the most frequent (grid, block) launch shape.
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Distinct (grid, block) pairs, counted up to 64.
+    pub shapes: u32,
+    pub registers_per_thread: u16,
+    /// Static plus dynamic shared memory of the most frequent shape.
+    pub shared_bytes: u32,
+    /// Distinct grids with their counts, most frequent first, at most 16.
+    pub grid_histogram: Vec<([u32; 3], u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyStats {
+    pub kind: CopyKind,
+    pub src: MemoryKind,
+    pub count: u64,
+    pub bytes: u64,
+    pub total_ns: u64,
+}
+
+/// Fractions of the window, summing to 1 within float error (HTA's definitions).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    pub busy: f64,
+    pub copy: f64,
+    pub idle: f64,
 }
 
 impl From<WorkerEvent> for Body {
@@ -457,6 +528,35 @@ pub(crate) mod tests {
                 sm_percent: Some(88),
                 last_seen_us: Some(1_700_000_000_000_000),
             },
+            Body::Kernels(KernelWindow {
+                window_start_ns: 1_000,
+                window_end_ns: 1_000_001_000,
+                kernels: vec![KernelStats {
+                    name: "at::native::vectorized_elementwise_kernel".into(),
+                    count: 120,
+                    total_ns: 3_500_000,
+                    max_ns: 41_000,
+                    grid: [1024, 2, 1],
+                    block: [128, 1, 1],
+                    shapes: 2,
+                    registers_per_thread: 24,
+                    shared_bytes: 0,
+                    grid_histogram: vec![([1024, 2, 1], 100), ([512, 2, 1], 20)],
+                }],
+                copies: vec![CopyStats {
+                    kind: CopyKind::HostToDevice,
+                    src: MemoryKind::Pageable,
+                    count: 2,
+                    bytes: 19_267_584,
+                    total_ns: 1_250_000,
+                }],
+                breakdown: Breakdown {
+                    busy: 0.875,
+                    copy: 0.03125,
+                    idle: 0.09375,
+                },
+                dropped_records: 0,
+            }),
             Body::WorkerExited {
                 exit_code: None,
                 signal: Some(9),

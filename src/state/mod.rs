@@ -2,6 +2,7 @@
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
 mod compare;
+pub mod kernels;
 pub mod regression;
 mod series;
 mod stats;
@@ -122,6 +123,8 @@ pub struct WorkerState {
     pub process_end: Option<ProcessEnd>,
     pub stderr_tail: VecDeque<String>,
     pub protocol_errors: u64,
+    /// Kernels, copies and the GPU time breakdown, from the CUPTI collector.
+    pub gpu_activity: kernels::GpuActivity,
 }
 
 impl WorkerState {
@@ -397,6 +400,7 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
                 sm_percent.map(f64::from),
             );
         }
+        Body::Kernels(window) => worker.gpu_activity.apply(window),
         Body::WorkerExited {
             exit_code,
             signal,
@@ -504,6 +508,34 @@ mod tests {
         assert_eq!(w.h2d_bytes_per_step, Some(1000));
         assert_eq!(w.loss.first, Some(2.0));
         assert!((w.loss.last.unwrap() - 1.8).abs() < 1e-9);
+        assert_eq!(w.gpu_breakdown, None);
+    }
+
+    #[test]
+    fn kernel_windows_give_the_summary_its_gpu_breakdown() {
+        let window = |busy: f64| {
+            Body::Kernels(crate::event::KernelWindow {
+                window_start_ns: 0,
+                window_end_ns: 1_000_000_000,
+                kernels: Vec::new(),
+                copies: Vec::new(),
+                breakdown: crate::event::Breakdown {
+                    busy,
+                    copy: 0.1,
+                    idle: 0.9 - busy,
+                },
+                dropped_records: 0,
+            })
+        };
+        let state = fold("libtorch", vec![window(0.5), window(0.7)]);
+        let b = Summary::from_state(&state).workers[0]
+            .gpu_breakdown
+            .unwrap();
+        assert!(
+            (b.busy - 0.6).abs() < 1e-9
+                && (b.copy - 0.1).abs() < 1e-9
+                && (b.idle - 0.3).abs() < 1e-9
+        );
     }
 
     #[test]

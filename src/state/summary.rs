@@ -59,6 +59,8 @@ pub struct WorkerSummary {
     pub accuracy: Option<f64>,
     pub peak_host_rss_bytes: u64,
     pub peak_gpu_mem_bytes: Option<u64>,
+    /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
+    pub gpu_breakdown: Option<crate::event::Breakdown>,
     /// Why the worker failed: its own message, else its last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -140,6 +142,7 @@ impl WorkerSummary {
                 .and_then(|e| e.eval_accuracy.or(e.train_accuracy)),
             peak_host_rss_bytes: w.peak_rss_bytes,
             peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
+            gpu_breakdown: w.gpu_activity.breakdown(),
             error,
         }
     }

@@ -1,7 +1,10 @@
 //! A constructed session for UI tests and the render benchmark: every number on screen is known.
 
 use golow::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
-use golow::event::{Body, Epoch, Hello, Phase, Record, Step};
+use golow::event::{
+    Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
+    Phase, Record, Step,
+};
 use golow::state::State;
 
 const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
@@ -155,6 +158,15 @@ pub fn session(gpu: bool, steps: u64) -> State {
                 ));
             }
         }
+        if gpu && step % 4 == 3 {
+            for (w, name) in WORKERS.iter().enumerate() {
+                records.push(Record::new(
+                    1000.0 + step as f64 * 250.0 + 210.0,
+                    Some(name.to_string()),
+                    Body::Kernels(kernel_window(step, w)),
+                ));
+            }
+        }
         if gpu && step % 2 == 0 {
             records.push(Record::new(
                 1000.0 + step as f64 * 250.0 + 200.0,
@@ -174,4 +186,65 @@ pub fn session(gpu: bool, steps: u64) -> State {
         state.apply(r);
     }
     state
+}
+
+/// A second of one worker's GPU activity: an elementwise kernel whose grid differs between the
+/// implementations (the seed paper's ReLU finding), a convolution, a GEMM, and the input copy.
+fn kernel_window(step: u64, w: usize) -> KernelWindow {
+    let stats =
+        |name: &str, count: u64, mean_ns: u64, grid: [u32; 3], block: [u32; 3]| KernelStats {
+            name: name.into(),
+            count,
+            total_ns: count * mean_ns,
+            max_ns: mean_ns * 2,
+            grid,
+            block,
+            shapes: 1,
+            registers_per_thread: 32,
+            shared_bytes: 0,
+            grid_histogram: vec![(grid, count)],
+        };
+    let relu_grid = if w == 1 { [1024, 2, 1] } else { [512, 2, 1] };
+    let start = step * 250_000_000;
+    KernelWindow {
+        window_start_ns: start,
+        window_end_ns: start + 1_000_000_000,
+        kernels: vec![
+            stats(
+                "cudnn::bn_fw_tr_1C11_kernel_NCHW",
+                212,
+                180_000,
+                [64, 32, 1],
+                [512, 1, 1],
+            ),
+            stats(
+                "sm90_xmma_fprop_implicit_gemm",
+                212,
+                1_900_000 + 100_000 * w as u64,
+                [14, 14, 8],
+                [256, 1, 1],
+            ),
+            stats(
+                "at::native::vectorized_elementwise_kernel",
+                196,
+                40_000,
+                relu_grid,
+                [128, 1, 1],
+            ),
+            stats("cutlass::Kernel", 4, 250_000, [8, 8, 1], [128, 1, 1]),
+        ],
+        copies: vec![CopyStats {
+            kind: CopyKind::HostToDevice,
+            src: MemoryKind::Pinned,
+            count: 8,
+            bytes: 8 * 19_267_840,
+            total_ns: 8 * 800_000,
+        }],
+        breakdown: Breakdown {
+            busy: 0.80 - 0.05 * w as f64,
+            copy: 0.02,
+            idle: 0.18 + 0.05 * w as f64,
+        },
+        dropped_records: 0,
+    }
 }
