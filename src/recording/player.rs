@@ -125,17 +125,24 @@ impl Player {
 
     /// Every record from the start, in order, without folding (for export).
     pub fn records(&mut self) -> impl Iterator<Item = Record> + '_ {
-        self.next_frame = 0;
-        self.queue.clear();
+        // A cursor of its own: the fold's position and state stay as they were.
+        let (recording, damage) = (&self.recording, &mut self.damage);
+        let mut next = 0;
+        let mut queue = VecDeque::new();
         std::iter::from_fn(move || {
             loop {
-                if let Some(record) = self.queue.pop_front() {
+                if let Some(record) = queue.pop_front() {
                     return Some(record);
                 }
-                if self.next_frame >= self.recording.frames.len() {
+                if next >= recording.frames.len() {
                     return None;
                 }
-                self.load_next_frame();
+                let frame = recording.read_frame(next);
+                damage.tally(next, &frame);
+                next += 1;
+                if let Ok(frame) = frame {
+                    queue.extend(frame.records);
+                }
             }
         })
     }
