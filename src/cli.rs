@@ -550,13 +550,24 @@ pub fn worker_program() -> Result<PathBuf, String> {
     Ok(worker)
 }
 
-/// Writes `text` to `path` through a temporary file, so a reader never sees half a file.
-fn write_atomically(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+/// Writes `path` through a temporary file next to it, renamed once complete: a reader never sees half
+/// a file, and a failed write leaves nothing behind.
+fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    let written = std::fs::File::create(&tmp).and_then(|mut file| {
+        write(&mut file)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Opens the recording file once the session is ready to start, so bad input leaves no file.
@@ -587,8 +598,10 @@ fn start_recording(
 fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    write_atomically(path, &json)
-        .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
+    write_atomically(path, |file| {
+        std::io::Write::write_all(file, json.as_bytes())
+    })
+    .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
 }
 
 /// Why a subcommand stopped: its one line and exit code.
@@ -672,7 +685,6 @@ fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     Ok(EXIT_OK)
 }
 
-/// Writes through a temporary file next to the output, so a failed export leaves nothing half-written.
 fn export(args: ExportArgs) -> Result<i32, Failure> {
     check_output_path("--output", &args.output)?;
     let mut player = open_player(&args.file)?;
@@ -682,18 +694,10 @@ fn export(args: ExportArgs) -> Result<i32, Failure> {
         ExportFormat::Json => crate::export::Format::Json,
     };
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
-    let mut tmp = args.output.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = std::fs::File::create(&tmp).and_then(|file| {
-        let mut out = std::io::BufWriter::new(file);
-        crate::export::export(&header, player.records(), format, &mut out)?;
-        std::io::Write::flush(&mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-        std::fs::rename(&tmp, &args.output)
+    let written = write_atomically(&args.output, |file| {
+        crate::export::export(&header, player.records(), format, file)
     });
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
         return Err(failed(format!(
             "cannot write {}: {e}",
             args.output.display()
@@ -739,39 +743,21 @@ fn compare(args: CompareArgs) -> Result<i32, Failure> {
     })
 }
 
-fn run(args: RunArgs) -> i32 {
+fn run(args: RunArgs) -> Result<i32, Failure> {
     let Validated {
         plan,
         record,
         tui,
         interval,
         summary_json,
-    } = match validate(args) {
-        Ok(v) => v,
-        Err(BadInput(message)) => {
-            eprintln!("golow: {message}");
-            return EXIT_BAD_INPUT;
-        }
-    };
-    let prepared = match session::prepare(&plan) {
-        Ok(p) => p,
-        Err(PrepareError::BadInput(message)) => {
-            eprintln!("golow: {message}");
-            return EXIT_BAD_INPUT;
-        }
-        Err(PrepareError::Setup(message)) => {
-            eprintln!("golow: {message}");
-            return EXIT_WORKER_FAILED;
-        }
-    };
-    let recorder = match start_recording(record, &prepared.session) {
-        Ok(r) => r,
-        Err(message) => {
-            eprintln!("golow: {message}");
-            return EXIT_BAD_INPUT;
-        }
-    };
-    let (recorder, sink) = recorder.unzip();
+    } = validate(args)?;
+    let prepared = session::prepare(&plan).map_err(|e| match e {
+        PrepareError::BadInput(message) => BadInput(message).into(),
+        PrepareError::Setup(message) => failed(message),
+    })?;
+    let (recorder, sink) = start_recording(record, &prepared.session)
+        .map_err(BadInput)?
+        .unzip();
     let live = tui.is_some();
     let state = match tui {
         Some(TuiOptions { theme, compare }) => {
@@ -801,13 +787,7 @@ fn run(args: RunArgs) -> i32 {
         }
     };
     let recorded = recorder.map(Recorder::finish);
-    let state = match state {
-        Ok(state) => state,
-        Err(e) => {
-            eprintln!("golow: the session failed: {e}");
-            return EXIT_WORKER_FAILED;
-        }
-    };
+    let state = state.map_err(|e| failed(format!("the session failed: {e}")))?;
     drop(prepared);
     let summary = Summary::from_state(&state);
     print!("{}", crate::ui::report::table(&summary));
@@ -818,32 +798,26 @@ fn run(args: RunArgs) -> i32 {
             written.bytes,
             written.path.display()
         ),
-        Some(Err(e)) => {
-            eprintln!("golow: the recording failed: {e}");
-            return EXIT_WORKER_FAILED;
-        }
+        Some(Err(e)) => return Err(failed(format!("the recording failed: {e}"))),
         None => {}
     }
-    if let Err(message) = write_summary(summary_json.as_deref(), &summary) {
-        eprintln!("golow: {message}");
-        return EXIT_WORKER_FAILED;
-    }
+    write_summary(summary_json.as_deref(), &summary).map_err(failed)?;
     let stopped = summary
         .workers
         .iter()
         .any(|w| w.status == crate::state::WorkerStatus::Stopped);
-    let failed = summary
+    let any_failed = summary
         .workers
         .iter()
         .any(|w| w.status == crate::state::WorkerStatus::Failed);
     // Quitting the live view is the user's choice; an interrupted headless run is not a success.
-    if failed {
+    Ok(if any_failed {
         EXIT_WORKER_FAILED
     } else if stopped && !live {
         EXIT_INTERRUPTED
     } else {
         EXIT_OK
-    }
+    })
 }
 
 /// Clap's message on one line: the error and its hints, without the usage block.
@@ -885,7 +859,7 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Run(args) => run(*args),
+        Command::Run(args) => exit_code(run(*args)),
         Command::Replay(args) => exit_code(replay(args)),
         Command::Export(args) => exit_code(export(args)),
         Command::Compare(args) => exit_code(compare(args)),

@@ -40,14 +40,23 @@ pub struct Damage {
 }
 
 impl Damage {
-    fn tally(&mut self, i: usize, frame: &std::io::Result<FrameRecords>) {
-        if i < self.counted_up_to {
-            return;
-        }
-        self.counted_up_to = i + 1;
+    /// The records of frame `i` as read (none when it is damaged), its damage counted.
+    fn records(&mut self, i: usize, frame: std::io::Result<FrameRecords>) -> Vec<Record> {
+        let first_reading = i >= self.counted_up_to;
+        self.counted_up_to = self.counted_up_to.max(i + 1);
         match frame {
-            Ok(frame) => self.bad_lines += frame.bad_lines,
-            Err(_) => self.frames += 1,
+            Ok(frame) => {
+                if first_reading {
+                    self.bad_lines += frame.bad_lines;
+                }
+                frame.records
+            }
+            Err(_) => {
+                if first_reading {
+                    self.frames += 1;
+                }
+                Vec::new()
+            }
         }
     }
 }
@@ -127,24 +136,7 @@ impl Player {
     pub fn records(&mut self) -> impl Iterator<Item = Record> + '_ {
         // A cursor of its own: the fold's position and state stay as they were.
         let (recording, damage) = (&self.recording, &mut self.damage);
-        let mut next = 0;
-        let mut queue = VecDeque::new();
-        std::iter::from_fn(move || {
-            loop {
-                if let Some(record) = queue.pop_front() {
-                    return Some(record);
-                }
-                if next >= recording.frames.len() {
-                    return None;
-                }
-                let frame = recording.read_frame(next);
-                damage.tally(next, &frame);
-                next += 1;
-                if let Ok(frame) = frame {
-                    queue.extend(frame.records);
-                }
-            }
-        })
+        (0..recording.frames.len()).flat_map(move |i| damage.records(i, recording.read_frame(i)))
     }
 
     /// Folds everything from the start: the state at the end of the session. Frames are read and
@@ -172,10 +164,7 @@ impl Player {
                     continue;
                 };
                 for (i, frame) in (first..).zip(frames) {
-                    if let Ok(frame) = &frame {
-                        frame.records.iter().for_each(|r| state.apply(r));
-                    }
-                    damage.tally(i, &frame);
+                    damage.records(i, frame).iter().for_each(|r| state.apply(r));
                 }
             }
         });
@@ -238,11 +227,8 @@ impl Player {
     fn load_next_frame(&mut self) {
         let i = self.next_frame;
         self.next_frame += 1;
-        let frame = self.recording.read_frame(i);
-        self.damage.tally(i, &frame);
-        if let Ok(frame) = frame {
-            self.queue.extend(frame.records);
-        }
+        let records = self.damage.records(i, self.recording.read_frame(i));
+        self.queue.extend(records);
     }
 }
 

@@ -85,7 +85,10 @@ fn every_kind_of_record_round_trips_and_the_index_is_used() {
     let (mut player, read) = read_all(&path);
     assert_eq!(read, written);
     // Reading every record leaves the fold where it was: a seek still sees the whole session.
-    assert_eq!(player.seek(f64::INFINITY).t_ms, written.last().unwrap().t_ms);
+    assert_eq!(
+        player.seek(f64::INFINITY).t_ms,
+        written.last().unwrap().t_ms
+    );
     let recording = player.recording();
     assert!(recording.closed_cleanly);
     assert!(recording.frames.len() >= 3, "{:?}", recording.frames);
