@@ -137,6 +137,9 @@ struct RunArgs {
     /// Do not record the session.
     #[arg(long)]
     no_record: bool,
+    /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
+    #[arg(long)]
+    no_cupti: bool,
 }
 
 #[derive(Args)]
@@ -490,6 +493,11 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
     } else {
         None
     };
+    let collector = if args.no_cupti {
+        None
+    } else {
+        Some(crate::telemetry::cupti::library().map_err(BadInput)?)
+    };
     let worker_program = if impls.is_empty() {
         None
     } else {
@@ -530,6 +538,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
             length,
             python,
             worker_program,
+            collector,
         },
         interval: Duration::from_millis(args.interval as u64),
         summary_json: args.summary_json,

@@ -6,6 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use golow_cupti::window::{
+    Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
+};
+
 use crate::config::WorkerConfig;
 
 /// Bumped on any change a reader of older files could misread.
@@ -189,76 +193,9 @@ pub enum Body {
     },
     /// A window of the worker's GPU activity from the CUPTI collector.
     Kernels(KernelWindow),
+    /// Whether the CUPTI collector inside the worker's process runs, and if not, why.
+    Collector(CollectorStatus),
     SessionEnd,
-}
-
-/// The direction of a copy, as CUPTI names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CopyKind {
-    HostToDevice,
-    DeviceToHost,
-    DeviceToDevice,
-    Other,
-}
-
-/// Where a copy's bytes live: pageable and pinned host memory, or the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemoryKind {
-    Pageable,
-    Pinned,
-    Device,
-    Other,
-}
-
-/// What golow's CUPTI collector reports about a worker's GPU activity, once per window (default 1 s).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelWindow {
-    pub window_start_ns: u64,
-    pub window_end_ns: u64,
-    /// Sorted by `total_ns`, largest first.
-    pub kernels: Vec<KernelStats>,
-    pub copies: Vec<CopyStats>,
-    pub breakdown: Breakdown,
-    pub dropped_records: u64,
-}
-
-/// Kernels sharing a display name, aggregated over one window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct KernelStats {
-    /// Demangled and shortened for display; `(other kernels)` folds those beyond the collector's cap.
-    pub name: String,
-    pub count: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
-    /// Grid of the most frequent (grid, block) launch shape.
-    pub grid: [u32; 3],
-    pub block: [u32; 3],
-    /// Distinct (grid, block) pairs, counted up to 64.
-    pub shapes: u32,
-    pub registers_per_thread: u16,
-    /// Static plus dynamic shared memory of the most frequent shape.
-    pub shared_bytes: u32,
-    /// Distinct grids with their counts, most frequent first, at most 16.
-    pub grid_histogram: Vec<([u32; 3], u64)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CopyStats {
-    pub kind: CopyKind,
-    pub src: MemoryKind,
-    pub count: u64,
-    pub bytes: u64,
-    pub total_ns: u64,
-}
-
-/// Fractions of the window, summing to 1 within float error (HTA's definitions).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Breakdown {
-    pub busy: f64,
-    pub copy: f64,
-    pub idle: f64,
 }
 
 impl From<WorkerEvent> for Body {

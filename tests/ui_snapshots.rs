@@ -75,6 +75,63 @@ fn compare_view() {
 }
 
 #[test]
+fn the_maximised_kernels_pane_shows_the_grids_of_the_chosen_kernel() {
+    let state = session(true, 80);
+    let mut app = app();
+    press(&mut app, &state, KeyCode::Char('6'));
+    let first = render(&mut app, &state, 160, 40);
+    assert!(
+        first.contains("grid sizes of sm90_xmma_fprop_implicit_gemm  (1 of 4"),
+        "{first}"
+    );
+    press(&mut app, &state, KeyCode::Down);
+    press(&mut app, &state, KeyCode::Down);
+    let screen = render(&mut app, &state, 160, 40);
+    assert!(
+        screen.contains("grid sizes of at::native::vectorized_elementwise_kernel  (3 of 4"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn without_kernel_records_the_kernels_pane_says_what_each_collector_said() {
+    use golow::event::{Body, CollectorStatus, Record};
+    let mut state = session(true, 3);
+    for (worker, active, detail) in [
+        (
+            "pytorch",
+            false,
+            "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+        ),
+        (
+            "libtorch",
+            true,
+            "CUPTI 130001 (libcupti.so.13), 1000 ms windows",
+        ),
+    ] {
+        let status = CollectorStatus {
+            active,
+            detail: detail.into(),
+        };
+        state.apply(&Record::new(
+            1500.0,
+            Some(worker.into()),
+            Body::Collector(status),
+        ));
+    }
+    let mut app = app();
+    press(&mut app, &state, KeyCode::Char('6'));
+    let screen = render(&mut app, &state, 160, 20);
+    assert!(screen.contains("pytorch: CUPTI collector off: cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), "{screen}");
+    assert!(
+        screen.contains("libtorch: collecting (CUPTI 130001"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
 fn help_overlay() {
     let state = session(false, 80);
     let mut app = app();

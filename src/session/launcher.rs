@@ -1,5 +1,6 @@
-//! Starts worker processes: events on a dedicated descriptor (3), turn grants on another (4), stdout and
-//! stderr captured separately. Everything a worker says reaches the hub as `Incoming`.
+//! Starts worker processes: events on a dedicated descriptor (3), turn grants on another (4), the CUPTI
+//! collector's messages on a third (5), stdout and stderr captured separately. Everything a worker says reaches
+//! the hub as `Incoming`.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -16,10 +17,12 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::lines::{Line, for_each_line};
 use crate::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
+use crate::telemetry::cupti;
 
 /// The descriptor numbers a worker finds its channels on.
 pub const EVENT_FD: i32 = 3;
 pub const CONTROL_FD: i32 = 4;
+pub const COLLECTOR_FD: i32 = 5;
 
 /// Output lines longer than this are cut (a worker printing a huge line must not exhaust memory).
 const MAX_OUTPUT_LINE_BYTES: usize = 64 * 1024;
@@ -42,6 +45,8 @@ pub struct WorkerCommand {
     pub program: std::path::PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The CUPTI collector library CUDA is to load into the worker; `None` measures no GPU activity.
+    pub collector: Option<std::path::PathBuf>,
 }
 
 impl WorkerCommand {
@@ -98,8 +103,13 @@ pub fn spawn(
 ) -> io::Result<Launched> {
     let (event_reader, event_writer) = io::pipe()?;
     let control = if controlled { Some(io::pipe()?) } else { None };
+    let collector = match &command.collector {
+        Some(library) => Some((library, cupti::socket_pair()?)),
+        None => None,
+    };
     let event_fd = event_writer.as_raw_fd();
     let control_fd = control.as_ref().map(|(r, _)| r.as_raw_fd());
+    let collector_fd = collector.as_ref().map(|(_, (_, w))| w.as_raw_fd());
 
     let mut cmd = Command::new(&command.program);
     cmd.args(&command.args)
@@ -118,19 +128,27 @@ pub fn spawn(
     } else {
         cmd.env_remove(crate::workers::turns::CONTROL_FD_ENV);
     }
+    if let Some((library, _)) = &collector {
+        cmd.env(cupti::INJECTION_ENV, library)
+            .env(cupti::FD_ENV, COLLECTOR_FD.to_string());
+    }
     // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl) run.
     unsafe {
         cmd.pre_exec(move || {
-            // Lift both descriptors above the targets first, so moving one cannot clobber the other.
+            // Lift the descriptors above the targets first, so moving one cannot clobber another.
             let events = dup_fd_above(event_fd)?;
             let control = control_fd.map(dup_fd_above).transpose()?;
-            if libc::dup2(events, EVENT_FD) < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if let Some(control) = control
-                && libc::dup2(control, CONTROL_FD) < 0
-            {
-                return Err(io::Error::last_os_error());
+            let collector = collector_fd.map(dup_fd_above).transpose()?;
+            for (fd, target) in [
+                (Some(events), EVENT_FD),
+                (control, CONTROL_FD),
+                (collector, COLLECTOR_FD),
+            ] {
+                if let Some(fd) = fd
+                    && libc::dup2(fd, target) < 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
             }
             // A worker must not outlive its monitor.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -173,6 +191,16 @@ pub fn spawn(
         .await;
     });
     let mut output_tasks = Vec::new();
+    if let Some((_, (monitor_end, worker_end))) = collector {
+        drop(worker_end);
+        let collector_tx = tx.clone();
+        output_tasks.push(tokio::spawn(cupti::forward(monitor_end, move |body| {
+            let _ = collector_tx.send(Incoming {
+                worker: Some(worker),
+                body,
+            });
+        })));
+    }
     if let Some(out) = child.stdout.take() {
         output_tasks.push(tokio::spawn(forward_output(
             worker,

@@ -87,6 +87,8 @@ pub struct Plan {
     pub python: Option<PathBuf>,
     /// `golow-worker`, when a built-in implementation runs.
     pub worker_program: Option<PathBuf>,
+    /// The CUPTI collector library injected into every worker; `None` with `--no-cupti`.
+    pub collector: Option<PathBuf>,
 }
 
 pub struct Prepared {
@@ -126,6 +128,9 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
             workers.push((name.clone(), command_worker(command, &hook_dir)));
         }
     }
+    for (_, command) in &mut workers {
+        command.collector.clone_from(&plan.collector);
+    }
     Ok(Prepared {
         dir,
         session,
@@ -151,6 +156,7 @@ fn command_worker(command: &str, hook_dir: &Path) -> WorkerCommand {
         program: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), command.into()],
         env: vec![("PYTHONPATH".into(), python_path)],
+        collector: None,
     }
 }
 
@@ -255,6 +261,7 @@ fn prepare_builtin(
                     config_arg.clone(),
                 ],
                 env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+                collector: None,
             },
             Impl::Libtorch | Impl::Torchscript => WorkerCommand {
                 program: worker_program.clone(),
@@ -266,6 +273,7 @@ fn prepare_builtin(
                     config_arg.clone(),
                 ],
                 env: Vec::new(),
+                collector: None,
             },
         };
         workers.push((implementation.name().to_string(), command));

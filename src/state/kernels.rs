@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::{Breakdown, CopyKind, KernelWindow, MemoryKind};
+use crate::event::{Breakdown, CollectorStatus, CopyKind, KernelWindow, MemoryKind};
 
 /// Kernel names kept per worker: whatever the windows say, the table stays bounded.
 pub const MAX_KERNEL_NAMES: usize = 256;
@@ -34,8 +34,56 @@ pub struct CopyTotals {
     pub total_ns: u64,
 }
 
+/// Activity of the windows that arrived while the worker stepped, for per-step figures. A window arriving
+/// before the first step also holds the start-up's copies (the weights' upload), so the tally starts at the
+/// first window after a step and counts the steps run since that window.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PerStep {
+    first_step_count: Option<u64>,
+    steps: u64,
+    kernel_launches: u64,
+    h2d_bytes: u64,
+}
+
+impl PerStep {
+    fn add(&mut self, window: &KernelWindow, steps_so_far: u64) {
+        if steps_so_far == 0 {
+            return;
+        }
+        let Some(first) = self.first_step_count else {
+            self.first_step_count = Some(steps_so_far);
+            return;
+        };
+        self.steps = steps_so_far.saturating_sub(first);
+        self.kernel_launches = self
+            .kernel_launches
+            .saturating_add(window.kernels.iter().map(|k| k.count).sum());
+        self.h2d_bytes = self.h2d_bytes.saturating_add(
+            window
+                .copies
+                .iter()
+                .filter(|c| c.kind == CopyKind::HostToDevice)
+                .map(|c| c.bytes)
+                .sum(),
+        );
+    }
+
+    /// Kernel launches per step; `None` until a window after the first has seen a step.
+    pub fn kernel_launches(&self) -> Option<f64> {
+        (self.steps > 0).then(|| self.kernel_launches as f64 / self.steps as f64)
+    }
+
+    /// Host-to-device bytes per step as CUPTI measured them.
+    pub fn h2d_bytes(&self) -> Option<f64> {
+        (self.steps > 0).then(|| self.h2d_bytes as f64 / self.steps as f64)
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct GpuActivity {
+    /// What the collector in the worker's process said of itself.
+    pub collector: Option<CollectorStatus>,
+    pub per_step: PerStep,
     pub kernels: BTreeMap<String, KernelTotals>,
     pub copies: BTreeMap<(CopyKind, MemoryKind), CopyTotals>,
     pub dropped_records: u64,
@@ -46,8 +94,10 @@ pub struct GpuActivity {
 }
 
 impl GpuActivity {
-    pub fn apply(&mut self, window: &KernelWindow) {
+    /// Folds a window that arrived when the worker had run `steps_so_far` steps.
+    pub fn apply(&mut self, window: &KernelWindow, steps_so_far: u64) {
         self.windows += 1;
+        self.per_step.add(window, steps_so_far);
         self.dropped_records = self.dropped_records.saturating_add(window.dropped_records);
         let len = window.window_end_ns.saturating_sub(window.window_start_ns) as f64;
         let b = &window.breakdown;
@@ -102,12 +152,113 @@ impl GpuActivity {
         })
     }
 
+    /// Where the host-to-device copies' bytes came from: "pinned", "pageable", or "mixed" when neither has 99%.
+    pub fn h2d_source(&self) -> Option<&'static str> {
+        let from = |kind| {
+            self.copies
+                .get(&(CopyKind::HostToDevice, kind))
+                .map_or(0, |t| t.bytes) as f64
+        };
+        let (pinned, pageable) = (from(MemoryKind::Pinned), from(MemoryKind::Pageable));
+        let total = pinned + pageable;
+        if total == 0.0 {
+            None
+        } else if pinned >= 0.99 * total {
+            Some("pinned")
+        } else if pageable >= 0.99 * total {
+            Some("pageable")
+        } else {
+            Some("mixed")
+        }
+    }
+
     /// Kernels by total time, largest first.
     pub fn top(&self) -> Vec<(&str, &KernelTotals)> {
         let mut top: Vec<(&str, &KernelTotals)> =
             self.kernels.iter().map(|(n, t)| (n.as_str(), t)).collect();
         top.sort_by_key(|k| std::cmp::Reverse(k.1.total_ns));
         top
+    }
+}
+
+/// Kernels of one family (elementwise, convolution, GEMM, …) summed, for setting two workers side by side even
+/// where their libraries name the kernels differently.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    pub name: &'static str,
+    pub launches: u64,
+    pub total_ns: u64,
+    /// The family's most launched grid, with its launches.
+    pub top_grid: Option<([u32; 3], u64)>,
+}
+
+/// The family of a kernel's display name; the order matters (an implicit GEMM is a convolution).
+pub fn family_of(kernel: &str) -> &'static str {
+    let k = kernel.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| k.contains(w));
+    if has(&["elementwise", "relu", "threshold"]) {
+        "elementwise"
+    } else if has(&[
+        "conv",
+        "fprop",
+        "dgrad",
+        "wgrad",
+        "implicit_gemm",
+        "winograd",
+    ]) {
+        "convolution"
+    } else if has(&["gemm", "cutlass", "cublas"]) {
+        "GEMM"
+    } else if has(&["bn_", "batch_norm", "batchnorm"]) {
+        "batch norm"
+    } else if has(&["pool"]) {
+        "pooling"
+    } else if has(&["softmax", "nll", "cross_entropy", "loss"]) {
+        "loss"
+    } else if has(&["multi_tensor", "foreach", "sgd"]) {
+        "optimiser"
+    } else if has(&["reduce", "reduction"]) {
+        "reduction"
+    } else {
+        "other"
+    }
+}
+
+impl GpuActivity {
+    /// Families by total time, largest first.
+    pub fn families(&self) -> Vec<Family> {
+        let mut families: Vec<Family> = Vec::new();
+        let mut grids: BTreeMap<(&'static str, [u32; 3]), u64> = BTreeMap::new();
+        for (name, t) in &self.kernels {
+            let family = family_of(name);
+            let i = match families.iter().position(|f| f.name == family) {
+                Some(i) => i,
+                None => {
+                    families.push(Family {
+                        name: family,
+                        launches: 0,
+                        total_ns: 0,
+                        top_grid: None,
+                    });
+                    families.len() - 1
+                }
+            };
+            let f = &mut families[i];
+            f.launches = f.launches.saturating_add(t.count);
+            f.total_ns = f.total_ns.saturating_add(t.total_ns);
+            for &(grid, count) in &t.grids {
+                let n = grids.entry((family, grid)).or_default();
+                *n = n.saturating_add(count);
+            }
+        }
+        for f in &mut families {
+            f.top_grid = grids
+                .range((f.name, [0; 3])..=(f.name, [u32::MAX; 3]))
+                .map(|(&(_, grid), &count)| (grid, count))
+                .reduce(|best, g| if g.1 > best.1 { g } else { best });
+        }
+        families.sort_by_key(|f| std::cmp::Reverse(f.total_ns));
+        families
     }
 }
 
@@ -159,19 +310,21 @@ mod tests {
     fn windows_add_up_per_kernel_and_weight_the_breakdown() {
         let mut a = GpuActivity::default();
         assert_eq!(a.breakdown(), None);
-        a.apply(&window(
+        a.apply(
+            &window(
+                0,
+                &[
+                    ("relu", 10, 5_000, [1024, 2, 1]),
+                    ("gemm", 2, 90_000, [8, 8, 1]),
+                ],
+                0.8,
+            ),
             0,
-            &[
-                ("relu", 10, 5_000, [1024, 2, 1]),
-                ("gemm", 2, 90_000, [8, 8, 1]),
-            ],
-            0.8,
-        ));
-        a.apply(&window(
-            1_000_000_000,
-            &[("relu", 30, 15_000, [512, 2, 1])],
-            0.4,
-        ));
+        );
+        a.apply(
+            &window(1_000_000_000, &[("relu", 30, 15_000, [512, 2, 1])], 0.4),
+            0,
+        );
         let relu = &a.kernels["relu"];
         assert_eq!((relu.count, relu.total_ns), (40, 20_000));
         assert_eq!(relu.grid, [512, 2, 1]);
@@ -194,9 +347,59 @@ mod tests {
         let mut a = GpuActivity::default();
         for i in 0..(MAX_KERNEL_NAMES as u64 + 50) {
             let name = format!("k{i}");
-            a.apply(&window(i, &[(&name, 1, u64::MAX, [1, 1, 1])], f64::NAN));
+            a.apply(&window(i, &[(&name, 1, u64::MAX, [1, 1, 1])], f64::NAN), 0);
         }
         assert_eq!(a.kernels.len(), MAX_KERNEL_NAMES);
         assert_eq!(a.breakdown(), None);
+    }
+
+    #[test]
+    fn per_step_figures_skip_start_up_and_the_window_of_the_first_step() {
+        let mut a = GpuActivity::default();
+        let launches = |n| window(0, &[("relu", n, 1_000, [1, 1, 1])], 0.5);
+        a.apply(&launches(999), 0);
+        a.apply(&launches(999), 3);
+        assert_eq!(a.per_step.kernel_launches(), None);
+        a.apply(&launches(40), 7);
+        a.apply(&launches(60), 13);
+        // 100 launches over the 10 steps run since the window of step 3; each window copied 1 MiB.
+        assert_eq!(a.per_step.kernel_launches(), Some(10.0));
+        assert_eq!(a.per_step.h2d_bytes(), Some(f64::from(2 << 20) / 10.0));
+    }
+
+    #[test]
+    fn families_gather_kernels_and_keep_their_most_launched_grid() {
+        let mut a = GpuActivity::default();
+        a.apply(
+            &window(
+                0,
+                &[
+                    (
+                        "at::native::vectorized_elementwise_kernel",
+                        30,
+                        3_000,
+                        [1024, 2, 1],
+                    ),
+                    (
+                        "at::native::unrolled_elementwise_kernel",
+                        40,
+                        2_000,
+                        [512, 2, 1],
+                    ),
+                    ("sm90_xmma_fprop_implicit_gemm_f32f32", 5, 90_000, [7, 7, 4]),
+                    ("cutlass_80_tensorop_s1688gemm", 1, 1_000, [2, 2, 1]),
+                ],
+                0.5,
+            ),
+            0,
+        );
+        let families = a.families();
+        let names: Vec<&str> = families.iter().map(|f| f.name).collect();
+        assert_eq!(names, ["convolution", "elementwise", "GEMM"]);
+        let elementwise = &families[1];
+        assert_eq!((elementwise.launches, elementwise.total_ns), (70, 5_000));
+        assert_eq!(elementwise.top_grid, Some(([512, 2, 1], 40)));
+        assert_eq!(family_of("cudnn::bn_fw_tr_1C11_kernel_NCHW"), "batch norm");
+        assert_eq!(family_of("mystery"), "other");
     }
 }

@@ -400,7 +400,8 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
                 sm_percent.map(f64::from),
             );
         }
-        Body::Kernels(window) => worker.gpu_activity.apply(window),
+        Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps),
+        Body::Collector(status) => worker.gpu_activity.collector = Some(status.clone()),
         Body::WorkerExited {
             exit_code,
             signal,

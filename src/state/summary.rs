@@ -61,6 +61,10 @@ pub struct WorkerSummary {
     pub peak_gpu_mem_bytes: Option<u64>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
     pub gpu_breakdown: Option<crate::event::Breakdown>,
+    /// Kernel launches per step, from the collector's windows after the first step.
+    pub kernel_launches_per_step: Option<f64>,
+    /// Host-to-device bytes per step as CUPTI measured them, to set beside the worker's own `h2d_bytes_per_step`.
+    pub cupti_h2d_bytes_per_step: Option<f64>,
     /// Why the worker failed: its own message, else its last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -143,6 +147,8 @@ impl WorkerSummary {
             peak_host_rss_bytes: w.peak_rss_bytes,
             peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
             gpu_breakdown: w.gpu_activity.breakdown(),
+            kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
+            cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),
             error,
         }
     }

@@ -254,7 +254,11 @@ impl App {
             }
             KeyCode::Char('t') => self.theme = (self.theme + 1) % self.themes.len(),
             KeyCode::Char('?') => self.help = !self.help,
-            _ => {}
+            code => {
+                if let Some(i) = self.maximised {
+                    self.panes[i].on_key(code);
+                }
+            }
         }
         Action::None
     }
@@ -533,6 +537,7 @@ fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
         "+ / -       zoom the time window in / out",
         "tab, c      switch between dashboard and compare view",
         "1 … 8       maximise a pane (in dashboard order); 0 or Esc back",
+        "↑ / ↓       in the maximised kernels pane: the kernel whose grids show",
         "mouse       click a pane to maximise it, click again to go back",
         "s, then N   stop worker N",
         "t           next colour theme",

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::chart::{self, Line as ChartLine};
-use super::view::{View, bytes, ms};
+use super::view::{View, bytes, ms, shape};
 use crate::state::{Durations, Ratio, WorkerState, ratio_of_medians, verdict};
 
 /// The pair to compare: the one asked for when both are present, else the first two workers.
@@ -48,6 +48,58 @@ fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+const MAX_FAMILIES: usize = 6;
+
+/// The same kernel families side by side: per step, launches, GPU time and the most launched grid; the ratio
+/// is of GPU time per step. Empty until a collector has sent a window.
+fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line<'a>> {
+    if a.gpu_activity.windows == 0 && b.gpu_activity.windows == 0 {
+        return Vec::new();
+    }
+    let (fa, fb) = (a.gpu_activity.families(), b.gpu_activity.families());
+    let mut names: Vec<&str> = fa.iter().chain(&fb).map(|f| f.name).collect();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(*n));
+    let per_step = |w: &WorkerState, v: u64| (w.steps > 0).then(|| v as f64 / w.steps as f64);
+    let cell = |w: &WorkerState, families: &[crate::state::kernels::Family], family: &str| {
+        let Some(f) = families.iter().find(|f| f.name == family) else {
+            return (format!("{:>32}", "-"), None);
+        };
+        let time = per_step(w, f.total_ns).map(|ns| ns / 1e6);
+        let text = format!(
+            "{:>8} {:>10} {:>12}",
+            per_step(w, f.launches).map_or("-".into(), |n| format!("{n:.0}")),
+            time.map_or("-".into(), ms),
+            f.top_grid.map_or(String::new(), |(g, _)| shape(g)),
+        );
+        (text, time)
+    };
+    let mut lines = vec![Line::styled(
+        format!(
+            "{:<24} {:>8} {:>10} {:>12}   {:^34}   {:>8} {:>10} {:>12}",
+            "kernels per step",
+            "launches",
+            "GPU ms",
+            "top grid",
+            "ratio of GPU ms",
+            "launches",
+            "GPU ms",
+            "top grid"
+        ),
+        view.muted(),
+    )];
+    for family in names.into_iter().take(MAX_FAMILIES) {
+        let ((left, ta), (right, tb)) = (cell(a, &fa, family), cell(b, &fb, family));
+        lines.push(Line::from(vec![
+            Span::styled(format!("{family:<24} "), view.muted()),
+            Span::styled(left, Style::default().fg(view.color(&a.name))),
+            Span::styled(format!("   {:^34}   ", plain_ratio(ta, tb)), view.text()),
+            Span::styled(right, Style::default().fg(view.color(&b.name))),
+        ]));
+    }
+    lines
+}
+
 fn median(d: &Durations) -> Option<f64> {
     d.percentiles().map(|p| p.p50)
 }
@@ -63,12 +115,15 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         );
         return;
     };
-    let [title, table, charts] = Layout::vertical([
+    let families = kernel_family_lines(view, a, b);
+    let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Length(9),
+        Constraint::Length(families.len() as u16),
         Constraint::Min(3),
     ])
     .areas(inner);
+    frame.render_widget(Paragraph::new(families), kernels);
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let headline = match &sample {
         Some(r) => verdict(&a.name, &b.name, r),

@@ -100,6 +100,11 @@ pub fn duration(seconds: f64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }
 
+/// A CUDA grid or block size as CUPTI reports it: (x,y,z).
+pub fn shape(d: [u32; 3]) -> String {
+    format!("({},{},{})", d[0], d[1], d[2])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -224,21 +224,25 @@ fn kernel_window(step: u64, w: usize) -> KernelWindow {
                 [14, 14, 8],
                 [256, 1, 1],
             ),
-            stats(
-                "at::native::vectorized_elementwise_kernel",
-                196,
-                40_000,
-                relu_grid,
-                [128, 1, 1],
-            ),
+            KernelStats {
+                shapes: 2,
+                grid_histogram: vec![(relu_grid, 147), ([256, 1, 1], 49)],
+                ..stats(
+                    "at::native::vectorized_elementwise_kernel",
+                    196,
+                    40_000,
+                    relu_grid,
+                    [128, 1, 1],
+                )
+            },
             stats("cutlass::Kernel", 4, 250_000, [8, 8, 1], [128, 1, 1]),
         ],
         copies: vec![CopyStats {
             kind: CopyKind::HostToDevice,
             src: MemoryKind::Pinned,
-            count: 8,
-            bytes: 8 * 19_267_840,
-            total_ns: 8 * 800_000,
+            count: 4,
+            bytes: 4 * 19_267_840,
+            total_ns: 4 * 800_000,
         }],
         breakdown: Breakdown {
             busy: 0.80 - 0.05 * w as f64,

@@ -1,4 +1,5 @@
-//! Host-to-device copies of each step: time, bytes, bandwidth, and whether the host memory was pinned.
+//! Host-to-device copies of each step: time, bytes, bandwidth, and whether the host memory was pinned, as the
+//! worker timed them and, beside them, as CUPTI saw them (bytes per step and the copies' source memory).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -38,8 +39,8 @@ impl Pane for Copies {
         chart::draw(frame, plot, view, &lines, ms, None);
         let mut text = vec![Line::styled(
             format!(
-                "{:<12} {:>8} {:>11} {:>8} {:>9}",
-                "", "ms p50", "bytes/step", "GB/s", "memory"
+                "{:<12} {:>8} {:>11} {:>8} {:>9} {:>11} {:>9}",
+                "", "ms p50", "bytes/step", "GB/s", "memory", "CUPTI/step", "CUPTI src"
             ),
             view.muted(),
         )];
@@ -66,8 +67,13 @@ impl Pane for Copies {
                 name(view, &w.name, 12),
                 Span::styled(
                     format!(
-                        " {p50:>8} {:>11} {gbps:>8} {memory:>9}",
-                        per_step.unwrap_or_else(|| "-".into())
+                        " {p50:>8} {:>11} {gbps:>8} {memory:>9} {:>11} {:>9}",
+                        per_step.unwrap_or_else(|| "-".into()),
+                        w.gpu_activity
+                            .per_step
+                            .h2d_bytes()
+                            .map_or("-".into(), bytes),
+                        w.gpu_activity.h2d_source().unwrap_or("-"),
                     ),
                     view.text(),
                 ),

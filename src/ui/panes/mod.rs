@@ -9,6 +9,7 @@ mod sample_time;
 mod throughput;
 mod training;
 
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -23,6 +24,10 @@ pub trait Pane {
         false
     }
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View);
+    /// A key the app does not use, offered to the maximised pane; true when the pane took it.
+    fn on_key(&mut self, _key: KeyCode) -> bool {
+        false
+    }
 }
 
 /// Every pane, in the order of the digit keys that maximise them.
@@ -33,7 +38,7 @@ pub fn all() -> Vec<Box<dyn Pane>> {
         Box::new(gpu::GpuUtilisation),
         Box::new(memory::Memory),
         Box::new(copies::Copies),
-        Box::new(kernels::Kernels),
+        Box::new(kernels::Kernels::default()),
         Box::new(training::Training),
         Box::new(cpu::HostCpu),
     ]

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use crate::event::{Breakdown, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind};
+pub use crate::window::{Breakdown, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind};
 
 /// Name of the entry that takes every kernel beyond the per-window name cap.
 pub const OTHER_KERNELS: &str = "(other kernels)";

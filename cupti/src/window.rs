@@ -1,0 +1,89 @@
+//! What the collector sends the monitor: one JSON object per line, on the descriptor named by
+//! `GOLOW_CUPTI_FD`. The monitor records these as events, so the types are part of golow's event schema.
+
+use serde::{Deserialize, Serialize};
+
+/// One line from the collector.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    Collector(CollectorStatus),
+    Kernels(KernelWindow),
+}
+
+/// Whether the collector measures this process, and what it runs on or why it cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectorStatus {
+    pub active: bool,
+    /// The CUPTI version and window when active; the failing call and CUPTI's words when not.
+    pub detail: String,
+}
+
+/// The direction of a copy, as CUPTI names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyKind {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    Other,
+}
+
+/// Where a copy's bytes live: pageable and pinned host memory, or the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryKind {
+    Pageable,
+    Pinned,
+    Device,
+    Other,
+}
+
+/// What golow's CUPTI collector reports about a worker's GPU activity, once per window (default 1 s).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelWindow {
+    pub window_start_ns: u64,
+    pub window_end_ns: u64,
+    /// Sorted by `total_ns`, largest first.
+    pub kernels: Vec<KernelStats>,
+    pub copies: Vec<CopyStats>,
+    pub breakdown: Breakdown,
+    pub dropped_records: u64,
+}
+
+/// Kernels sharing a display name, aggregated over one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelStats {
+    /// Demangled and shortened for display; `(other kernels)` folds those beyond the collector's cap.
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Grid of the most frequent (grid, block) launch shape.
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Distinct (grid, block) pairs, counted up to 64.
+    pub shapes: u32,
+    pub registers_per_thread: u16,
+    /// Static plus dynamic shared memory of the most frequent shape.
+    pub shared_bytes: u32,
+    /// Distinct grids with their counts, most frequent first, at most 16.
+    pub grid_histogram: Vec<([u32; 3], u64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyStats {
+    pub kind: CopyKind,
+    pub src: MemoryKind,
+    pub count: u64,
+    pub bytes: u64,
+    pub total_ns: u64,
+}
+
+/// Fractions of the window, summing to 1 within float error (HTA's definitions).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    pub busy: f64,
+    pub copy: f64,
+    pub idle: f64,
+}

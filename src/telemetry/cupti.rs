@@ -1,0 +1,143 @@
+//! The monitor's end of the CUPTI collector (the `golow-cupti` crate, loaded into each worker by CUDA): where the
+//! library is, the socket a worker's collector writes to, and its messages turned into events.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use golow_cupti::window::Message;
+use tokio::io::unix::AsyncFd;
+
+use crate::event::Body;
+
+pub use golow_cupti::{FD_ENV, MAX_MESSAGE_BYTES};
+
+/// The name CUDA's driver looks for in a worker's environment.
+pub const INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
+const LIBRARY_FILE: &str = "libgolow_cupti.so";
+
+/// The collector library, built beside the `golow` executable.
+pub fn library() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot locate the golow executable: {e}"))?;
+    let library = exe.with_file_name(LIBRARY_FILE);
+    if library.is_file() {
+        Ok(library)
+    } else {
+        Err(format!(
+            "{} not found: build it with `cargo build --release` (or pass --no-cupti)",
+            library.display()
+        ))
+    }
+}
+
+/// A connected pair of message sockets, both close-on-exec: the monitor keeps the first, a worker gets the second.
+pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair(2) writes two descriptors into `fds`.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// One collector message as an event; what is not a message is a protocol error, never a crash.
+pub fn body_of(message: &[u8]) -> Body {
+    match serde_json::from_slice::<Message>(message) {
+        Ok(Message::Kernels(window)) => Body::Kernels(window),
+        Ok(Message::Collector(status)) => Body::Collector(status),
+        Err(e) => Body::ProtocolError {
+            message: format!("CUPTI collector message skipped: {e}"),
+        },
+    }
+}
+
+/// Forwards every message from the monitor's end of a [`socket_pair`] until all the worker's copies are closed.
+pub async fn forward(socket: OwnedFd, mut on_body: impl FnMut(Body)) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(socket.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(socket.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    // SAFETY: the AsyncFd owns the descriptor, which stays open for its whole life.
+    let Ok(socket) = (unsafe { AsyncFd::register(socket) }) else {
+        return;
+    };
+    let mut buffer = vec![0u8; MAX_MESSAGE_BYTES];
+    loop {
+        let Ok(mut ready) = socket.readable().await else {
+            return;
+        };
+        let received = ready.try_io(|fd| {
+            // SAFETY: recv(2) into a buffer of the length we pass.
+            let n = unsafe {
+                libc::recv(
+                    fd.as_raw_fd(),
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                    libc::MSG_TRUNC,
+                )
+            };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match received {
+            Err(_would_block) => continue,
+            Ok(Ok(0)) => return,
+            // MSG_TRUNC reports a message's whole length, so one longer than the buffer is seen as such.
+            Ok(Ok(n)) if n > buffer.len() => on_body(Body::ProtocolError {
+                message: format!(
+                    "CUPTI collector message of {n} bytes skipped (the limit is {MAX_MESSAGE_BYTES})"
+                ),
+            }),
+            Ok(Ok(n)) => on_body(body_of(&buffer[..n])),
+            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Ok(Err(_)) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(fd: &OwnedFd, bytes: &[u8]) {
+        // SAFETY: send(2) from a live buffer.
+        let n = unsafe { libc::send(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), 0) };
+        assert_eq!(n, bytes.len() as isize);
+    }
+
+    #[tokio::test]
+    async fn messages_arrive_whole_and_bad_ones_become_protocol_errors() {
+        let (monitor, worker) = socket_pair().unwrap();
+        send(
+            &worker,
+            br#"{"type":"collector","active":false,"detail":"no driver"}"#,
+        );
+        send(&worker, b"{not json");
+        send(&worker, &vec![b' '; MAX_MESSAGE_BYTES + 10]);
+        drop(worker);
+        let mut bodies = Vec::new();
+        forward(monitor, |b| bodies.push(b)).await;
+        assert_eq!(bodies.len(), 3);
+        assert!(matches!(&bodies[0], Body::Collector(s) if !s.active && s.detail == "no driver"));
+        assert!(
+            matches!(&bodies[1], Body::ProtocolError { message } if message.contains("collector"))
+        );
+        assert!(
+            matches!(&bodies[2], Body::ProtocolError { message } if message.contains("bytes skipped"))
+        );
+    }
+}
