@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON ?= python3
 STAMP := $(VENV)/.golow-installed
 
-.PHONY: build run test bench lint clean
+.PHONY: build run test gpu-test bench lint clean
 
 # The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
 # (LIBTORCH in .cargo/config.toml).
@@ -24,6 +24,10 @@ test: build
 	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
 	cargo test --release
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
+
+# The #[ignore]d tests that need an NVIDIA GPU (tests/gpu.rs), with the CUPTI collector in every worker.
+gpu-test: build
+	cargo test --release --test gpu -- --ignored --test-threads 1
 
 # abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
 bench: build

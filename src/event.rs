@@ -182,6 +182,13 @@ pub enum Body {
         power_watts: Option<f64>,
         sm_clock_mhz: Option<u32>,
     },
+    /// PCIe traffic of a whole GPU from NVML (its own 20 ms sample per direction), in bytes per second:
+    /// `rx` into the GPU (host-to-device copies), `tx` out of it.
+    GpuPcie {
+        index: u32,
+        rx_bytes_per_s: Option<u64>,
+        tx_bytes_per_s: Option<u64>,
+    },
     /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
     /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample).
     GpuProcess {
@@ -494,6 +501,15 @@ pub(crate) mod tests {
                 },
                 dropped_records: 0,
             }),
+            Body::Collector(CollectorStatus {
+                active: false,
+                detail: "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN".into(),
+            }),
+            Body::GpuPcie {
+                index: 0,
+                rx_bytes_per_s: Some(25_000_000_000),
+                tx_bytes_per_s: None,
+            },
             Body::WorkerExited {
                 exit_code: None,
                 signal: Some(9),

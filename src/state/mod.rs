@@ -75,6 +75,8 @@ pub struct GpuDeviceState {
     pub memory_used_bytes: Series,
     pub power_watts: Series,
     pub sm_clock_mhz: Series,
+    pub pcie_rx_bytes_per_s: Series,
+    pub pcie_tx_bytes_per_s: Series,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -317,6 +319,18 @@ impl State {
                 push_some(&mut device.power_watts, t, *power_watts);
                 push_some(&mut device.sm_clock_mhz, t, sm_clock_mhz.map(f64::from));
             }
+            Body::GpuPcie {
+                index,
+                rx_bytes_per_s,
+                tx_bytes_per_s,
+            } => {
+                let Some(device) = self.gpu_device_mut(*index) else {
+                    return;
+                };
+                let as_f64 = |v: &Option<u64>| v.map(|b| b as f64);
+                push_some(&mut device.pcie_rx_bytes_per_s, t, as_f64(rx_bytes_per_s));
+                push_some(&mut device.pcie_tx_bytes_per_s, t, as_f64(tx_bytes_per_s));
+            }
             body => {
                 let Some(name) = &record.worker else { return };
                 let warmup = self.session.as_ref().map_or(0, |s| s.warmup);
@@ -419,7 +433,8 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }
         | Body::GpuInfo { .. }
-        | Body::GpuDevice { .. } => {}
+        | Body::GpuDevice { .. }
+        | Body::GpuPcie { .. } => {}
     }
 }
 

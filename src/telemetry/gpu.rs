@@ -1,6 +1,7 @@
-//! GPU readings from NVML on their own thread (an NVML call can take tens of milliseconds). The source
-//! sits behind a trait so that the sampling logic is tested without a GPU; on a machine without one the
-//! session records why, and the GPU panes say so.
+//! GPU readings from NVML on their own thread (an NVML call can take tens of milliseconds), and PCIe
+//! throughput on another (NVML samples it for 20 ms per direction, which would stall the other readings).
+//! The source sits behind a trait so that the sampling logic is tested without a GPU; on a machine without
+//! one the session records why, and the GPU panes say so.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nvml_wrapper::Nvml;
-use nvml_wrapper::enum_wrappers::device::Clock;
+use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
 use super::procfs::{Trees, Watched, watched_pids};
@@ -46,10 +47,38 @@ pub trait GpuSource: Send {
     fn device(&mut self, index: u32) -> DeviceReading;
     /// Processes on the GPU; SM utilisation from NVML samples newer than `since_us`.
     fn processes(&mut self, index: u32, since_us: Option<u64>) -> Vec<ProcessReading>;
+    /// A second handle for the PCIe thread, where the source has PCIe counters.
+    fn pcie(&self) -> Option<Box<dyn PcieSource>> {
+        None
+    }
+}
+
+/// PCIe throughput of a GPU in bytes per second: (into the GPU, out of it).
+pub trait PcieSource: Send {
+    fn throughput(&mut self, index: u32) -> (Option<u64>, Option<u64>);
 }
 
 pub struct NvmlSource {
-    nvml: Nvml,
+    nvml: Arc<Nvml>,
+}
+
+struct NvmlPcie {
+    nvml: Arc<Nvml>,
+}
+
+impl PcieSource for NvmlPcie {
+    fn throughput(&mut self, index: u32) -> (Option<u64>, Option<u64>) {
+        let Ok(d) = self.nvml.device_by_index(index) else {
+            return (None, None);
+        };
+        // NVML counts KB/s.
+        let read = |counter| {
+            d.pcie_throughput(counter)
+                .ok()
+                .map(|kb| u64::from(kb) * 1024)
+        };
+        (read(PcieUtilCounter::Receive), read(PcieUtilCounter::Send))
+    }
 }
 
 impl NvmlSource {
@@ -63,7 +92,9 @@ impl NvmlSource {
         })?;
         match nvml.device_count() {
             Ok(0) => Err("NVML found no GPU".to_string()),
-            Ok(_) => Ok(NvmlSource { nvml }),
+            Ok(_) => Ok(NvmlSource {
+                nvml: Arc::new(nvml),
+            }),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -127,6 +158,12 @@ impl GpuSource for NvmlSource {
         }
         readings.into_values().collect()
     }
+
+    fn pcie(&self) -> Option<Box<dyn PcieSource>> {
+        Some(Box::new(NvmlPcie {
+            nvml: self.nvml.clone(),
+        }))
+    }
 }
 
 /// One sampling pass: a reading per device, and one per watched worker that uses a device (its own
@@ -180,7 +217,7 @@ pub fn sample_once(
 
 pub struct GpuSampler {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl GpuSampler {
@@ -189,7 +226,7 @@ impl GpuSampler {
         mut source: Box<dyn GpuSource>,
         interval: Duration,
         watched: Watched,
-        send: impl Fn(Option<usize>, Body) + Send + 'static,
+        send: impl Fn(Option<usize>, Body) + Send + Sync + 'static,
     ) -> GpuSampler {
         let devices = source.devices();
         for d in &devices {
@@ -204,31 +241,60 @@ impl GpuSampler {
             );
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let send = Arc::new(send);
+        let mut threads = Vec::new();
+        if let Some(mut pcie) = source.pcie() {
+            let (stopping, send) = (stop.clone(), send.clone());
+            let indices: Vec<u32> = devices.iter().map(|d| d.index).collect();
+            threads.extend(
+                std::thread::Builder::new()
+                    .name("golow-nvml-pcie".into())
+                    .spawn(move || {
+                        while !stopping.load(Ordering::Relaxed) {
+                            for &index in &indices {
+                                let (rx, tx) = pcie.throughput(index);
+                                send(
+                                    None,
+                                    Body::GpuPcie {
+                                        index,
+                                        rx_bytes_per_s: rx,
+                                        tx_bytes_per_s: tx,
+                                    },
+                                );
+                            }
+                            std::thread::sleep(interval);
+                        }
+                    })
+                    .ok(),
+            );
+        }
         let stopping = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("golow-nvml".into())
-            .spawn(move || {
-                let mut since = HashMap::new();
-                let mut trees = Trees::default();
-                while !stopping.load(Ordering::Relaxed) {
-                    let Some(roots) = watched_pids(&watched) else {
-                        return;
-                    };
-                    trees.refresh(&roots.iter().map(|&(_, pid)| pid).collect::<Vec<_>>());
-                    let workers = roots.iter().map(|&(w, pid)| (w, trees.tree(pid))).collect();
-                    sample_once(source.as_mut(), &devices, &workers, &mut since, &send);
-                    std::thread::sleep(interval);
-                }
-            })
-            .ok();
-        GpuSampler { stop, thread }
+        threads.extend(
+            std::thread::Builder::new()
+                .name("golow-nvml".into())
+                .spawn(move || {
+                    let mut since = HashMap::new();
+                    let mut trees = Trees::default();
+                    while !stopping.load(Ordering::Relaxed) {
+                        let Some(roots) = watched_pids(&watched) else {
+                            return;
+                        };
+                        trees.refresh(&roots.iter().map(|&(_, pid)| pid).collect::<Vec<_>>());
+                        let workers = roots.iter().map(|&(w, pid)| (w, trees.tree(pid))).collect();
+                        sample_once(source.as_mut(), &devices, &workers, &mut since, &*send);
+                        std::thread::sleep(interval);
+                    }
+                })
+                .ok(),
+        );
+        GpuSampler { stop, threads }
     }
 }
 
 impl Drop for GpuSampler {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -335,5 +401,75 @@ mod tests {
         }
         // The second pass asks NVML only for samples newer than the newest seen.
         assert_eq!(source.asked_since, vec![None, Some(9)]);
+    }
+
+    /// PCIe counters that note which thread read them.
+    struct SlowPcie(Arc<Mutex<Vec<String>>>);
+
+    impl PcieSource for SlowPcie {
+        fn throughput(&mut self, _: u32) -> (Option<u64>, Option<u64>) {
+            let me = std::thread::current().name().unwrap_or("?").to_string();
+            self.0.lock().unwrap().push(me);
+            (Some(12 << 30), None)
+        }
+    }
+
+    struct WithPcie(Scripted, Arc<Mutex<Vec<String>>>);
+
+    impl GpuSource for WithPcie {
+        fn devices(&self) -> Vec<GpuInfo> {
+            self.0.devices()
+        }
+        fn device(&mut self, index: u32) -> DeviceReading {
+            self.0.device(index)
+        }
+        fn processes(&mut self, index: u32, since_us: Option<u64>) -> Vec<ProcessReading> {
+            self.0.processes(index, since_us)
+        }
+        fn pcie(&self) -> Option<Box<dyn PcieSource>> {
+            Some(Box::new(SlowPcie(self.1.clone())))
+        }
+    }
+
+    #[test]
+    fn pcie_is_read_on_a_thread_of_its_own() {
+        let readers = Arc::new(Mutex::new(Vec::new()));
+        let source = WithPcie(
+            Scripted {
+                processes: Vec::new(),
+                asked_since: Vec::new(),
+            },
+            readers.clone(),
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let tx = Mutex::new(tx);
+        let sampler = GpuSampler::start(
+            Box::new(source),
+            Duration::from_millis(50),
+            Watched::default(),
+            move |_, body| {
+                let _ = tx.lock().unwrap().send(body);
+            },
+        );
+        let pcie = rx
+            .iter()
+            .find(|b| matches!(b, Body::GpuPcie { .. }))
+            .unwrap();
+        drop(sampler);
+        assert_eq!(
+            pcie,
+            Body::GpuPcie {
+                index: 0,
+                rx_bytes_per_s: Some(12 << 30),
+                tx_bytes_per_s: None
+            }
+        );
+        assert!(
+            readers
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|name| name == "golow-nvml-pcie")
+        );
     }
 }

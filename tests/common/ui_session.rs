@@ -167,6 +167,17 @@ pub fn session(gpu: bool, steps: u64) -> State {
                 ));
             }
         }
+        if gpu && step % 2 == 1 {
+            records.push(Record::new(
+                1000.0 + step as f64 * 250.0 + 220.0,
+                None,
+                Body::GpuPcie {
+                    index: 0,
+                    rx_bytes_per_s: Some(18_000_000_000 + step * 10_000_000),
+                    tx_bytes_per_s: Some(400_000_000),
+                },
+            ));
+        }
         if gpu && step % 2 == 0 {
             records.push(Record::new(
                 1000.0 + step as f64 * 250.0 + 200.0,

@@ -12,6 +12,34 @@ use crate::ui::view::{View, bytes, ms};
 
 pub struct Copies;
 
+/// The latest PCIe reading of each GPU: the whole device's traffic, every process's copies together.
+fn pcie_line<'a>(view: &View) -> Option<Line<'a>> {
+    let gbps = |s: &crate::state::Series| s.last().map(|(_, v)| format!("{:.1}", v / 1e9));
+    let readings: Vec<String> = view
+        .state
+        .gpu
+        .devices
+        .iter()
+        .filter_map(|d| {
+            let (rx, tx) = (gbps(&d.pcie_rx_bytes_per_s), gbps(&d.pcie_tx_bytes_per_s));
+            (rx.is_some() || tx.is_some()).then(|| {
+                format!(
+                    "GPU {} in {} · out {} GB/s",
+                    d.index,
+                    rx.unwrap_or_else(|| "-".into()),
+                    tx.unwrap_or_else(|| "-".into())
+                )
+            })
+        })
+        .collect();
+    (!readings.is_empty()).then(|| {
+        Line::styled(
+            format!("PCIe (NVML, whole device): {}", readings.join("   ")),
+            view.muted(),
+        )
+    })
+}
+
 impl Pane for Copies {
     fn title(&self) -> &'static str {
         " host→device copy per step "
@@ -24,9 +52,10 @@ impl Pane for Copies {
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = framed(frame, area, view, self.title());
         let workers = &view.state.workers;
+        let pcie = pcie_line(view);
         let [plot, numbers] = Layout::vertical([
             Constraint::Min(3),
-            Constraint::Length(workers.len() as u16 + 1),
+            Constraint::Length(workers.len() as u16 + 1 + u16::from(pcie.is_some())),
         ])
         .areas(inner);
         let lines: Vec<ChartLine> = workers
@@ -79,6 +108,7 @@ impl Pane for Copies {
                 ),
             ]));
         }
+        text.extend(pcie);
         frame.render_widget(Paragraph::new(text), numbers);
     }
 }

@@ -1,0 +1,122 @@
+//! Tests that need an NVIDIA GPU: `#[ignore]`d everywhere, run by `make gpu-test` on a GPU machine.
+//! A machine without Rust runs the built test binary with `--ignored`, with `GOLOW_BIN` naming the `golow`
+//! executable (the collector library and `golow-worker` beside it) and `GOLOW_PYTHON` a python with torch 2.11.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn golow() -> PathBuf {
+    std::env::var_os("GOLOW_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_golow")))
+}
+
+/// A headless ResNet-50 session on the GPU, recorded; returns its summary.
+fn session(tmp: &Path, impls: &str, mode: &str, extra: &[&str]) -> serde_json::Value {
+    let summary = tmp.join("summary.json");
+    let out = Command::new(golow())
+        .current_dir(tmp)
+        .args(["run", "--headless", "--impl", impls, "--mode", mode])
+        .args([
+            "--model",
+            "resnet50",
+            "--dataset",
+            "synthetic",
+            "--resolution",
+            "224",
+        ])
+        .args([
+            "--batch-size",
+            "32",
+            "--steps",
+            "40",
+            "--warmup",
+            "5",
+            "--device",
+            "cuda",
+        ])
+        .args(extra)
+        .arg("--record")
+        .arg(tmp.join("session.golow"))
+        .arg("--summary-json")
+        .arg(&summary)
+        .output()
+        .expect("golow runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap()
+}
+
+fn workers(summary: &serde_json::Value) -> &Vec<serde_json::Value> {
+    summary["workers"].as_array().unwrap()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_worker_is_measured_by_the_collector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = session(tmp.path(), "pytorch,torchscript,libtorch", "train", &[]);
+    for w in workers(&s) {
+        let name = &w["impl"];
+        assert_eq!(w["status"], "ok", "{name}: {w}");
+        let b = &w["gpu_breakdown"];
+        let shares = ["busy", "copy", "idle"].map(|k| b[k].as_f64().unwrap());
+        assert!(shares[0] > 0.0, "{name}: no kernel time: {b}");
+        assert!(
+            (shares.iter().sum::<f64>() - 1.0).abs() < 1e-6,
+            "{name}: {b}"
+        );
+        let launches = w["kernel_launches_per_step"].as_f64().unwrap();
+        assert!(
+            launches > 100.0,
+            "{name}: ResNet-50 training launches hundreds of kernels a step, saw {launches}"
+        );
+        // CUPTI's count of host-to-device bytes agrees with what the worker says it copied.
+        let own = w["h2d_bytes_per_step"].as_f64().unwrap();
+        let cupti = w["cupti_h2d_bytes_per_step"].as_f64().unwrap();
+        assert!(
+            (cupti / own - 1.0).abs() < 0.1,
+            "{name}: CUPTI {cupti} vs worker {own}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn pinned_batches_are_copied_from_pinned_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    session(tmp.path(), "libtorch", "eval", &["--pinned"]);
+    let json = tmp.path().join("session.json");
+    let out = Command::new(golow())
+        .args(["export", "session.golow", "--format", "json", "-o"])
+        .arg(&json)
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let mut pinned_bytes = 0;
+    for record in exported["records"].as_array().unwrap() {
+        if record["type"] != "kernels" {
+            continue;
+        }
+        for copy in record["copies"].as_array().unwrap() {
+            if copy["kind"] == "host_to_device" && copy["src"] == "pinned" {
+                pinned_bytes += copy["bytes"].as_u64().unwrap();
+            }
+        }
+    }
+    // 40 batches of 32 × 3 × 224 × 224 floats.
+    assert!(
+        pinned_bytes >= 40 * 32 * 3 * 224 * 224 * 4,
+        "{pinned_bytes}"
+    );
+}
