@@ -249,3 +249,64 @@ fn replay_moves_through_time(recording: &std::path::Path) {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "0");
 }
+
+/// The sweep view in a real terminal: curves fill in as cells finish; q stops the sweep mid-way (exit 130, the
+/// finished cells kept); a recorded sweep replays in the same view.
+#[test]
+fn the_sweep_view_fills_in_stops_on_q_and_replays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let done = tmp.path().join("sweep.exit");
+    let command = format!(
+        "cd {tmp} && {golow} sweep --impl libtorch --model resnet18 --batch-sizes 4,8,16,32 --resolutions 32 \
+         --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
+        tmp = tmp.path().display(),
+        golow = env!("CARGO_BIN_EXE_golow"),
+        dir = dir.display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 160, 44);
+    let screen = tmux.wait_for("a finished cell", Duration::from_secs(120), |s| {
+        s.contains("1/4 cells")
+    });
+    assert!(
+        screen.contains("ms per sample (median)") && screen.contains("golow sweep"),
+        "{screen}"
+    );
+    assert!(screen.contains("cell 1/4 batch 4 at 32 px: ok"), "{screen}");
+    tmux.keys("q");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep did not stop:\n{}",
+            tmux.screen()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "130");
+    let results = common::summary(&dir.join("results.json"));
+    let rows = results["rows"].as_array().unwrap();
+    assert!((1..4).contains(&rows.len()), "{rows:?}");
+    drop(tmux);
+
+    let command = format!(
+        "{golow} replay {dir}; sleep 30",
+        golow = env!("CARGO_BIN_EXE_golow"),
+        dir = dir.display(),
+    );
+    let tmux = Tmux::start(&command, 160, 44);
+    let screen = tmux.wait_for("the recorded sweep", Duration::from_secs(20), |s| {
+        s.contains("recorded sweep")
+    });
+    assert!(screen.contains("samples/s"), "{screen}");
+    tmux.keys("x");
+    tmux.wait_for("the resolution axis", Duration::from_secs(10), |s| {
+        s.contains("against resolution 32 (log 2) at batch 4")
+    });
+    tmux.keys("q");
+    tmux.wait_for("the shell again", Duration::from_secs(10), |s| {
+        !s.contains("recorded sweep")
+    });
+}

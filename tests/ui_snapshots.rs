@@ -308,3 +308,86 @@ fn a_paused_live_view_asks_the_recording_for_what_memory_no_longer_holds() {
     let screen = render(&mut app, &state, 160, 40);
     assert!(!screen.contains("PAUSED"), "{screen}");
 }
+
+/// A sweep's results as the runner leaves them: libtorch and pytorch over batch sizes 8 … 64 at 32 px, pytorch
+/// out of memory at 64.
+fn sweep_results() -> golow::sweep::Results {
+    use golow::sweep::{Results, Row, RowStatus, SweepConfig};
+    let config = SweepConfig {
+        impls: vec!["libtorch".into(), "pytorch".into()],
+        model: golow::config::Model::Resnet50,
+        dataset: "synthetic".into(),
+        mode: golow::config::Mode::Eval,
+        steps: 30,
+        warmup: 2,
+        device: "cpu".into(),
+        pinned: false,
+        seed: 0,
+        batch_sizes: vec![8, 16, 32, 64],
+        resolutions: vec![32],
+    };
+    let mut results = Results::new(config);
+    for (i, batch) in [8u32, 16, 32, 64].into_iter().enumerate() {
+        let cell = golow::sweep::Cell {
+            batch_size: batch,
+            resolution: 32,
+        };
+        let rows = ["libtorch", "pytorch"]
+            .into_iter()
+            .map(|name| {
+                let slower = if name == "pytorch" { 1.3 } else { 1.0 };
+                let oom = name == "pytorch" && batch == 64;
+                Row {
+                    implementation: name.into(),
+                    batch_size: batch,
+                    resolution: 32,
+                    status: if oom { RowStatus::Oom } else { RowStatus::Ok },
+                    sample_time_p50_ms: (!oom).then_some((4.0 - i as f64 * 0.5) * slower),
+                    sample_time_p90_ms: (!oom).then_some((4.5 - i as f64 * 0.5) * slower),
+                    throughput_samples_per_s: (!oom).then(|| 250.0 * (1.0 + i as f64) / slower),
+                    peak_host_rss_bytes: Some((400 + 100 * i as u64) << 20),
+                    peak_gpu_mem_bytes: None,
+                    gpu_util_mean_percent: None,
+                    h2d_bytes_per_step: None,
+                    h2d_ms_p50: None,
+                    recording: Some(format!("cells/b{batch}-r32.golow")),
+                    error: oom.then(|| "DefaultCPUAllocator: can't allocate memory".to_string()),
+                }
+            })
+            .collect();
+        results.record(cell, rows);
+    }
+    results
+}
+
+#[test]
+fn the_sweep_view_draws_the_curves_of_the_finished_cells() {
+    use golow::ui::sweep_view::SweepView;
+    let mut view = SweepView::new(theme::builtin("dark").unwrap(), sweep_results());
+    view.cell_ended(
+        "cell 4/4 batch 64 at 32 px: pytorch oom".into(),
+        sweep_results(),
+    );
+    view.finish("the sweep has ended");
+    let mut terminal = Terminal::new(TestBackend::new(160, 44)).unwrap();
+    terminal.draw(|frame| view.draw(frame)).unwrap();
+    let buffer = terminal.backend().buffer();
+    let screen: String = (0..buffer.area.height)
+        .map(|y| {
+            let row: String = (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect();
+            format!("{}\n", row.trim_end())
+        })
+        .collect();
+    assert!(screen.contains("ms per sample (median)"), "{screen}");
+    assert!(
+        screen.contains("no finished cell measured this"),
+        "GPU memory, on a CPU: {screen}"
+    );
+    assert!(
+        screen.contains("1 row(s) out of memory or failed"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(screen);
+}

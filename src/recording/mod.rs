@@ -8,7 +8,7 @@ mod player;
 mod reader;
 mod writer;
 
-pub use machine::{default_path, header_for};
+pub use machine::{default_path, header_for, utc};
 pub use player::{Player, serve};
 pub use reader::{OpenError, Recording};
 pub use writer::{FLUSH_EVERY, Recorder, Sink, Written};

@@ -46,6 +46,17 @@ impl<T: Observer> Observer for Option<T> {
     }
 }
 
+/// An observer lent for one session (a sweep's progress lives across its cells).
+impl<T: Observer + ?Sized> Observer for &mut T {
+    fn on_record(&mut self, record: &Record, state: &State) {
+        (**self).on_record(record, state);
+    }
+
+    fn tick(&mut self) {
+        (**self).tick();
+    }
+}
+
 /// Two observers as one, each seeing every record in turn.
 impl<A: Observer, B: Observer> Observer for (A, B) {
     fn on_record(&mut self, record: &Record, state: &State) {

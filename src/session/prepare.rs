@@ -77,6 +77,7 @@ impl Drop for SessionDir {
 }
 
 /// What `prepare` starts from: the validated command line.
+#[derive(Clone)]
 pub struct Plan {
     pub impls: Vec<Impl>,
     /// `--cmd` workers: name and shell command.

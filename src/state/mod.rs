@@ -127,9 +127,17 @@ pub struct WorkerState {
     pub protocol_errors: u64,
     /// Kernels, copies and the GPU time breakdown, from the CUPTI collector.
     pub gpu_activity: kernels::GpuActivity,
+    /// Every per-process SM reading of the session (the series keeps only the recent ones).
+    pub gpu_sm_readings: (u64, f64),
 }
 
 impl WorkerState {
+    /// The worker's mean SM utilisation over the session (NVML, per process); `None` without readings.
+    pub fn gpu_sm_percent_mean(&self) -> Option<f64> {
+        let (n, sum) = self.gpu_sm_readings;
+        (n > 0).then(|| sum / n as f64)
+    }
+
     fn new(name: &str) -> WorkerState {
         WorkerState {
             name: name.to_string(),
@@ -413,6 +421,10 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
                 t,
                 sm_percent.map(f64::from),
             );
+            if let Some(sm) = sm_percent {
+                worker.gpu_sm_readings.0 += 1;
+                worker.gpu_sm_readings.1 += f64::from(*sm);
+            }
         }
         Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps),
         Body::Collector(status) => worker.gpu_activity.collector = Some(status.clone()),

@@ -59,6 +59,8 @@ pub struct WorkerSummary {
     pub accuracy: Option<f64>,
     pub peak_host_rss_bytes: u64,
     pub peak_gpu_mem_bytes: Option<u64>,
+    /// Mean of NVML's per-process SM utilisation readings for the worker's process tree.
+    pub gpu_sm_percent_mean: Option<f64>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
     pub gpu_breakdown: Option<crate::event::Breakdown>,
     /// Kernel launches per step, from the collector's windows after the first step.
@@ -146,6 +148,7 @@ impl WorkerSummary {
                 .and_then(|e| e.eval_accuracy.or(e.train_accuracy)),
             peak_host_rss_bytes: w.peak_rss_bytes,
             peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
+            gpu_sm_percent_mean: w.gpu_sm_percent_mean(),
             gpu_breakdown: w.gpu_activity.breakdown(),
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),

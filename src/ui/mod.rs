@@ -9,6 +9,8 @@ mod panes;
 pub mod progress;
 pub mod replay;
 pub mod report;
+pub mod sweep_live;
+pub mod sweep_view;
 mod terminal;
 pub mod theme;
 pub mod timeline;

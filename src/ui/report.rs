@@ -1,4 +1,4 @@
-//! The summary table printed at the end of a headless run.
+//! The tables printed at the end of a headless run and of a sweep.
 
 use crate::state::{Percentiles, Summary, WorkerStatus};
 
@@ -116,6 +116,34 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
             value(row.b),
             ratio,
             interval
+        ));
+    }
+    out
+}
+/// One line per implementation and cell of a sweep.
+pub fn sweep_table(results: &crate::sweep::Results) -> String {
+    let mut out = format!(
+        "{:<12} {:>6} {:>6} {:<7} {:>11} {:>11} {:>10} {:>10} {:>10}\n",
+        "impl", "batch", "px", "status", "ms/sample", "p90", "samples/s", "peak RSS", "peak GPU"
+    );
+    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{}M", b >> 20));
+    for r in &results.rows {
+        let status = match r.status {
+            crate::sweep::RowStatus::Ok => "ok",
+            crate::sweep::RowStatus::Oom => "oom",
+            crate::sweep::RowStatus::Failed => "FAILED",
+        };
+        out.push_str(&format!(
+            "{:<12} {:>6} {:>6} {:<7} {:>11} {:>11} {:>10} {:>10} {:>10}\n",
+            r.implementation,
+            r.batch_size,
+            r.resolution,
+            status,
+            opt(r.sample_time_p50_ms, 3),
+            opt(r.sample_time_p90_ms, 3),
+            opt(r.throughput_samples_per_s, 1),
+            mib(r.peak_host_rss_bytes),
+            mib(r.peak_gpu_mem_bytes),
         ));
     }
     out

@@ -23,18 +23,27 @@ pub struct View<'a> {
     pub focused: bool,
 }
 
+/// A worker's colour among `workers`: fixed slots for the built-ins, then the others in order.
+pub fn worker_color<'a>(
+    theme: &Theme,
+    worker: &str,
+    workers: impl Iterator<Item = &'a str>,
+) -> Color {
+    let slot = SLOTS.iter().position(|s| *s == worker).unwrap_or_else(|| {
+        let mut others = workers.filter(|w| !SLOTS.contains(w));
+        SLOTS.len() + others.by_ref().take_while(|w| *w != worker).count()
+    });
+    theme.implementation_color(slot)
+}
+
 impl View<'_> {
     /// The worker's colour: fixed slots for the built-ins, then `--cmd` workers in order.
     pub fn color(&self, worker: &str) -> Color {
-        let slot = SLOTS.iter().position(|s| *s == worker).unwrap_or_else(|| {
-            let others = self
-                .state
-                .workers
-                .iter()
-                .filter(|w| !SLOTS.contains(&w.name.as_str()));
-            SLOTS.len() + others.take_while(|w| w.name != worker).count()
-        });
-        self.theme.implementation_color(slot)
+        worker_color(
+            self.theme,
+            worker,
+            self.state.workers.iter().map(|w| w.name.as_str()),
+        )
     }
 
     pub fn text(&self) -> Style {

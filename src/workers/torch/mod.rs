@@ -130,11 +130,20 @@ pub fn run_worker(implementation: Impl, config: &WorkerConfig) -> i32 {
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    panic
+    let message = panic
         .downcast_ref::<String>()
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "worker panicked".to_string())
+        .unwrap_or_else(|| "worker panicked".to_string());
+    torch_error(&message).unwrap_or(message)
+}
+
+/// tch's panicking API wraps libtorch's error as `…unwrap()` on an `Err` value: Torch("<what> \nframe #0 …")`:
+/// the first line of libtorch's own words is what explains the failure.
+fn torch_error(panic: &str) -> Option<String> {
+    let inner = panic.split_once("Torch(\"")?.1;
+    let first = inner.split("\\n").next()?;
+    Some(first.trim_end_matches("\")").trim().to_string())
 }
 
 /// What this build of libtorch sees, for `golow doctor`.
@@ -149,4 +158,25 @@ pub fn probe() -> serde_json::Value {
         "cudnn_version": cuda.then(tch::utils::version_cudnn),
         "threads": tch::get_num_threads(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tch_panic_gives_libtorch_s_first_line() {
+        let panic = r#"called `Result::unwrap()` on an `Err` value: Torch("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 301989888 bytes. Error code 12 (Cannot allocate memory)\nframe #0: c10::ThrowEnforceNotMet(char const*, int) + 0x6a")"#;
+        assert_eq!(
+            torch_error(panic).as_deref(),
+            Some(
+                "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate 301989888 bytes. Error code 12 (Cannot allocate memory)"
+            )
+        );
+        assert_eq!(
+            torch_error(r#"x: Torch("short")"#).as_deref(),
+            Some("short")
+        );
+        assert_eq!(torch_error("index out of bounds"), None);
+    }
 }

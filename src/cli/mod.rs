@@ -1,6 +1,8 @@
 //! The command line: parses and validates, then hands a plan to the session. Bad input gets one line
 //! on stderr and exit code 2, before anything is written.
 
+mod sweep;
+
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -42,6 +44,8 @@ enum Command {
     Export(ExportArgs),
     /// Compare two recordings: per implementation, B against A; exit 1 on a regression.
     Compare(CompareArgs),
+    /// Run the same session over batch sizes and resolutions: a recording per cell, results.csv/json and figures.
+    Sweep(Box<sweep::SweepArgs>),
     /// Print what golow found on this machine: python and torch, libtorch, CUDA, cuDNN, NVML and GPUs.
     Doctor(DoctorArgs),
 }
@@ -144,7 +148,7 @@ struct RunArgs {
 
 #[derive(Args)]
 struct ReplayArgs {
-    /// A .golow recording.
+    /// A .golow recording, or a sweep's directory.
     file: PathBuf,
     /// No TUI: print the summary table (and write --summary-json).
     #[arg(long)]
@@ -180,9 +184,9 @@ struct ExportArgs {
 
 #[derive(Args)]
 struct CompareArgs {
-    /// The baseline recording.
+    /// The baseline recording, or sweep directory.
     a: PathBuf,
-    /// The recording compared against it.
+    /// The recording (or sweep directory) compared against it.
     b: PathBuf,
     /// A ratio worse than 1 ± this, and beyond noise, is a regression (TorchBench's 7%).
     #[arg(long, default_value_t = 0.07)]
@@ -559,26 +563,6 @@ pub fn worker_program() -> Result<PathBuf, String> {
     Ok(worker)
 }
 
-/// Writes `path` through a temporary file next to it, renamed once complete: a reader never sees half
-/// a file, and a failed write leaves nothing behind.
-fn write_atomically(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let written = std::fs::File::create(&tmp).and_then(|mut file| {
-        write(&mut file)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 /// Opens the recording file once the session is ready to start, so bad input leaves no file.
 fn start_recording(
     to: RecordTo,
@@ -607,7 +591,7 @@ fn start_recording(
 fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    write_atomically(path, |file| {
+    crate::files::write_atomically(path, |file| {
         std::io::Write::write_all(file, json.as_bytes())
     })
     .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
@@ -663,6 +647,17 @@ fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         )
         .into());
     }
+    if args.file.is_dir() {
+        if args.summary_json.is_some() {
+            return Err(BadInput(format!(
+                "{} is a sweep: it has no summary, its results are in {}",
+                args.file.display(),
+                args.file.join(crate::sweep::RESULTS_JSON).display()
+            ))
+            .into());
+        }
+        return sweep::replay(&args.file, args.headless, theme);
+    }
     let mut player = open_player(&args.file)?;
     if args.headless {
         player.run_to_end();
@@ -703,7 +698,7 @@ fn export(args: ExportArgs) -> Result<i32, Failure> {
         ExportFormat::Json => crate::export::Format::Json,
     };
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
-    let written = write_atomically(&args.output, |file| {
+    let written = crate::files::write_atomically(&args.output, |file| {
         crate::export::export(&header, player.records(), format, file)
     });
     if let Err(e) = written {
@@ -725,6 +720,18 @@ fn compare(args: CompareArgs) -> Result<i32, Failure> {
             args.threshold
         ))
         .into());
+    }
+    match (args.a.is_dir(), args.b.is_dir()) {
+        (true, true) => return sweep::compare(&args.a, &args.b, args.threshold),
+        (false, false) => {}
+        _ => {
+            return Err(BadInput(format!(
+                "compare takes two recordings or two sweep directories, not one of each ({} and {})",
+                args.a.display(),
+                args.b.display()
+            ))
+            .into());
+        }
     }
     let mut states = Vec::new();
     for file in [&args.a, &args.b] {
@@ -872,6 +879,7 @@ pub fn main() -> i32 {
         Command::Replay(args) => exit_code(replay(args)),
         Command::Export(args) => exit_code(export(args)),
         Command::Compare(args) => exit_code(compare(args)),
+        Command::Sweep(args) => exit_code(sweep::sweep(*args)),
         Command::Doctor(args) => crate::doctor::run(args.python),
     }
 }

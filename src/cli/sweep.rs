@@ -1,0 +1,345 @@
+//! `golow sweep`: validates the grid and the session every cell runs (with `golow run`'s own checks), then hands
+//! them to the sweep runner.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{
+    BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, ModeArg, ModelArg, RunArgs,
+    ScheduleArg, Validated, check_resolution, failed, validate,
+};
+use crate::sweep::progress::SweepProgress;
+use crate::sweep::run::{Outcome, StopHandle, Sweep};
+use crate::sweep::{Cell, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
+use crate::workers::data::DatasetSpec;
+
+/// Axis values per sweep: enough for 8 … 65536 in powers of two and then some.
+const MAX_AXIS_VALUES: usize = 32;
+
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+pub struct SweepArgs {
+    /// No TUI: a progress bar with ETA on stderr, the results table on stdout.
+    #[arg(long)]
+    headless: bool,
+    /// Colour theme of the sweep view: dark, light, high-contrast, colorblind, or a path to a theme file.
+    #[arg(long, default_value = "dark")]
+    theme: String,
+    /// Comma-separated implementations: pytorch, torchscript, libtorch.
+    #[arg(long = "impl", default_value = "libtorch,pytorch")]
+    impls: String,
+    #[arg(long, value_enum, default_value = "eval")]
+    mode: ModeArg,
+    #[arg(long, value_enum, default_value = "resnet50")]
+    model: ModelArg,
+    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
+    #[arg(long, default_value = "synthetic")]
+    dataset: String,
+    /// Comma-separated batch sizes, e.g. 8,16,32,64.
+    #[arg(long, value_name = "LIST", default_value = "8,16,32,64")]
+    batch_sizes: String,
+    /// Comma-separated resolutions in pixels [default: the dataset's own].
+    #[arg(long, value_name = "LIST")]
+    resolutions: Option<String>,
+    /// Steps per implementation per cell, warm-up included.
+    #[arg(long, default_value_t = 30)]
+    steps: i64,
+    #[arg(long, default_value_t = 2)]
+    warmup: i64,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    #[arg(long)]
+    threads: Option<i64>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[arg(long, default_value_t = 0.01)]
+    lr: f64,
+    #[arg(long)]
+    pinned: bool,
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Process sampling period in milliseconds (at least 50).
+    #[arg(long, default_value_t = 100)]
+    interval: i64,
+    /// Do not load golow's CUPTI collector into the workers.
+    #[arg(long)]
+    no_cupti: bool,
+    /// The sweep's directory [default: sweeps/<UTC time>-<mode>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the sweep in --out, skipping the cells it finished.
+    #[arg(long, requires = "out")]
+    resume: bool,
+}
+
+/// A comma-separated list of positive integers, sorted and without repeats.
+fn parse_list(flag: &str, list: &str) -> Result<Vec<u32>, BadInput> {
+    let mut values = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        match item.parse::<u32>() {
+            Ok(v) if v > 0 => values.push(v),
+            _ => {
+                return Err(BadInput(format!(
+                    "{flag} '{list}': '{item}' is not a positive whole number (e.g. {flag} 8,16,32)"
+                )));
+            }
+        }
+    }
+    values.sort_unstable();
+    values.dedup();
+    if values.len() > MAX_AXIS_VALUES {
+        return Err(BadInput(format!(
+            "{flag} has {} values; a sweep takes at most {MAX_AXIS_VALUES} per axis",
+            values.len()
+        )));
+    }
+    Ok(values)
+}
+
+fn default_out(mode: ModeArg) -> PathBuf {
+    let stamp = crate::recording::utc(std::time::SystemTime::now()).replace(['-', ':'], "");
+    let mode = match mode {
+        ModeArg::Train => "train",
+        ModeArg::Eval => "eval",
+    };
+    PathBuf::from("sweeps").join(format!("{stamp}-{mode}"))
+}
+
+/// The directory is new, or holds the sweep `--resume` continues; never a sweep it would overwrite.
+fn check_out(dir: &std::path::Path, resume: bool) -> Result<Option<Results>, BadInput> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(BadInput(format!(
+            "--out {} is a file, not a directory",
+            dir.display()
+        )));
+    }
+    let has_results = dir.join(RESULTS_JSON).is_file();
+    match (resume, has_results) {
+        (true, true) => Results::load(dir).map(Some).map_err(BadInput),
+        (true, false) => Err(BadInput(format!(
+            "--resume: {} holds no sweep ({RESULTS_JSON} is missing)",
+            dir.display()
+        ))),
+        (false, true) => Err(BadInput(format!(
+            "{} already holds a sweep: pass --resume to continue it, or choose another --out",
+            dir.display()
+        ))),
+        (false, false) => Ok(None),
+    }
+}
+
+pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
+    let batch_sizes = parse_list("--batch-sizes", &args.batch_sizes)?;
+    let dataset = DatasetSpec::parse(&args.dataset).map_err(|e| BadInput(e.to_string()))?;
+    let resolutions = match &args.resolutions {
+        Some(list) => parse_list("--resolutions", list)?,
+        None => vec![dataset.default_resolution()],
+    };
+    let mode = match args.mode {
+        ModeArg::Train => crate::config::Mode::Train,
+        ModeArg::Eval => crate::config::Mode::Eval,
+    };
+    for &b in &batch_sizes {
+        for &r in &resolutions {
+            check_resolution(i64::from(r), u64::from(b), mode)?;
+        }
+    }
+    let theme = crate::ui::theme::load(&args.theme).map_err(|e| BadInput(e.to_string()))?;
+    if !args.headless && !std::io::stdout().is_terminal() {
+        return Err(BadInput(
+            "the sweep view needs a terminal: add --headless to run without one".into(),
+        )
+        .into());
+    }
+    let dir = args.out.clone().unwrap_or_else(|| default_out(args.mode));
+    let earlier = check_out(&dir, args.resume)?;
+    let Validated { plan, interval, .. } = validate(RunArgs {
+        headless: true,
+        theme: "dark".into(),
+        compare: None,
+        impls: Some(args.impls.clone()),
+        commands: Vec::new(),
+        model: args.model,
+        dataset: args.dataset.clone(),
+        mode: args.mode,
+        batch_size: i64::from(batch_sizes[0]),
+        resolution: Some(i64::from(resolutions[0])),
+        steps: Some(args.steps),
+        epochs: None,
+        warmup: args.warmup,
+        device: args.device.clone(),
+        threads: args.threads,
+        schedule: Some(ScheduleArg::Alternate),
+        seed: args.seed,
+        lr: args.lr,
+        pinned: args.pinned,
+        python: args.python.clone(),
+        interval: args.interval,
+        summary_json: None,
+        record: None,
+        no_record: true,
+        no_cupti: args.no_cupti,
+    })?;
+    let s = &plan.session;
+    let config = SweepConfig {
+        impls: s.impls.clone(),
+        model: s.model,
+        dataset: s.dataset.clone(),
+        mode: s.mode,
+        steps: args.steps as u64,
+        warmup: s.warmup,
+        device: s.device.clone(),
+        pinned: s.pinned,
+        seed: s.seed,
+        batch_sizes: batch_sizes.clone(),
+        resolutions: resolutions.clone(),
+    };
+    let mut results = match earlier {
+        Some(earlier) => {
+            if let Some(why) = config.incompatible_with(&earlier.config) {
+                return Err(BadInput(format!(
+                    "--resume: {} measured something else ({why})",
+                    dir.display()
+                ))
+                .into());
+            }
+            Results {
+                config: config.clone(),
+                ..earlier
+            }
+        }
+        None => Results::new(config),
+    };
+    let sweep = Sweep {
+        plan,
+        cells: cells(&batch_sizes, &resolutions),
+        dir: dir.clone(),
+        interval,
+        command_line: std::env::args().collect(),
+    };
+    let (outcome, results) = if args.headless {
+        let todo = crate::sweep::run::todo(&sweep, &results);
+        let stderr = std::io::stderr();
+        let tty = stderr.is_terminal();
+        let mut progress = SweepProgress::new(
+            stderr,
+            tty,
+            &todo,
+            results.config.impls.len(),
+            args.steps as u64,
+        );
+        let outcome =
+            crate::sweep::run::run(&sweep, &mut results, &mut progress, &StopHandle::default());
+        progress.finish();
+        (outcome, results)
+    } else {
+        let view = crate::ui::sweep_view::SweepView::new(theme, results.clone());
+        crate::ui::sweep_live::run(sweep.clone(), results, view, args.steps as u64)
+            .map_err(|e| failed(format!("the sweep view failed: {e}")))?
+    };
+    let outcome = outcome.map_err(failed)?;
+    print!("{}", crate::ui::report::sweep_table(&results));
+    eprintln!(
+        "golow: sweep results in {} ({} and {})",
+        dir.display(),
+        RESULTS_JSON,
+        crate::sweep::RESULTS_CSV
+    );
+    let asked: Vec<Cell> = sweep.cells;
+    let failed_rows = results
+        .rows
+        .iter()
+        .any(|r| r.status == RowStatus::Failed && asked.contains(&r.cell()));
+    Ok(match outcome {
+        Outcome::Interrupted => EXIT_INTERRUPTED,
+        Outcome::Finished if failed_rows => EXIT_WORKER_FAILED,
+        Outcome::Finished => EXIT_OK,
+    })
+}
+
+/// `golow replay DIR`: a sweep as it stands, in the sweep view or as the results table.
+pub fn replay(
+    dir: &std::path::Path,
+    headless: bool,
+    theme: crate::ui::theme::Theme,
+) -> Result<i32, Failure> {
+    let results = Results::load(dir).map_err(BadInput)?;
+    if headless {
+        print!("{}", crate::ui::report::sweep_table(&results));
+        return Ok(EXIT_OK);
+    }
+    let view = crate::ui::sweep_view::SweepView::new(theme, results);
+    crate::ui::sweep_live::replay(view, dir)
+        .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
+    Ok(EXIT_OK)
+}
+
+/// `golow compare A B` of two sweeps: the recordings' comparison for every cell both have, cell by cell.
+pub fn compare(a: &std::path::Path, b: &std::path::Path, threshold: f64) -> Result<i32, Failure> {
+    let (ra, rb) = (
+        Results::load(a).map_err(BadInput)?,
+        Results::load(b).map_err(BadInput)?,
+    );
+    let mut compared = 0;
+    let mut regression = false;
+    for cell in cells(&ra.config.batch_sizes, &ra.config.resolutions) {
+        let recording = |dir: &std::path::Path, results: &Results| {
+            results
+                .rows
+                .iter()
+                .find(|r| r.cell() == cell && r.recording.is_some())
+                .and_then(|r| r.recording.as_ref())
+                .map(|rel| dir.join(rel))
+        };
+        let (Some(fa), Some(fb)) = (recording(a, &ra), recording(b, &rb)) else {
+            continue;
+        };
+        let mut states = Vec::new();
+        for file in [&fa, &fb] {
+            let mut player = super::open_player(file)?;
+            player.run_to_end();
+            states.push(player.into_state());
+        }
+        let rows = crate::state::regression::compare(&states[0], &states[1], threshold);
+        if rows.is_empty() {
+            continue;
+        }
+        compared += 1;
+        regression |= rows.iter().any(|r| r.regression);
+        println!("batch {} at {} px", cell.batch_size, cell.resolution);
+        print!("{}", crate::ui::report::regression_table(&rows, threshold));
+    }
+    if compared == 0 {
+        return Err(BadInput(format!(
+            "{} and {} have no cell with an implementation in common",
+            a.display(),
+            b.display()
+        ))
+        .into());
+    }
+    Ok(if regression {
+        EXIT_WORKER_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_sorted_without_repeats_and_bad_items_are_named() {
+        assert_eq!(
+            parse_list("--batch-sizes", "32, 8,16,8").ok().unwrap(),
+            [8, 16, 32]
+        );
+        let BadInput(why) = parse_list("--resolutions", "32,x").err().unwrap();
+        assert!(why.contains("'x' is not a positive whole number"), "{why}");
+        assert!(parse_list("--batch-sizes", "0").is_err());
+        assert!(parse_list("--batch-sizes", "").is_err());
+    }
+}

@@ -1,0 +1,407 @@
+//! Sweeps: the same session over a grid of batch sizes and resolutions, one cell at a time, each cell a recording,
+//! their summaries gathered into one results table (`results.json`, `results.csv`) and the seed paper's scaling
+//! figures. A sweep stopped half-way resumes from its results file.
+
+pub mod figures;
+pub mod plot;
+pub mod progress;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Mode, Model};
+use crate::state::{Summary, WorkerStatus};
+
+pub const RESULTS_VERSION: u32 = 1;
+pub const RESULTS_JSON: &str = "results.json";
+pub const RESULTS_CSV: &str = "results.csv";
+
+/// One point of the grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Cell {
+    pub batch_size: u32,
+    pub resolution: u32,
+}
+
+impl Cell {
+    /// The cell's recording, relative to the sweep directory.
+    pub fn recording(&self) -> PathBuf {
+        PathBuf::from("cells").join(format!("b{}-r{}.golow", self.batch_size, self.resolution))
+    }
+
+    /// Work relative to other cells, for the ETA: samples times pixels.
+    pub fn work(&self) -> f64 {
+        f64::from(self.batch_size) * f64::from(self.resolution).powi(2)
+    }
+}
+
+/// Every cell, resolution by resolution, batch sizes ascending within each.
+pub fn cells(batch_sizes: &[u32], resolutions: &[u32]) -> Vec<Cell> {
+    resolutions
+        .iter()
+        .flat_map(|&resolution| {
+            batch_sizes.iter().map(move |&batch_size| Cell {
+                batch_size,
+                resolution,
+            })
+        })
+        .collect()
+}
+
+/// What a sweep measures; a resumed sweep must measure the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepConfig {
+    pub impls: Vec<String>,
+    pub model: Model,
+    pub dataset: String,
+    pub mode: Mode,
+    pub steps: u64,
+    pub warmup: u64,
+    pub device: String,
+    pub pinned: bool,
+    pub seed: u64,
+    pub batch_sizes: Vec<u32>,
+    pub resolutions: Vec<u32>,
+}
+
+impl SweepConfig {
+    /// Differences that make earlier rows incomparable with new ones; the axes may change between runs.
+    pub fn incompatible_with(&self, other: &SweepConfig) -> Option<String> {
+        let strip = |c: &SweepConfig| SweepConfig {
+            batch_sizes: Vec::new(),
+            resolutions: Vec::new(),
+            ..c.clone()
+        };
+        (strip(self) != strip(other)).then(|| {
+            let describe = |c: &SweepConfig| {
+                format!(
+                    "{} {:?} {} on {}, {} steps ({} warm-up), {}{}, seed {}",
+                    c.impls.join(","),
+                    c.model,
+                    c.dataset,
+                    c.device,
+                    c.steps,
+                    c.warmup,
+                    match c.mode {
+                        Mode::Train => "train",
+                        Mode::Eval => "eval",
+                    },
+                    if c.pinned { ", pinned" } else { "" },
+                    c.seed
+                )
+            };
+            format!(
+                "it ran {}, this asks for {}",
+                describe(other),
+                describe(self)
+            )
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RowStatus {
+    Ok,
+    /// The worker ran out of host or device memory.
+    Oom,
+    Failed,
+}
+
+/// One implementation in one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    pub batch_size: u32,
+    pub resolution: u32,
+    pub status: RowStatus,
+    pub sample_time_p50_ms: Option<f64>,
+    pub sample_time_p90_ms: Option<f64>,
+    pub throughput_samples_per_s: Option<f64>,
+    pub peak_host_rss_bytes: Option<u64>,
+    pub peak_gpu_mem_bytes: Option<u64>,
+    pub gpu_util_mean_percent: Option<f64>,
+    pub h2d_bytes_per_step: Option<u64>,
+    pub h2d_ms_p50: Option<f64>,
+    /// The cell's recording, relative to the sweep directory; absent when the cell could not start.
+    pub recording: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The CSV's columns, in order; `Row::csv_fields` follows them.
+pub const CSV_COLUMNS: [&str; 14] = [
+    "impl",
+    "batch_size",
+    "resolution",
+    "status",
+    "sample_time_p50_ms",
+    "sample_time_p90_ms",
+    "throughput_samples_per_s",
+    "peak_host_rss_bytes",
+    "peak_gpu_mem_bytes",
+    "gpu_util_mean_percent",
+    "h2d_bytes_per_step",
+    "h2d_ms_p50",
+    "recording",
+    "error",
+];
+
+impl Row {
+    pub fn cell(&self) -> Cell {
+        Cell {
+            batch_size: self.batch_size,
+            resolution: self.resolution,
+        }
+    }
+
+    fn csv_fields(&self) -> [String; 14] {
+        let f = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+        let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
+        let status = match self.status {
+            RowStatus::Ok => "ok",
+            RowStatus::Oom => "oom",
+            RowStatus::Failed => "failed",
+        };
+        [
+            self.implementation.clone(),
+            self.batch_size.to_string(),
+            self.resolution.to_string(),
+            status.into(),
+            f(self.sample_time_p50_ms),
+            f(self.sample_time_p90_ms),
+            f(self.throughput_samples_per_s),
+            u(self.peak_host_rss_bytes),
+            u(self.peak_gpu_mem_bytes),
+            f(self.gpu_util_mean_percent),
+            u(self.h2d_bytes_per_step),
+            f(self.h2d_ms_p50),
+            self.recording.clone().unwrap_or_default(),
+            self.error.clone().unwrap_or_default(),
+        ]
+    }
+
+    /// The rows of a cell that could not run at all (its preparation failed).
+    pub fn unstarted(cell: Cell, impls: &[String], error: &str) -> Vec<Row> {
+        impls
+            .iter()
+            .map(|implementation| Row {
+                implementation: implementation.clone(),
+                batch_size: cell.batch_size,
+                resolution: cell.resolution,
+                status: status_of_error(error),
+                sample_time_p50_ms: None,
+                sample_time_p90_ms: None,
+                throughput_samples_per_s: None,
+                peak_host_rss_bytes: None,
+                peak_gpu_mem_bytes: None,
+                gpu_util_mean_percent: None,
+                h2d_bytes_per_step: None,
+                h2d_ms_p50: None,
+                recording: None,
+                error: Some(error.to_string()),
+            })
+            .collect()
+    }
+
+    /// A cell's rows from its session's summary.
+    pub fn from_summary(cell: Cell, summary: &Summary, recording: &Path) -> Vec<Row> {
+        summary
+            .workers
+            .iter()
+            .map(|w| {
+                let status = match w.status {
+                    WorkerStatus::Ok => RowStatus::Ok,
+                    _ => status_of_error(w.error.as_deref().unwrap_or_default()),
+                };
+                Row {
+                    implementation: w.implementation.clone(),
+                    batch_size: cell.batch_size,
+                    resolution: cell.resolution,
+                    status,
+                    sample_time_p50_ms: w.sample_time_ms.as_ref().map(|p| p.p50),
+                    sample_time_p90_ms: w.sample_time_ms.as_ref().map(|p| p.p90),
+                    throughput_samples_per_s: w.throughput_samples_per_s,
+                    peak_host_rss_bytes: Some(w.peak_host_rss_bytes),
+                    peak_gpu_mem_bytes: w.peak_gpu_mem_bytes,
+                    gpu_util_mean_percent: w.gpu_sm_percent_mean,
+                    h2d_bytes_per_step: w.h2d_bytes_per_step,
+                    h2d_ms_p50: w.h2d_ms.as_ref().map(|p| p.p50),
+                    recording: Some(recording.display().to_string()),
+                    error: w.error.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Out of memory, as PyTorch, LibTorch, the C++ runtime and the kernel say it.
+pub fn status_of_error(error: &str) -> RowStatus {
+    let e = error.to_ascii_lowercase();
+    let oom = [
+        "out of memory",
+        "can't allocate memory",
+        "cannot allocate memory",
+        "bad_alloc",
+        "memoryerror",
+    ];
+    if oom.iter().any(|words| e.contains(words)) {
+        RowStatus::Oom
+    } else {
+        RowStatus::Failed
+    }
+}
+
+/// `results.json`: the config and every finished cell's rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub golow_sweep: u32,
+    pub config: SweepConfig,
+    pub rows: Vec<Row>,
+}
+
+impl Results {
+    pub fn new(config: SweepConfig) -> Results {
+        Results {
+            golow_sweep: RESULTS_VERSION,
+            config,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Reads a sweep directory's results; one line saying what is wrong otherwise.
+    pub fn load(dir: &Path) -> Result<Results, String> {
+        let path = dir.join(RESULTS_JSON);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let results: Results = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a golow sweep's results: {e}", path.display()))?;
+        if results.golow_sweep > RESULTS_VERSION {
+            return Err(format!(
+                "{} was written by a newer golow (results version {}); this one reads {RESULTS_VERSION}",
+                path.display(),
+                results.golow_sweep
+            ));
+        }
+        Ok(results)
+    }
+
+    pub fn has(&self, cell: Cell) -> bool {
+        self.rows.iter().any(|r| r.cell() == cell)
+    }
+
+    /// Replaces whatever rows the cell had.
+    pub fn record(&mut self, cell: Cell, rows: Vec<Row>) {
+        self.rows.retain(|r| r.cell() != cell);
+        self.rows.extend(rows);
+        self.rows.sort_by(|a, b| {
+            (a.resolution, a.batch_size, &a.implementation).cmp(&(
+                b.resolution,
+                b.batch_size,
+                &b.implementation,
+            ))
+        });
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("results serialise")
+    }
+
+    pub fn to_csv(&self) -> String {
+        let mut out = CSV_COLUMNS.join(",");
+        out.push('\n');
+        for row in &self.rows {
+            let fields: Vec<String> = row.csv_fields().iter().map(|f| csv_field(f)).collect();
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// RFC 4180: quoted when it holds a comma, a quote or a line break.
+fn csv_field(value: &str) -> String {
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_string()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn config() -> SweepConfig {
+        SweepConfig {
+            impls: vec!["libtorch".into(), "pytorch".into()],
+            model: Model::Resnet18,
+            dataset: "synthetic".into(),
+            mode: Mode::Eval,
+            steps: 6,
+            warmup: 1,
+            device: "cpu".into(),
+            pinned: false,
+            seed: 0,
+            batch_sizes: vec![8, 16],
+            resolutions: vec![32],
+        }
+    }
+
+    #[test]
+    fn cells_go_resolution_by_resolution() {
+        let got = cells(&[8, 16], &[32, 64]);
+        let pairs: Vec<(u32, u32)> = got.iter().map(|c| (c.batch_size, c.resolution)).collect();
+        assert_eq!(pairs, [(8, 32), (16, 32), (8, 64), (16, 64)]);
+        assert_eq!(got[3].recording(), PathBuf::from("cells/b16-r64.golow"));
+    }
+
+    #[test]
+    fn out_of_memory_is_told_apart_from_other_failures() {
+        for oom in [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            "[enforce fail at alloc_cpu.cpp:119] DefaultCPUAllocator: can't allocate memory: you tried to allocate 8589934592 bytes",
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+        ] {
+            assert_eq!(status_of_error(oom), RowStatus::Oom, "{oom}");
+        }
+        assert_eq!(status_of_error("Segmentation fault"), RowStatus::Failed);
+        assert_eq!(status_of_error(""), RowStatus::Failed);
+    }
+
+    #[test]
+    fn the_axes_may_change_on_resume_but_nothing_else() {
+        let mut wider = config();
+        wider.batch_sizes.push(32);
+        assert_eq!(wider.incompatible_with(&config()), None);
+        let mut other = config();
+        other.steps = 7;
+        let why = other.incompatible_with(&config()).unwrap();
+        assert!(why.contains("6 steps") && why.contains("7 steps"), "{why}");
+    }
+
+    #[test]
+    fn rows_replace_their_cell_and_write_as_csv_and_json() {
+        let mut results = Results::new(config());
+        let cell = Cell {
+            batch_size: 16,
+            resolution: 32,
+        };
+        let impls = results.config.impls.clone();
+        results.record(cell, Row::unstarted(cell, &impls, "first, \"quoted\" try"));
+        results.record(cell, Row::unstarted(cell, &impls, "out of memory"));
+        assert_eq!(results.rows.len(), 2);
+        assert!(results.has(cell));
+        assert_eq!(results.rows[0].status, RowStatus::Oom);
+        let csv = results.to_csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0].split(',').count(), CSV_COLUMNS.len());
+        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,out of memory");
+        results.record(cell, Row::unstarted(cell, &impls, "a, \"b\""));
+        assert!(results.to_csv().contains(",\"a, \"\"b\"\"\"\n"));
+        let back: Results = serde_json::from_str(&results.to_json()).unwrap();
+        assert_eq!(back, results);
+    }
+}

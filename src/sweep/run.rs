@@ -1,0 +1,197 @@
+//! Runs a sweep's cells one after another, each a headless session like `golow run`'s (same preparation, schedule
+//! and recording), and after each cell rewrites the results and figures, so a sweep stopped at any point keeps
+//! every finished cell.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
+use crate::recording::{self, Recorder};
+use crate::session::{self, Control, Observer, Plan, PrepareError};
+use crate::state::{Summary, WorkerStatus};
+
+/// Who follows a sweep: the progress bar of a headless sweep, or the sweep view. Records of the running cell
+/// reach it as to any session observer.
+pub trait Reporter: Observer + Send {
+    fn start_cell(&mut self, cell: Cell);
+    /// The cell's verdict ("ok", "pytorch oom", …) and the results with its rows.
+    fn end_cell(&mut self, verdict: &str, results: &Results);
+}
+
+/// Lets another thread (the sweep view) stop a sweep: the running cell's workers, and every cell after it.
+#[derive(Default)]
+pub struct StopHandle {
+    requested: AtomicBool,
+    running: Mutex<Option<UnboundedSender<Control>>>,
+}
+
+impl StopHandle {
+    pub fn stop(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+        if let Some(controls) = self.running.lock().ok().and_then(|r| r.clone()) {
+            let _ = controls.send(Control::StopAll);
+        }
+    }
+
+    fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+
+#[derive(Clone)]
+pub struct Sweep {
+    /// The session every cell runs; each cell sets its batch size and resolution.
+    pub plan: Plan,
+    pub cells: Vec<Cell>,
+    pub dir: PathBuf,
+    pub interval: Duration,
+    pub command_line: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Finished,
+    /// Ctrl-C stopped a cell; it is not in the results and runs again on `--resume`.
+    Interrupted,
+}
+
+/// What a cell is told by its results: `ok`, or which implementations ran out of memory or failed.
+fn verdict(rows: &[Row]) -> String {
+    let bad: Vec<String> = rows
+        .iter()
+        .filter(|r| r.status != RowStatus::Ok)
+        .map(|r| {
+            let status = if r.status == RowStatus::Oom {
+                "oom"
+            } else {
+                "failed"
+            };
+            format!("{} {status}", r.implementation)
+        })
+        .collect();
+    if bad.is_empty() {
+        "ok".into()
+    } else {
+        bad.join(", ")
+    }
+}
+
+/// The cells `results` does not have yet, in order.
+pub fn todo(sweep: &Sweep, results: &Results) -> Vec<Cell> {
+    sweep
+        .cells
+        .iter()
+        .copied()
+        .filter(|&c| !results.has(c))
+        .collect()
+}
+
+/// Runs every cell `results` does not have yet, saving after each.
+pub fn run(
+    sweep: &Sweep,
+    results: &mut Results,
+    reporter: &mut dyn Reporter,
+    stop: &StopHandle,
+) -> Result<Outcome, String> {
+    std::fs::create_dir_all(sweep.dir.join("cells"))
+        .map_err(|e| format!("cannot create {}: {e}", sweep.dir.join("cells").display()))?;
+    save(&sweep.dir, results)?;
+    for cell in todo(sweep, results) {
+        if stop.requested() {
+            return Ok(Outcome::Interrupted);
+        }
+        reporter.start_cell(cell);
+        let Some(rows) = run_cell(sweep, cell, reporter, stop)? else {
+            return Ok(Outcome::Interrupted);
+        };
+        let verdict = verdict(&rows);
+        results.record(cell, rows);
+        save(&sweep.dir, results)?;
+        reporter.end_cell(&verdict, results);
+    }
+    Ok(Outcome::Finished)
+}
+
+/// One cell's rows; `None` when the user stopped it.
+fn run_cell(
+    sweep: &Sweep,
+    cell: Cell,
+    reporter: &mut dyn Reporter,
+    stop: &StopHandle,
+) -> Result<Option<Vec<Row>>, String> {
+    let mut plan = sweep.plan.clone();
+    plan.session.batch_size = cell.batch_size;
+    plan.session.resolution = cell.resolution;
+    let impls = &plan.session.impls;
+    // A cell that cannot even be prepared (a batch larger than the split, say) is a failed cell, not a failed sweep.
+    let prepared = match session::prepare(&plan) {
+        Ok(prepared) => prepared,
+        Err(PrepareError::BadInput(why) | PrepareError::Setup(why)) => {
+            return Ok(Some(Row::unstarted(cell, impls, &why)));
+        }
+    };
+    let relative = cell.recording();
+    let path = sweep.dir.join(&relative);
+    // Only an unfinished cell leaves its recording behind; its rerun replaces it.
+    remove_stale(&path)?;
+    let header = recording::header_for(&prepared.session, sweep.command_line.clone());
+    let (recorder, sink) = Recorder::create(&path, &header)
+        .map_err(|e| format!("cannot create the recording {}: {e}", path.display()))?;
+    let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Ok(mut running) = stop.running.lock() {
+        *running = Some(controls);
+    }
+    // A stop asked for between cells reaches this cell as soon as its hub listens.
+    if stop.requested() {
+        stop.stop();
+    }
+    let state = session::run_blocking(
+        prepared.session.clone(),
+        prepared.workers.clone(),
+        sweep.interval,
+        &mut (reporter, sink),
+        control_rx,
+    );
+    if let Ok(mut running) = stop.running.lock() {
+        *running = None;
+    }
+    recorder
+        .finish()
+        .map_err(|e| format!("the recording {} failed: {e}", path.display()))?;
+    let state = state.map_err(|e| format!("the session failed: {e}"))?;
+    let summary = Summary::from_state(&state);
+    if summary
+        .workers
+        .iter()
+        .any(|w| w.status == WorkerStatus::Stopped)
+    {
+        return Ok(None);
+    }
+    Ok(Some(Row::from_summary(cell, &summary, &relative)))
+}
+
+fn remove_stale(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot replace {}: {e}", path.display())),
+    }
+}
+
+/// Results as JSON and CSV, and the figures, each file replaced whole.
+pub fn save(dir: &Path, results: &Results) -> Result<(), String> {
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        crate::files::write_atomically(&path, |file| {
+            std::io::Write::write_all(file, text.as_bytes())
+        })
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    write(RESULTS_JSON, results.to_json())?;
+    write(RESULTS_CSV, results.to_csv())?;
+    super::figures::write_all(dir, results)
+}

@@ -1,0 +1,307 @@
+//! `golow sweep` on the CPU: real workers over a 2 × 2 grid, the results checked against the cells' own
+//! recordings, the figures decoded, a cell that runs out of memory, a cell that cannot start, and a sweep
+//! interrupted and resumed.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{golow, golow_command, summary, text};
+
+/// A small, fast grid: resnet18 evaluation, 3 steps per cell.
+const BASE: [&str; 6] = [
+    "sweep",
+    "--headless",
+    "--model",
+    "resnet18",
+    "--warmup",
+    "1",
+];
+const BOTH: &str = "libtorch,pytorch";
+
+fn sweep_of(tmp: &Path, impls: &str, steps: &str, extra: &[&str]) -> Command {
+    let mut cmd = golow_command(tmp);
+    cmd.args(BASE)
+        .args(["--impl", impls, "--steps", steps])
+        .args(extra);
+    cmd
+}
+
+fn sweep(tmp: &Path, extra: &[&str]) -> Command {
+    sweep_of(tmp, BOTH, "3", extra)
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    summary(&dir.join("results.json"))
+}
+
+fn rows(dir: &Path) -> Vec<serde_json::Value> {
+    results(dir)["rows"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_sweep_s_rows_are_its_cells_summaries_and_its_figures_decode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = sweep(
+        tmp.path(),
+        &[
+            "--batch-sizes",
+            "4,8",
+            "--resolutions",
+            "32,48",
+            "--out",
+            "s",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = tmp.path().join("s");
+    let rows = rows(&dir);
+    assert_eq!(rows.len(), 8, "2 implementations × 4 cells: {rows:?}");
+    for row in &rows {
+        assert_eq!(row["status"], "ok", "{row}");
+        let recording = dir.join(row["recording"].as_str().unwrap());
+        let summary_path = tmp.path().join("cell.json");
+        let _ = std::fs::remove_file(&summary_path);
+        let replayed = golow(
+            tmp.path(),
+            &[
+                "replay",
+                recording.to_str().unwrap(),
+                "--headless",
+                "--summary-json",
+                summary_path.to_str().unwrap(),
+            ],
+        );
+        assert!(replayed.status.success(), "{}", text(&replayed.stderr));
+        let cell = summary(&summary_path);
+        assert_eq!(cell["config"]["batch_size"], row["batch_size"]);
+        assert_eq!(cell["config"]["resolution"], row["resolution"]);
+        let w = common::worker(&cell, row["impl"].as_str().unwrap());
+        assert_eq!(
+            row["sample_time_p50_ms"], w["sample_time_ms"]["p50"],
+            "{row}"
+        );
+        assert_eq!(
+            row["sample_time_p90_ms"], w["sample_time_ms"]["p90"],
+            "{row}"
+        );
+        assert_eq!(
+            row["throughput_samples_per_s"],
+            w["throughput_samples_per_s"]
+        );
+        assert_eq!(row["peak_host_rss_bytes"], w["peak_host_rss_bytes"]);
+    }
+    // The CSV says the same as the JSON, row for row.
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), rows.len() + 1);
+    for (line, row) in lines[1..].iter().zip(&rows) {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields[0], row["impl"]);
+        assert_eq!(fields[1], row["batch_size"].to_string());
+        assert_eq!(
+            fields[4].parse::<f64>().unwrap(),
+            row["sample_time_p50_ms"].as_f64().unwrap()
+        );
+    }
+    let mut pngs = 0;
+    let mut svgs = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("png") => {
+                let image =
+                    image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!((image.width(), image.height()), (960, 600));
+                pngs += 1;
+            }
+            Some("svg") => {
+                let svg = std::fs::read_to_string(&path).unwrap();
+                let doc = roxmltree::Document::parse(&svg)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert!(
+                    doc.descendants()
+                        .any(|n| n.text().map(str::trim) == Some("libtorch"))
+                );
+                svgs += 1;
+            }
+            _ => {}
+        }
+    }
+    // Sample time, throughput and host memory, against batch size at 2 resolutions and resolution at 2 batch sizes.
+    assert_eq!((pngs, svgs), (12, 12));
+    assert!(
+        std::fs::read_dir(&dir).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".tmp"))
+    );
+}
+
+#[test]
+fn a_cell_out_of_memory_or_unable_to_start_is_a_row_and_the_sweep_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cmd = sweep(
+        tmp.path(),
+        &[
+            "--batch-sizes",
+            "8,512,1024",
+            "--resolutions",
+            "96",
+            "--out",
+            "s",
+        ],
+    );
+    // Real memory pressure: 1.2 GB of data segment holds batch 8, not 512 images of 96 px.
+    // SAFETY: setrlimit only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 1_200_000_000,
+                rlim_max: 1_200_000_000,
+            };
+            if libc::setrlimit(libc::RLIMIT_DATA, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stderr = text(&out.stderr);
+    // Running out of memory is a result; a cell that could not start is a failure.
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let rows = rows(&tmp.path().join("s"));
+    let status = |batch: u64| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["batch_size"] == batch)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(status(8), ["ok", "ok"], "{rows:?}");
+    assert_eq!(status(512), ["oom", "oom"], "{rows:?}");
+    assert_eq!(status(1024), ["failed", "failed"], "{rows:?}");
+    let failed = rows.iter().find(|r| r["batch_size"] == 1024).unwrap();
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("larger than the test split"),
+        "{failed}"
+    );
+    assert!(failed["recording"].is_null());
+    let oom = rows
+        .iter()
+        .find(|r| r["batch_size"] == 512 && r["impl"] == "libtorch")
+        .unwrap();
+    assert!(
+        oom["error"]
+            .as_str()
+            .unwrap()
+            .contains("can't allocate memory"),
+        "{oom}"
+    );
+    assert!(
+        stderr.contains("cell 3/3 batch 1024 at 96 px: libtorch failed, pytorch failed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let grid = ["--batch-sizes", "4,8", "--resolutions", "32", "--out", "s"];
+    let child = sweep(tmp.path(), &grid)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = tmp.path().join("s");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !dir.join("results.json").is_file() || rows(&dir).is_empty() {
+        assert!(Instant::now() < deadline, "the first cell never finished");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let done = rows(&dir);
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert_eq!(done.len(), 2, "only the first cell is kept: {done:?}");
+    let first = dir.join("cells/b4-r32.golow");
+    let first_bytes = std::fs::read(&first).unwrap();
+
+    // Resuming with other steps measures something else: refused, nothing touched.
+    let refused = sweep_of(tmp.path(), BOTH, "4", &grid)
+        .arg("--resume")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused.stderr).contains("measured something else"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    let resumed = sweep(tmp.path(), &grid).arg("--resume").output().unwrap();
+    let stderr = text(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cell 1/1 batch 8 at 32 px: ok"),
+        "only the missing cell runs: {stderr}"
+    );
+    assert_eq!(rows(&dir).len(), 4);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        first_bytes,
+        "a finished cell is not run again"
+    );
+
+    // Without --resume, a directory holding a sweep is refused.
+    let again = sweep(tmp.path(), &grid).output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(text(&again.stderr).contains("already holds a sweep"));
+}
+
+#[test]
+fn two_sweeps_compare_cell_by_cell_and_replay_as_a_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    for out in ["a", "b"] {
+        let run = sweep_of(
+            tmp.path(),
+            "libtorch",
+            "3",
+            &["--batch-sizes", "4,8", "--resolutions", "32", "--out", out],
+        )
+        .output()
+        .unwrap();
+        assert!(run.status.success(), "{}", text(&run.stderr));
+    }
+    let compared = golow(tmp.path(), &["compare", "a", "b", "--threshold", "0.99"]);
+    let stdout = text(&compared.stdout);
+    assert_eq!(
+        compared.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&compared.stderr)
+    );
+    assert!(
+        stdout.contains("batch 4 at 32 px") && stdout.contains("batch 8 at 32 px"),
+        "{stdout}"
+    );
+    let replayed = golow(tmp.path(), &["replay", "a", "--headless"]);
+    assert!(replayed.status.success());
+    assert_eq!(
+        text(&replayed.stdout).lines().count(),
+        3,
+        "{}",
+        text(&replayed.stdout)
+    );
+    let mixed = golow(tmp.path(), &["compare", "a", "a/cells/b4-r32.golow"]);
+    assert_eq!(mixed.status.code(), Some(2));
+}
