@@ -324,3 +324,58 @@ fn the_live_view_needs_a_terminal() {
         text(&out.stderr)
     );
 }
+
+/// Without an NVIDIA GPU the raw cuDNN implementation cannot run: said at once, before anything is prepared.
+#[test]
+fn cudnn_without_a_gpu_says_so() {
+    if golow::telemetry::cuda::device_count().is_ok_and(|n| n > 0) {
+        return;
+    }
+    rejects(
+        &["--impl", "libtorch,cudnn"],
+        "--impl cudnn needs an NVIDIA GPU",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(
+        tmp.path(),
+        &["sweep", "--headless", "--impl", "cudnn", "--out", "s"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("libcuda not found"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!tmp.path().join("s").exists());
+}
+
+/// A sweep's bad input: one line, exit 2, no directory made.
+#[test]
+fn sweep_bad_input_is_one_line() {
+    for (args, expected) in [
+        (
+            &["--batch-sizes", "8,x"][..],
+            "'x' is not a positive whole number",
+        ),
+        (
+            &["--resolutions", "0"][..],
+            "is not a positive whole number",
+        ),
+        (&["--resume", "--out", "nothing-here"][..], "holds no sweep"),
+        (&["--steps", "0"][..], "--steps"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = golow(
+            tmp.path(),
+            &[&["sweep", "--headless", "--impl", "libtorch"][..], args].concat(),
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            std::fs::read_dir(tmp.path()).unwrap().next().is_none(),
+            "{args:?} left files"
+        );
+    }
+}

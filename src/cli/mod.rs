@@ -245,6 +245,11 @@ fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, Strin
 fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     let mut impls = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "cudnn" {
+            return Err(BadInput(crate::workers::cudnn::unavailable(
+                crate::telemetry::cuda::device_count,
+            )));
+        }
         let i = Impl::parse(name).map_err(BadInput)?;
         if impls.contains(&i) {
             return Err(BadInput(format!("--impl names {name} twice")));

@@ -28,7 +28,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 const METRICS: [Metric; 5] = [
     Metric {
         file: "sample_time",
-        title: "Time per sample (median)",
+        title: "Median time per sample",
         unit: "ms",
         value: |r| r.sample_time_p50_ms,
     },
@@ -40,7 +40,7 @@ const METRICS: [Metric; 5] = [
     },
     Metric {
         file: "host_memory",
-        title: "Peak host memory (RSS)",
+        title: "Peak host RSS",
         unit: "MiB",
         value: |r| r.peak_host_rss_bytes.map(|b| b as f64 / MIB),
     },
@@ -52,7 +52,7 @@ const METRICS: [Metric; 5] = [
     },
     Metric {
         file: "gpu_utilisation",
-        title: "GPU utilisation (mean, per process)",
+        title: "Mean GPU utilisation per process",
         unit: "%",
         value: |r| r.gpu_util_mean_percent,
     },

@@ -1,7 +1,8 @@
 //! The worker side of golow. What lives here is free of torch and shared with the monitor: the data
-//! cache, the event emitter and the turn protocol. The tch workers themselves (`torch/`) are compiled
+//! cache, the event emitter, the turn protocol and the cuDNN implementation's plan. The tch workers themselves (`torch/`) are compiled
 //! into the `golow-worker` binary only, so that `golow` never links libtorch.
 
+pub mod cudnn;
 pub mod data;
 pub mod emit;
 pub mod turns;

@@ -187,4 +187,50 @@ mod tests {
         let x = Tensor::zeros([2, 1, 28, 28], (Kind::Float, Device::Cpu));
         assert_eq!(net.forward_t(&x, true).size(), vec![2, 7]);
     }
+
+    /// The cuDNN implementation's plan names, shapes and splits the parameters exactly as this model does, and
+    /// reads the weights file this model writes (the one `golow-worker init-weights` writes) to the same values.
+    #[test]
+    fn the_cudnn_plan_lays_out_and_loads_this_model_s_weights() {
+        use golow::workers::cudnn::{plan::Plan, weights};
+        for model in [Model::Resnet50, Model::Resnet18] {
+            tch::manual_seed(3);
+            let vs = nn::VarStore::new(Device::Cpu);
+            let _ = ResNet::new(&vs.root(), model, 3, 10);
+            let plan = Plan::new(model, 3, 10, 2, 64).unwrap();
+            let vars = vs.variables();
+            let trainable: Vec<Tensor> = vs.trainable_variables();
+            assert_eq!(plan.params.len(), vars.len());
+            for p in &plan.params {
+                let t = &vars[&p.name];
+                let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+                assert_eq!(shape, p.shape, "{}", p.name);
+                let is_trainable = trainable.iter().any(|v| v.data_ptr() == t.data_ptr());
+                assert_eq!(is_trainable, p.trainable, "{}", p.name);
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("weights.safetensors");
+            vs.save(&path).unwrap();
+            let loaded = weights::load(&path, &plan).unwrap();
+            for name in [
+                "conv1.weight",
+                "layer2.0.downsample.0.weight",
+                "fc.bias",
+                "bn1.running_var",
+            ] {
+                let p = plan.params.iter().find(|p| p.name == name).unwrap();
+                let buffer = if p.trainable {
+                    &loaded.trainable
+                } else {
+                    &loaded.statistics
+                };
+                let expected = Vec::<f32>::try_from(vars[name].flatten(0, -1)).unwrap();
+                assert_eq!(
+                    &buffer[p.offset..p.offset + p.elements()],
+                    expected.as_slice(),
+                    "{name}"
+                );
+            }
+        }
+    }
 }
