@@ -104,6 +104,14 @@ pub fn run(python_flag: Option<PathBuf>) -> i32 {
     for line in nvml_report() {
         println!("{line}");
     }
+    // Which libcupti it loads is decided inside each worker, beside the CUDA that worker loaded.
+    match crate::telemetry::cupti::library() {
+        Ok(path) => println!(
+            "CUPTI collector: {} (injected into workers that initialise CUDA; --no-cupti turns it off)",
+            path.display()
+        ),
+        Err(e) => println!("CUPTI collector: {e}"),
+    }
     if python_ok && worker_ok {
         EXIT_OK
     } else {

@@ -288,6 +288,10 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
     assert!(report.contains("(torch 2.11.0"), "{report}");
     assert!(report.contains("libtorch 2.11.0"), "{report}");
     assert!(report.contains("NVML"), "{report}");
+    assert!(
+        report.contains("CUPTI collector: /") && report.contains("libgolow_cupti.so"),
+        "{report}"
+    );
     if !std::path::Path::new("/dev/nvidiactl").exists() {
         assert!(report.contains("no NVIDIA GPU — NVML:"), "{report}");
     }

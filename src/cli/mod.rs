@@ -38,11 +38,11 @@ struct Cli {
 enum Command {
     /// Run implementations side by side and report what each costs.
     Run(Box<RunArgs>),
-    /// Replay a recording in the TUI as it was seen, or print its summary with --headless.
+    /// Replay a recording in the TUI as it was seen (or a sweep directory in the sweep view); --headless prints its summary.
     Replay(ReplayArgs),
     /// Write a recording as a Chrome trace (Perfetto), CSV or JSON.
     Export(ExportArgs),
-    /// Compare two recordings: per implementation, B against A; exit 1 on a regression.
+    /// Compare two recordings (or two sweeps, cell by cell): per implementation, B against A; exit 1 on a regression.
     Compare(CompareArgs),
     /// Run the same session over batch sizes and resolutions: a recording per cell, results.csv/json and figures.
     Sweep(Box<sweep::SweepArgs>),
