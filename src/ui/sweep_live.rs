@@ -26,6 +26,8 @@ enum Update {
     Started(Cell),
     Step,
     Ended(String, Results),
+    /// The sweep could not go on (its results could not be written, say).
+    Failed(String),
 }
 
 struct Forward(mpsc::Sender<Update>);
@@ -72,11 +74,16 @@ pub fn run(
         .name("golow-sweep".into())
         .spawn(move || {
             let mut results = results;
+            let failures = updates.clone();
             let outcome = run::run(&sweep, &mut results, &mut Forward(updates), &stopper);
+            if let Err(why) = &outcome {
+                let _ = failures.send(Update::Failed(why.clone()));
+            }
             (outcome, results)
         })?;
     let mut view = view;
     let stopping = std::cell::Cell::new(false);
+    let mut failed = None;
     show(
         &mut view,
         |view| {
@@ -86,6 +93,7 @@ pub fn run(
                 match update {
                     Update::Started(cell) => progress.start_cell(cell),
                     Update::Step => progress.count_step(),
+                    Update::Failed(why) => failed = Some(why),
                     Update::Ended(verdict, results) => {
                         progress.end_cell(&verdict, &results);
                         view.cell_ended(progress.last_ended.take().unwrap_or(verdict), results);
@@ -96,7 +104,10 @@ pub fn run(
                 if stopping.get() {
                     return Tick::Quit;
                 }
-                view.finish("the sweep has ended");
+                match &failed {
+                    Some(why) => view.finish(&format!("the sweep failed: {why}")),
+                    None => view.finish("the sweep has ended"),
+                }
             } else if stopping.get() {
                 view.set_status("stopping the running cell…".into());
             } else {
