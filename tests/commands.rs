@@ -3,9 +3,7 @@
 
 mod common;
 
-use common::{headless, summary_of, text, worker};
-
-const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+use common::{PYTHON, headless, summary_of, text, worker};
 
 /// A plain PyTorch training script: it imports nothing of golow.
 const TRAIN: &str = "\

@@ -6,9 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{golow, golow_command, text};
-
-const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+use common::{PYTHON, golow, golow_command, text};
 
 /// What the CUDA driver does at `cuInit` in a process whose environment names an injection library.
 const LIKE_CUDA: &str = "\

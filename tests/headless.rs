@@ -259,7 +259,7 @@ fn an_interrupt_stops_the_workers_and_still_writes_the_summary() {
 
 #[test]
 fn rust_and_python_draw_the_same_data_order() {
-    let python = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+    let python = common::PYTHON;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/src/workers/pytorch");
     for (seed, epoch, n) in [(0u64, 0u64, 10usize), (123, 4, 5000), (u64::MAX, 7, 777)] {
         let code = format!(

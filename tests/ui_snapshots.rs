@@ -12,8 +12,13 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 fn render(app: &mut App, state: &State, width: u16, height: u16) -> String {
+    draw_text(width, height, |frame| app.draw(frame, state))
+}
+
+/// What `draw` puts on a terminal of this size, as text, trailing blanks trimmed.
+fn draw_text(width: u16, height: u16, draw: impl FnOnce(&mut ratatui::Frame)) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|frame| app.draw(frame, state)).unwrap();
+    terminal.draw(draw).unwrap();
     let buffer = terminal.backend().buffer();
     let mut text = String::new();
     for y in 0..buffer.area.height {
@@ -369,17 +374,7 @@ fn the_sweep_view_draws_the_curves_of_the_finished_cells() {
         sweep_results(),
     );
     view.finish("the sweep has ended");
-    let mut terminal = Terminal::new(TestBackend::new(160, 44)).unwrap();
-    terminal.draw(|frame| view.draw(frame)).unwrap();
-    let buffer = terminal.backend().buffer();
-    let screen: String = (0..buffer.area.height)
-        .map(|y| {
-            let row: String = (0..buffer.area.width)
-                .map(|x| buffer[(x, y)].symbol())
-                .collect();
-            format!("{}\n", row.trim_end())
-        })
-        .collect();
+    let screen = draw_text(160, 44, |frame| view.draw(frame));
     assert!(screen.contains("ms per sample (median)"), "{screen}");
     assert!(
         screen.contains("no finished cell measured this"),

@@ -62,6 +62,15 @@ enum ModeArg {
     Eval,
 }
 
+impl From<ModeArg> for Mode {
+    fn from(mode: ModeArg) -> Mode {
+        match mode {
+            ModeArg::Train => Mode::Train,
+            ModeArg::Eval => Mode::Eval,
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum ScheduleArg {
     Alternate,
@@ -88,11 +97,6 @@ struct RunArgs {
     /// optimiser steps with no code change.
     #[arg(long = "cmd", value_name = "NAME=COMMAND")]
     commands: Vec<String>,
-    #[arg(long, value_enum, default_value = "resnet50")]
-    model: ModelArg,
-    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
-    #[arg(long, default_value = "synthetic")]
-    dataset: String,
     #[arg(long, value_enum, default_value = "train")]
     mode: ModeArg,
     #[arg(long, default_value_t = 16)]
@@ -106,6 +110,31 @@ struct RunArgs {
     /// Passes over the split the mode reads (training split for train, test split for eval).
     #[arg(long)]
     epochs: Option<i64>,
+    /// How workers that share the machine take turns [default: alternate, or parallel with --cmd].
+    #[arg(long, value_enum)]
+    schedule: Option<ScheduleArg>,
+    #[command(flatten)]
+    session: SessionOptions,
+    /// Write the summary JSON here (README, "Summary JSON").
+    #[arg(long)]
+    summary_json: Option<PathBuf>,
+    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
+    record: Option<PathBuf>,
+    /// Do not record the session.
+    #[arg(long)]
+    no_record: bool,
+}
+
+/// What the workers run and how they are watched: the same for a single run and for every cell of a sweep.
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+struct SessionOptions {
+    #[arg(long, value_enum, default_value = "resnet50")]
+    model: ModelArg,
+    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
+    #[arg(long, default_value = "synthetic")]
+    dataset: String,
     /// Steps reported but excluded from statistics (cuDNN autotuning, allocator warm-up).
     #[arg(long, default_value_t = 2)]
     warmup: i64,
@@ -115,9 +144,6 @@ struct RunArgs {
     /// Intra-op threads per worker [default: all cores; divided among workers with --schedule parallel].
     #[arg(long)]
     threads: Option<i64>,
-    /// How workers that share the machine take turns [default: alternate, or parallel with --cmd].
-    #[arg(long, value_enum)]
-    schedule: Option<ScheduleArg>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
@@ -132,15 +158,6 @@ struct RunArgs {
     /// Process sampling period in milliseconds (at least 50).
     #[arg(long, default_value_t = 100)]
     interval: i64,
-    /// Write the summary JSON here (README, "Summary JSON").
-    #[arg(long)]
-    summary_json: Option<PathBuf>,
-    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
-    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
-    record: Option<PathBuf>,
-    /// Do not record the session.
-    #[arg(long)]
-    no_record: bool,
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
@@ -405,11 +422,8 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         (None, false) => Vec::new(),
     };
     let commands = parse_commands(&args.commands, &impls)?;
-    let dataset = DatasetSpec::parse(&args.dataset).map_err(|e| BadInput(e.to_string()))?;
-    let mode = match args.mode {
-        ModeArg::Train => Mode::Train,
-        ModeArg::Eval => Mode::Eval,
-    };
+    let dataset = DatasetSpec::parse(&args.session.dataset).map_err(|e| BadInput(e.to_string()))?;
+    let mode = Mode::from(args.mode);
     let batch_size = positive("--batch-size", args.batch_size)?;
     if batch_size > 1 << 16 {
         return Err(BadInput(format!(
@@ -427,22 +441,22 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         (Some(s), None) => Length::Steps(positive("--steps", s)?),
         (None, None) => Length::Steps(100),
     };
-    if args.warmup < 0 {
+    if args.session.warmup < 0 {
         return Err(BadInput(format!(
             "--warmup cannot be negative (got {})",
-            args.warmup
+            args.session.warmup
         )));
     }
-    if args.interval < 50 {
+    if args.session.interval < 50 {
         return Err(BadInput(format!(
             "--interval must be at least 50 ms (got {})",
-            args.interval
+            args.session.interval
         )));
     }
-    if !(args.lr.is_finite() && args.lr > 0.0) {
+    if !(args.session.lr.is_finite() && args.session.lr > 0.0) {
         return Err(BadInput(format!(
             "--lr must be a positive number (got {})",
-            args.lr
+            args.session.lr
         )));
     }
     let schedule = match (args.schedule, commands.is_empty()) {
@@ -455,7 +469,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         (Some(ScheduleArg::Parallel), _) | (None, false) => Schedule::Parallel,
         (Some(ScheduleArg::Sequential), _) => Schedule::Sequential,
     };
-    let threads = match args.threads {
+    let threads = match args.session.threads {
         Some(t) => positive("--threads", t)? as u32,
         None => {
             let cores = std::thread::available_parallelism()
@@ -494,15 +508,15 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         }
         Some(TuiOptions { theme, compare })
     };
-    let device = resolve_device(&args.device, crate::telemetry::cuda::device_count)?;
+    let device = resolve_device(&args.session.device, crate::telemetry::cuda::device_count)?;
     let python = if impls.iter().any(|i| i.needs_python()) {
-        let python = session::python::resolve(args.python);
+        let python = session::python::resolve(args.session.python);
         session::python::check(&python).map_err(BadInput)?;
         Some(python)
     } else {
         None
     };
-    let collector = if args.no_cupti {
+    let collector = if args.session.no_cupti {
         None
     } else {
         Some(crate::telemetry::cupti::library().map_err(BadInput)?)
@@ -512,7 +526,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
     } else {
         Some(worker_program().map_err(BadInput)?)
     };
-    let model = match args.model {
+    let model = match args.session.model {
         ModelArg::Resnet50 => Model::Resnet50,
         ModelArg::Resnet18 => Model::Resnet18,
     };
@@ -525,14 +539,14 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         batch_size: batch_size as u32,
         resolution,
         steps: 0,
-        warmup: args.warmup as u64,
+        warmup: args.session.warmup as u64,
         device,
         threads,
         schedule,
-        seed: args.seed,
-        pinned: args.pinned,
+        seed: args.session.seed,
+        pinned: args.session.pinned,
         optimiser: Optimiser {
-            lr: args.lr,
+            lr: args.session.lr,
             ..Optimiser::default()
         },
     };
@@ -549,7 +563,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
             worker_program,
             collector,
         },
-        interval: Duration::from_millis(args.interval as u64),
+        interval: Duration::from_millis(args.session.interval as u64),
         summary_json: args.summary_json,
     })
 }
@@ -639,6 +653,23 @@ fn open_player(file: &std::path::Path) -> Result<recording::Player, BadInput> {
         eprintln!("golow: warning: {}: {warning}", file.display());
     }
     Ok(player)
+}
+
+/// Both recordings folded to their end, B's implementations against A's.
+fn compare_recordings(
+    a: &std::path::Path,
+    b: &std::path::Path,
+    threshold: f64,
+) -> Result<Vec<crate::state::regression::Row>, BadInput> {
+    let mut states = Vec::new();
+    for file in [a, b] {
+        let mut player = open_player(file)?;
+        player.run_to_end();
+        states.push(player.into_state());
+    }
+    Ok(crate::state::regression::compare(
+        &states[0], &states[1], threshold,
+    ))
 }
 
 fn replay(args: ReplayArgs) -> Result<i32, Failure> {
@@ -738,13 +769,7 @@ fn compare(args: CompareArgs) -> Result<i32, Failure> {
             .into());
         }
     }
-    let mut states = Vec::new();
-    for file in [&args.a, &args.b] {
-        let mut player = open_player(file)?;
-        player.run_to_end();
-        states.push(player.into_state());
-    }
-    let rows = crate::state::regression::compare(&states[0], &states[1], args.threshold);
+    let rows = compare_recordings(&args.a, &args.b, args.threshold)?;
     if rows.is_empty() {
         return Err(BadInput(format!(
             "{} and {} have no implementation in common",

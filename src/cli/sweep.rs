@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{
-    BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, ModeArg, ModelArg, RunArgs,
-    ScheduleArg, Validated, check_resolution, failed, validate,
+    BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, ModeArg, RunArgs,
+    ScheduleArg, SessionOptions, Validated, check_resolution, failed, validate,
 };
 use crate::sweep::progress::SweepProgress;
 use crate::sweep::run::{Outcome, StopHandle, Sweep};
@@ -32,11 +32,6 @@ pub struct SweepArgs {
     impls: String,
     #[arg(long, value_enum, default_value = "eval")]
     mode: ModeArg,
-    #[arg(long, value_enum, default_value = "resnet50")]
-    model: ModelArg,
-    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
-    #[arg(long, default_value = "synthetic")]
-    dataset: String,
     /// Comma-separated batch sizes, e.g. 8,16,32,64.
     #[arg(long, value_name = "LIST", default_value = "8,16,32,64")]
     batch_sizes: String,
@@ -46,27 +41,8 @@ pub struct SweepArgs {
     /// Steps per implementation per cell, warm-up included.
     #[arg(long, default_value_t = 30)]
     steps: i64,
-    #[arg(long, default_value_t = 2)]
-    warmup: i64,
-    /// auto, cpu, cuda or cuda:N.
-    #[arg(long, default_value = "auto")]
-    device: String,
-    #[arg(long)]
-    threads: Option<i64>,
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    #[arg(long, default_value_t = 0.01)]
-    lr: f64,
-    #[arg(long)]
-    pinned: bool,
-    #[arg(long)]
-    python: Option<PathBuf>,
-    /// Process sampling period in milliseconds (at least 50).
-    #[arg(long, default_value_t = 100)]
-    interval: i64,
-    /// Do not load golow's CUPTI collector into the workers.
-    #[arg(long)]
-    no_cupti: bool,
+    #[command(flatten)]
+    session: SessionOptions,
     /// The sweep's directory [default: sweeps/<UTC time>-<mode>].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -99,13 +75,9 @@ fn parse_list(flag: &str, list: &str) -> Result<Vec<u32>, BadInput> {
     Ok(values)
 }
 
-fn default_out(mode: ModeArg) -> PathBuf {
+fn default_out(mode: crate::config::Mode) -> PathBuf {
     let stamp = crate::recording::utc(std::time::SystemTime::now()).replace(['-', ':'], "");
-    let mode = match mode {
-        ModeArg::Train => "train",
-        ModeArg::Eval => "eval",
-    };
-    PathBuf::from("sweeps").join(format!("{stamp}-{mode}"))
+    PathBuf::from("sweeps").join(format!("{stamp}-{}", mode.name()))
 }
 
 /// The directory is new, or holds the sweep `--resume` continues; never a sweep it would overwrite.
@@ -133,15 +105,12 @@ fn check_out(dir: &std::path::Path, resume: bool) -> Result<Option<Results>, Bad
 
 pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let batch_sizes = parse_list("--batch-sizes", &args.batch_sizes)?;
-    let dataset = DatasetSpec::parse(&args.dataset).map_err(|e| BadInput(e.to_string()))?;
+    let dataset = DatasetSpec::parse(&args.session.dataset).map_err(|e| BadInput(e.to_string()))?;
     let resolutions = match &args.resolutions {
         Some(list) => parse_list("--resolutions", list)?,
         None => vec![dataset.default_resolution()],
     };
-    let mode = match args.mode {
-        ModeArg::Train => crate::config::Mode::Train,
-        ModeArg::Eval => crate::config::Mode::Eval,
-    };
+    let mode = crate::config::Mode::from(args.mode);
     for &b in &batch_sizes {
         for &r in &resolutions {
             check_resolution(i64::from(r), u64::from(b), mode)?;
@@ -154,7 +123,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         )
         .into());
     }
-    let dir = args.out.clone().unwrap_or_else(|| default_out(args.mode));
+    let dir = args.out.clone().unwrap_or_else(|| default_out(mode));
     let earlier = check_out(&dir, args.resume)?;
     let Validated { plan, interval, .. } = validate(RunArgs {
         headless: true,
@@ -162,26 +131,16 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         compare: None,
         impls: Some(args.impls.clone()),
         commands: Vec::new(),
-        model: args.model,
-        dataset: args.dataset.clone(),
         mode: args.mode,
         batch_size: i64::from(batch_sizes[0]),
         resolution: Some(i64::from(resolutions[0])),
         steps: Some(args.steps),
         epochs: None,
-        warmup: args.warmup,
-        device: args.device.clone(),
-        threads: args.threads,
         schedule: Some(ScheduleArg::Alternate),
-        seed: args.seed,
-        lr: args.lr,
-        pinned: args.pinned,
-        python: args.python.clone(),
-        interval: args.interval,
+        session: args.session,
         summary_json: None,
         record: None,
         no_record: true,
-        no_cupti: args.no_cupti,
     })?;
     let s = &plan.session;
     let config = SweepConfig {
@@ -297,13 +256,7 @@ pub fn compare(a: &std::path::Path, b: &std::path::Path, threshold: f64) -> Resu
         let (Some(fa), Some(fb)) = (recording(a, &ra), recording(b, &rb)) else {
             continue;
         };
-        let mut states = Vec::new();
-        for file in [&fa, &fb] {
-            let mut player = super::open_player(file)?;
-            player.run_to_end();
-            states.push(player.into_state());
-        }
-        let rows = crate::state::regression::compare(&states[0], &states[1], threshold);
+        let rows = super::compare_recordings(&fa, &fb, threshold)?;
         if rows.is_empty() {
             continue;
         }

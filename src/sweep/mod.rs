@@ -50,6 +50,83 @@ pub fn cells(batch_sizes: &[u32], resolutions: &[u32]) -> Vec<Cell> {
         .collect()
 }
 
+/// The grid axis a curve runs along; the other is held at one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Axis {
+    BatchSize,
+    Resolution,
+}
+
+impl Axis {
+    /// The row's value along this axis, and along the other.
+    fn of(self, row: &Row) -> (u32, u32) {
+        match self {
+            Axis::BatchSize => (row.batch_size, row.resolution),
+            Axis::Resolution => (row.resolution, row.batch_size),
+        }
+    }
+}
+
+/// A measure of a row, as the figures and the sweep view show it.
+pub struct Metric {
+    /// The figure's file name stem.
+    pub file: &'static str,
+    /// The figure's title and y axis.
+    pub title: &'static str,
+    pub unit: &'static str,
+    /// The sweep view's pane title.
+    pub pane: &'static str,
+    /// Decimals of the sweep view's axis label.
+    pub decimals: usize,
+    pub value: fn(&Row) -> Option<f64>,
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The figures draw every one; the sweep view the first four.
+pub const METRICS: [Metric; 5] = [
+    Metric {
+        file: "sample_time",
+        title: "Median time per sample",
+        unit: "ms",
+        pane: "ms per sample (median)",
+        decimals: 2,
+        value: |r| r.sample_time_p50_ms,
+    },
+    Metric {
+        file: "throughput",
+        title: "Throughput",
+        unit: "samples/s",
+        pane: "samples/s",
+        decimals: 0,
+        value: |r| r.throughput_samples_per_s,
+    },
+    Metric {
+        file: "host_memory",
+        title: "Peak host RSS",
+        unit: "MiB",
+        pane: "peak host RSS (MiB)",
+        decimals: 0,
+        value: |r| r.peak_host_rss_bytes.map(|b| b as f64 / MIB),
+    },
+    Metric {
+        file: "gpu_memory",
+        title: "Peak GPU memory",
+        unit: "MiB",
+        pane: "peak GPU memory (MiB)",
+        decimals: 0,
+        value: |r| r.peak_gpu_mem_bytes.map(|b| b as f64 / MIB),
+    },
+    Metric {
+        file: "gpu_utilisation",
+        title: "Mean GPU utilisation per process",
+        unit: "%",
+        pane: "GPU utilisation (%)",
+        decimals: 0,
+        value: |r| r.gpu_util_mean_percent,
+    },
+];
+
 /// What a sweep measures; a resumed sweep must measure the same.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepConfig {
@@ -77,17 +154,14 @@ impl SweepConfig {
         (strip(self) != strip(other)).then(|| {
             let describe = |c: &SweepConfig| {
                 format!(
-                    "{} {:?} {} on {}, {} steps ({} warm-up), {}{}, seed {}",
+                    "{} {} {} on {}, {} steps ({} warm-up), {}{}, seed {}",
                     c.impls.join(","),
-                    c.model,
+                    c.model.name(),
                     c.dataset,
                     c.device,
                     c.steps,
                     c.warmup,
-                    match c.mode {
-                        Mode::Train => "train",
-                        Mode::Eval => "eval",
-                    },
+                    c.mode.name(),
                     if c.pinned { ", pinned" } else { "" },
                     c.seed
                 )
@@ -286,6 +360,29 @@ impl Results {
             ));
         }
         Ok(results)
+    }
+
+    /// `implementation`'s finished cells along `axis`, the other axis at `held`: (x, the metric's value), in x order
+    /// (failed and out-of-memory cells leave gaps).
+    pub fn curve(
+        &self,
+        implementation: &str,
+        axis: Axis,
+        held: u32,
+        metric: &Metric,
+    ) -> Vec<(u32, f64)> {
+        let mut points: Vec<(u32, f64)> = self
+            .rows
+            .iter()
+            .filter(|r| r.implementation == implementation && r.status == RowStatus::Ok)
+            .filter_map(|r| match axis.of(r) {
+                (x, other) if other == held => Some((x, (metric.value)(r)?)),
+                _ => None,
+            })
+            .filter(|p| p.1.is_finite())
+            .collect();
+        points.sort_by_key(|p| p.0);
+        points
     }
 
     pub fn has(&self, cell: Cell) -> bool {

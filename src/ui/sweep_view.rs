@@ -14,64 +14,27 @@ use ratatui::widgets::{Axis, Block, BorderType, Borders, Chart, Dataset, GraphTy
 
 use super::theme::Theme;
 use super::view::worker_color;
-use crate::sweep::{Results, Row, RowStatus};
+use crate::sweep::{Axis as GridAxis, METRICS, Metric, Results, RowStatus};
 
 const VERDICTS_KEPT: usize = 4;
-const MIB: f64 = 1024.0 * 1024.0;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum XAxis {
-    BatchSize,
-    Resolution,
-}
-
 pub struct SweepView {
     theme: Theme,
     results: Results,
     /// The progress line (cells, running cell, ETA), from whoever follows the sweep.
     status: String,
     verdicts: VecDeque<String>,
-    x: XAxis,
+    x: GridAxis,
     /// Index of the value the other axis is held at.
     held: usize,
     finished: bool,
 }
 
-struct Metric {
-    title: &'static str,
-    value: fn(&Row) -> Option<f64>,
-    format: fn(f64) -> String,
-}
-
-const METRICS: [Metric; 4] = [
-    Metric {
-        title: "ms per sample (median)",
-        value: |r| r.sample_time_p50_ms,
-        format: |v| format!("{v:.2}"),
-    },
-    Metric {
-        title: "samples/s",
-        value: |r| r.throughput_samples_per_s,
-        format: |v| format!("{v:.0}"),
-    },
-    Metric {
-        title: "peak host RSS (MiB)",
-        value: |r| r.peak_host_rss_bytes.map(|b| b as f64 / MIB),
-        format: |v| format!("{v:.0}"),
-    },
-    Metric {
-        title: "peak GPU memory (MiB)",
-        value: |r| r.peak_gpu_mem_bytes.map(|b| b as f64 / MIB),
-        format: |v| format!("{v:.0}"),
-    },
-];
-
 impl SweepView {
     pub fn new(theme: Theme, results: Results) -> SweepView {
         let x = if results.config.batch_sizes.len() == 1 && results.config.resolutions.len() > 1 {
-            XAxis::Resolution
+            GridAxis::Resolution
         } else {
-            XAxis::BatchSize
+            GridAxis::BatchSize
         };
         SweepView {
             theme,
@@ -106,8 +69,8 @@ impl SweepView {
     fn axes(&self) -> (&[u32], &[u32]) {
         let c = &self.results.config;
         match self.x {
-            XAxis::BatchSize => (&c.batch_sizes, &c.resolutions),
-            XAxis::Resolution => (&c.resolutions, &c.batch_sizes),
+            GridAxis::BatchSize => (&c.batch_sizes, &c.resolutions),
+            GridAxis::Resolution => (&c.resolutions, &c.batch_sizes),
         }
     }
 
@@ -116,8 +79,8 @@ impl SweepView {
         match key {
             KeyCode::Char('x') => {
                 self.x = match self.x {
-                    XAxis::BatchSize => XAxis::Resolution,
-                    XAxis::Resolution => XAxis::BatchSize,
+                    GridAxis::BatchSize => GridAxis::Resolution,
+                    GridAxis::Resolution => GridAxis::BatchSize,
                 };
                 self.held = 0;
             }
@@ -182,19 +145,16 @@ impl SweepView {
             .unwrap_or(0);
         let values: Vec<String> = xs.iter().map(u32::to_string).collect();
         let axis = match self.x {
-            XAxis::BatchSize => format!(
+            GridAxis::BatchSize => format!(
                 "against batch size {} (log 2) at {held_value} px",
                 values.join(" ")
             ),
-            XAxis::Resolution => format!(
+            GridAxis::Resolution => format!(
                 "against resolution {} (log 2) at batch {held_value}",
                 values.join(" ")
             ),
         };
-        let mode = match c.mode {
-            crate::config::Mode::Train => "train",
-            crate::config::Mode::Eval => "eval",
-        };
+        let mode = c.mode.name();
         let text = vec![
             Line::from(vec![
                 Span::styled(
@@ -225,26 +185,16 @@ impl SweepView {
         let Some(&held_value) = held.get(self.held.min(held.len().saturating_sub(1))) else {
             return;
         };
-        let on_axis = |r: &Row| match self.x {
-            XAxis::BatchSize => (r.resolution == held_value).then_some(r.batch_size),
-            XAxis::Resolution => (r.batch_size == held_value).then_some(r.resolution),
-        };
         let impls = &self.results.config.impls;
         let series: Vec<(String, Vec<(f64, f64)>)> = impls
             .iter()
             .map(|name| {
-                let points = self
-                    .results
-                    .rows
-                    .iter()
-                    .filter(|r| r.implementation == *name && r.status == RowStatus::Ok)
-                    .filter_map(|r| Some((f64::from(on_axis(r)?).log2(), (metric.value)(r)?)))
-                    .filter(|p| p.1.is_finite())
-                    .collect();
-                (name.clone(), points)
+                let curve = self.results.curve(name, self.x, held_value, metric);
+                let points = curve.into_iter().map(|(x, y)| (f64::from(x).log2(), y));
+                (name.clone(), points.collect())
             })
             .collect();
-        let block = self.block(format!(" {} ", metric.title));
+        let block = self.block(format!(" {} ", metric.pane));
         let top = series
             .iter()
             .flat_map(|(_, p)| p.iter().map(|p| p.1))
@@ -308,7 +258,7 @@ impl SweepView {
                     .bounds([0.0, top * 1.1])
                     .labels(vec![
                         Span::styled("0", muted),
-                        Span::styled((metric.format)(top * 1.1), muted),
+                        Span::styled(format!("{:.*}", metric.decimals, top * 1.1), muted),
                     ])
                     .style(muted),
             );

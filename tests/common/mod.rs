@@ -7,6 +7,9 @@ pub mod ui_session;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// The venv's python (torch 2.11), as `make build` creates it.
+pub const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
+
 pub fn golow_command(tmp: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_golow"));
     // Session directories go here, so a test can see that nothing was left behind; so do recordings
