@@ -11,9 +11,10 @@ use ratatui::widgets::{Clear, Paragraph};
 
 use super::compare;
 use super::panes::{self, Pane};
+use super::text;
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
-use super::view::{View, Window, duration};
+use super::view::{View, Window, duration, fill};
 use crate::session::Control;
 use crate::state::{Activity, State};
 
@@ -288,9 +289,9 @@ impl App {
     pub fn draw(&mut self, frame: &mut Frame, live: &State) {
         let area = frame.area();
         let theme = &self.themes[self.theme];
-        // Each part paints its own background (panes through their blocks): painting the whole
-        // screen first would style every cell twice a frame.
+        // The whole screen in the theme's colours first, in one sweep: the parts draw on it.
         let base = Style::default().bg(theme.background).fg(theme.foreground);
+        fill(frame.buffer_mut(), area, base);
         if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
             let message = format!(
                 "golow needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}",
@@ -335,11 +336,7 @@ impl App {
             Source::Live { .. } if self.stop_prompt => stop_prompt(state),
             Source::Live { .. } => LIVE_KEYS.to_string(),
         };
-        let base = Style::default().bg(view.theme.background);
-        frame.render_widget(
-            Paragraph::new(Span::styled(footer_text, view.muted())).style(base),
-            footer,
-        );
+        text::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
         self.pane_areas.clear();
         match self.mode {
             Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
@@ -387,10 +384,7 @@ fn dashboard_layout(
         let style = Style::default()
             .fg(view.theme.warning)
             .bg(view.theme.background);
-        frame.render_widget(
-            Paragraph::new(Span::styled(text, style)).style(style),
-            notice,
-        );
+        text::styled_lines(frame, notice, style, &[Line::styled(text, style)]);
         body = rest;
     }
     if let Some(i) = maximised.filter(|i| visible.contains(i)) {
@@ -506,11 +500,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         ));
         second.push(Span::styled(format!("{status}   "), style));
     }
-    let base = Style::default()
-        .bg(view.theme.background)
-        .fg(view.theme.foreground);
-    let text = Paragraph::new(vec![Line::from(first), Line::from(second)]).style(base);
-    frame.render_widget(text, area);
+    text::lines(frame, area, &[Line::from(first), Line::from(second)]);
 }
 
 const LIVE_KEYS: &str = " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help";
@@ -559,9 +549,15 @@ fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
         height,
     };
     frame.render_widget(Clear, rect);
+    fill(
+        frame.buffer_mut(),
+        rect,
+        view.text().bg(view.theme.background),
+    );
     let text: Vec<Line> = lines
         .iter()
         .map(|l| Line::styled(*l, view.text()))
         .collect();
-    frame.render_widget(Paragraph::new(text).block(view.block(" keys ")), rect);
+    let inner = view.framed(frame, rect, " keys ");
+    frame.render_widget(Paragraph::new(text), inner);
 }

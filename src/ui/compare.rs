@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::chart::{self, Line as ChartLine};
+use super::text;
 use super::view::{View, bytes, ms, shape};
 use crate::state::{Durations, Ratio, WorkerState, ratio_of_medians, verdict};
 
@@ -105,9 +106,7 @@ fn median(d: &Durations) -> Option<f64> {
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
-    let block = view.block(" compare ");
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
+    let inner = view.framed(frame, area, " compare ");
     let Some((a, b)) = pair(view, wanted) else {
         frame.render_widget(
             Paragraph::new(Span::styled("compare needs two workers", view.muted())),
@@ -123,7 +122,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         Constraint::Min(3),
     ])
     .areas(inner);
-    frame.render_widget(Paragraph::new(families), kernels);
+    text::lines(frame, kernels, &families);
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let headline = match &sample {
         Some(r) => verdict(&a.name, &b.name, r),
@@ -209,7 +208,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             ),
         ]));
     }
-    frame.render_widget(Paragraph::new(lines), table);
+    text::lines(frame, table, &lines);
     // Shared scale: both columns use the larger of the two maxima.
     let w = view.window;
     let top = [a, b]

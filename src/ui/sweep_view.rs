@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, BorderType, Borders, Chart, Dataset, GraphType, Paragraph};
 
 use super::theme::Theme;
-use super::view::worker_color;
+use super::view::{fill, worker_color};
 use crate::sweep::{Axis as GridAxis, METRICS, Metric, Results, RowStatus};
 
 const VERDICTS_KEPT: usize = 4;
@@ -111,7 +111,7 @@ impl SweepView {
         let base = Style::default()
             .bg(self.theme.background)
             .fg(self.theme.foreground);
-        frame.render_widget(Paragraph::new("").style(base), area);
+        fill(frame.buffer_mut(), area, base);
         let [header, charts, footer] = Layout::vertical([
             Constraint::Length(3),
             Constraint::Min(8),

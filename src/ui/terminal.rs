@@ -12,7 +12,9 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
 use ratatui::{TerminalOptions, Viewport};
 
-pub type Terminal = ratatui::Terminal<CrosstermBackend<BufWriter<Stdout>>>;
+use super::screen::Screen;
+
+pub type Terminal = Screen<CrosstermBackend<BufWriter<Stdout>>>;
 
 /// Puts the terminal back when dropped.
 pub struct Guard;
@@ -46,5 +48,5 @@ pub fn open() -> io::Result<(Guard, Terminal)> {
     let out = BufWriter::with_capacity(1 << 16, io::stdout());
     let terminal =
         ratatui::Terminal::with_options(CrosstermBackend::new(out), TerminalOptions { viewport })?;
-    Ok((guard, terminal))
+    Ok((guard, Screen::new(terminal)?))
 }

@@ -1,7 +1,10 @@
 //! What every pane draws with: the state, the theme, the time window, and one colour per worker.
 
+use ratatui::Frame;
+use ratatui::buffer::{Buffer, Cell};
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, BorderType, Borders};
+use ratatui::widgets::{Block, BorderType};
 
 use super::theme::Theme;
 use crate::state::State;
@@ -54,27 +57,89 @@ impl View<'_> {
         Style::default().fg(self.theme.muted)
     }
 
-    pub fn block<'b>(&self, title: &'b str) -> Block<'b> {
-        let border = if self.focused {
+    /// Frames `area`, already in the theme's colours, with a rounded border and a title; returns
+    /// the room inside.
+    pub fn framed(&self, frame: &mut Frame, area: Rect, title: &str) -> Rect {
+        let border = Style::default().fg(if self.focused {
             self.theme.highlight
         } else {
             self.theme.border
-        };
-        Block::default()
-            .borders(Borders::ALL)
+        });
+        let title_style = Style::default()
+            .fg(self.theme.title)
+            .add_modifier(Modifier::BOLD);
+        let block = Block::bordered()
             .border_type(BorderType::Rounded)
-            .border_style(Style::default().fg(border))
+            .border_style(border)
             .title(title)
-            .title_style(
-                Style::default()
-                    .fg(self.theme.title)
-                    .add_modifier(Modifier::BOLD),
-            )
-            .style(
-                Style::default()
-                    .bg(self.theme.background)
-                    .fg(self.theme.foreground),
-            )
+            .title_style(title_style);
+        let inner = block.inner(area);
+        let buf = frame.buffer_mut();
+        let area = area.intersection(buf.area);
+        if area.width < 2 || area.height < 2 {
+            // Borders that overlap: ratatui's rules for those.
+            frame.render_widget(block, area);
+        } else {
+            border_around(buf, area, border);
+            let width = usize::from(area.width - 2);
+            buf.set_stringn(area.x + 1, area.y, title, width, title_style);
+        }
+        inner
+    }
+}
+
+/// A rounded border on the edge of `area` (at least 2×2), the same cells as ratatui's `Block`
+/// draws: that draws one cell at a time through the buffer's index, and sweeps the whole area to
+/// style it, a tenth of a frame for the panes.
+fn border_around(buf: &mut Buffer, area: Rect, style: Style) {
+    let width = usize::from(area.width);
+    let mut row = |y: u16, left: char, right: char| {
+        let start = buf.index_of(area.x, y);
+        let cells = &mut buf.content[start..start + width];
+        for (i, cell) in cells.iter_mut().enumerate() {
+            let glyph = match i {
+                0 => left,
+                i if i + 1 == width => right,
+                _ => '─',
+            };
+            cell.set_char(glyph).set_style(style);
+        }
+    };
+    row(area.top(), '╭', '╮');
+    row(area.bottom() - 1, '╰', '╯');
+    for y in area.top() + 1..area.bottom() - 1 {
+        for x in [area.left(), area.right() - 1] {
+            buf[(x, y)].set_char('│').set_style(style);
+        }
+    }
+}
+
+/// Blanks every cell of `area` in `style`: the views start each frame with it, since the screen
+/// hands them an older frame to draw over, not a cleared one.
+pub fn fill(buf: &mut Buffer, area: Rect, style: Style) {
+    let mut blank = Cell::EMPTY;
+    blank.set_style(style);
+    let area = area.intersection(buf.area);
+    for y in area.top()..area.bottom() {
+        let start = buf.index_of(area.x, y);
+        for cell in &mut buf.content[start..start + usize::from(area.width)] {
+            cell.clone_from(&blank);
+        }
+    }
+}
+
+/// `Buffer::set_style` over `area`, a row slice at a time: ratatui's looks every cell up by its
+/// position.
+pub fn paint(buf: &mut Buffer, area: Rect, style: Style) {
+    let area = area.intersection(buf.area);
+    if area.is_empty() {
+        return;
+    }
+    for y in area.top()..area.bottom() {
+        let start = buf.index_of(area.x, y);
+        for cell in &mut buf.content[start..start + usize::from(area.width)] {
+            cell.set_style(style);
+        }
     }
 }
 
@@ -117,6 +182,73 @@ pub fn shape(d: [u32; 3]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::widgets::Borders;
+
+    #[test]
+    fn framed_draws_the_cells_of_a_rounded_block() {
+        let theme = crate::ui::theme::builtin("dark").unwrap();
+        let state = State::default();
+        let draw = |area: Rect, focused: bool, ours: bool| {
+            let view = View {
+                state: &state,
+                theme: &theme,
+                window: Window { from: 0.0, to: 1.0 },
+                focused,
+            };
+            let title = " a title longer than narrow panes ";
+            let mut terminal = Terminal::new(TestBackend::new(40, 8)).unwrap();
+            let mut inner = Rect::default();
+            terminal
+                .draw(|frame| {
+                    inner = if ours {
+                        let base = Style::default().bg(theme.background).fg(theme.foreground);
+                        fill(frame.buffer_mut(), area, base);
+                        view.framed(frame, area, title)
+                    } else {
+                        let border = if focused {
+                            theme.highlight
+                        } else {
+                            theme.border
+                        };
+                        let block = Block::default()
+                            .borders(Borders::ALL)
+                            .border_type(BorderType::Rounded)
+                            .border_style(Style::default().fg(border))
+                            .title(title)
+                            .title_style(
+                                Style::default()
+                                    .fg(theme.title)
+                                    .add_modifier(Modifier::BOLD),
+                            )
+                            .style(Style::default().bg(theme.background).fg(theme.foreground));
+                        let inner = block.inner(area);
+                        frame.render_widget(block, area);
+                        inner
+                    };
+                })
+                .unwrap();
+            (terminal.backend().buffer().clone(), inner)
+        };
+        for area in [
+            Rect::new(1, 1, 30, 6),
+            Rect::new(0, 0, 40, 8),
+            Rect::new(2, 3, 8, 2),
+            Rect::new(5, 5, 2, 3),
+            Rect::new(3, 3, 1, 4),
+            Rect::new(3, 3, 6, 1),
+            Rect::new(30, 4, 20, 9),
+        ] {
+            for focused in [false, true] {
+                assert_eq!(
+                    draw(area, focused, true),
+                    draw(area, focused, false),
+                    "{area:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn units() {

@@ -4,10 +4,10 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::{View, bytes, ms};
 
 pub struct Copies;
@@ -50,7 +50,7 @@ impl Pane for Copies {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let pcie = pcie_line(view);
         let [plot, numbers] = Layout::vertical([
@@ -109,6 +109,6 @@ impl Pane for Copies {
             ]));
         }
         text.extend(pcie);
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }

@@ -3,10 +3,10 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::View;
 
 pub struct HostCpu;
@@ -17,7 +17,7 @@ impl Pane for HostCpu {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let [plot, numbers] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(workers.len() as u16)])
@@ -44,6 +44,6 @@ impl Pane for HostCpu {
                 ])
             })
             .collect();
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }

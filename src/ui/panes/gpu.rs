@@ -3,10 +3,10 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::View;
 
 pub struct GpuUtilisation;
@@ -21,7 +21,7 @@ impl Pane for GpuUtilisation {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let gpu = &view.state.gpu;
         let mut lines: Vec<ChartLine> = gpu
             .devices
@@ -72,6 +72,6 @@ impl Pane for GpuUtilisation {
                 Span::styled(format!(" SM {sm:>4}"), view.text()),
             ]));
         }
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }

@@ -10,8 +10,9 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::state::WorkerState;
+use crate::ui::text;
 use crate::ui::view::{View, shape};
 
 #[derive(Default)]
@@ -157,7 +158,7 @@ impl Pane for Kernels {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let workers: Vec<&WorkerState> = view
             .state
             .workers
@@ -216,6 +217,6 @@ impl Pane for Kernels {
             }
         }
         lines.extend(grids);
-        frame.render_widget(Paragraph::new(lines), inner);
+        text::lines(frame, inner, &lines);
     }
 }

@@ -3,10 +3,11 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Gauge, Paragraph};
+use ratatui::widgets::Gauge;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::{View, bytes};
 
 pub struct Memory;
@@ -17,7 +18,7 @@ impl Pane for Memory {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let devices = &view.state.gpu.devices;
         let workers = &view.state.workers;
         let [gauges, plot, numbers] = Layout::vertical([
@@ -88,6 +89,6 @@ impl Pane for Memory {
                 ),
             ]));
         }
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }

@@ -44,14 +44,6 @@ pub fn all() -> Vec<Box<dyn Pane>> {
     ]
 }
 
-/// Draws the pane's border and title; returns the room inside.
-fn framed(frame: &mut Frame, area: Rect, view: &View, title: &str) -> Rect {
-    let block = view.block(title);
-    let inner = block.inner(area);
-    frame.render_widget(block, area);
-    inner
-}
-
 /// A worker's name in its colour, padded for columns.
 fn name<'a>(view: &View, worker: &str, width: usize) -> Span<'a> {
     Span::styled(

@@ -3,10 +3,10 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::{View, ms};
 
 pub struct SampleTime;
@@ -17,7 +17,7 @@ impl Pane for SampleTime {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let [plot, table] =
             Layout::horizontal([Constraint::Min(20), Constraint::Length(48)]).areas(inner);
         let lines: Vec<ChartLine> = view
@@ -53,6 +53,6 @@ impl Pane for SampleTime {
                 Span::styled(cells, view.text()),
             ]));
         }
-        frame.render_widget(Paragraph::new(rows), table);
+        text::lines(frame, table, &rows);
     }
 }

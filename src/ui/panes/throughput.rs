@@ -4,10 +4,10 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::{View, ms};
 
 pub struct Throughput;
@@ -18,7 +18,7 @@ impl Pane for Throughput {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let rows = workers.len() as u16 + 1;
         let [plot, numbers] =
@@ -50,6 +50,6 @@ impl Pane for Throughput {
                 ),
             ]));
         }
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }

@@ -4,11 +4,11 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
-use super::{Pane, framed, name};
+use super::{Pane, name};
 use crate::state::Series;
 use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::text;
 use crate::ui::view::View;
 
 pub struct Training;
@@ -36,7 +36,7 @@ impl Pane for Training {
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
-        let inner = framed(frame, area, view, self.title());
+        let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let [plots, numbers] = Layout::vertical([
             Constraint::Min(3),
@@ -102,6 +102,6 @@ impl Pane for Training {
                 ),
             ]));
         }
-        frame.render_widget(Paragraph::new(text), numbers);
+        text::lines(frame, numbers, &text);
     }
 }
