@@ -4,8 +4,9 @@
 //! 2. `libtorch` throughput under the full TUI against the same run headless, alternating TUI and
 //!    headless runs, median ratio, target ≥ 0.98.
 //!
-//! `GOLOW_BENCH_RUNS` (default 3 pairs) and `GOLOW_BENCH_CPU_SECONDS` (default 30) scale it;
-//! `GOLOW_BENCH_CPU_ARGS` replaces the CPU measurement's workload (default: the default comparison).
+//! `GOLOW_BENCH_RUNS` (default 3 pairs), `GOLOW_BENCH_CPU_RUNS` (default 3 sessions per size, median
+//! reported) and `GOLOW_BENCH_CPU_SECONDS` (default 30) scale it; `GOLOW_BENCH_CPU_ARGS` replaces the
+//! CPU measurement's workload (default: the default comparison).
 
 mod common;
 
@@ -146,34 +147,44 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("bench dir");
 
     let seconds = env_or("GOLOW_BENCH_CPU_SECONDS", 30);
+    let cpu_runs = env_or("GOLOW_BENCH_CPU_RUNS", 3);
     // The default comparison (libtorch and pytorch, ResNet-50, alternating), run long enough.
     let cpu_workload =
         std::env::var("GOLOW_BENCH_CPU_ARGS").unwrap_or_else(|_| "--steps 100000".to_string());
     println!("monitor CPU workload: golow run {cpu_workload}");
     let mut cpu = 0.0f64;
     for size in [(120, 40), (200, 60)] {
-        let mut measured = 0.0;
-        run_in_tmux_sized(&cpu_workload, &dir, size, |pid| {
-            std::thread::sleep(Duration::from_secs(10));
-            let (t0, threads0) = (Instant::now(), thread_ns(pid));
-            std::thread::sleep(Duration::from_secs(seconds));
-            let wall = t0.elapsed().as_secs_f64();
-            for (name, ns) in thread_ns(pid) {
-                let before = threads0
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map_or(0, |&(_, t)| t);
-                let share = (ns - before) as f64 / 1e9 / wall * 100.0;
-                measured += share;
-                println!(
-                    "  {}×{} thread {name:<16} {share:.2}% of a core",
-                    size.0, size.1
-                );
-            }
-            tmux(&["send-keys", "-t", &session_name(), "q"]);
-        });
+        let mut totals = Vec::new();
+        for run in 1..=cpu_runs {
+            let mut measured = 0.0;
+            let mut threads = Vec::new();
+            run_in_tmux_sized(&cpu_workload, &dir, size, |pid| {
+                std::thread::sleep(Duration::from_secs(10));
+                let (t0, threads0) = (Instant::now(), thread_ns(pid));
+                std::thread::sleep(Duration::from_secs(seconds));
+                let wall = t0.elapsed().as_secs_f64();
+                for (name, ns) in thread_ns(pid) {
+                    let before = threads0
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map_or(0, |&(_, t)| t);
+                    let share = (ns - before) as f64 / 1e9 / wall * 100.0;
+                    measured += share;
+                    threads.push(format!("{name} {share:.2}%"));
+                }
+                tmux(&["send-keys", "-t", &session_name(), "q"]);
+            });
+            println!(
+                "  {}×{} session {run}: {measured:.2}% of a core ({})",
+                size.0,
+                size.1,
+                threads.join(", ")
+            );
+            totals.push(measured);
+        }
+        let measured = median(&mut totals);
         println!(
-            "monitor CPU at {}×{} (golow process alone, TUI at up to 10 frames/s, {seconds} s steady state): {measured:.2}% of a core (target ≤ 1%)",
+            "monitor CPU at {}×{} (golow process alone, TUI at up to 10 frames/s, {seconds} s steady state, median of {cpu_runs} sessions): {measured:.2}% of a core (target ≤ 1%)",
             size.0, size.1
         );
         cpu = cpu.max(measured);

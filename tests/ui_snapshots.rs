@@ -386,3 +386,59 @@ fn the_sweep_view_draws_the_curves_of_the_finished_cells() {
     );
     insta::assert_snapshot!(screen);
 }
+
+/// Feeds `records` to two views a few at a time: one redrawing only what the records changed (the
+/// live view's way), one drawing every frame whole. The terminals must show the same after each.
+fn redrawn_parts_match_whole_frames(records: &[golow::event::Record], width: u16, height: u16) {
+    use golow::ui::changes::Changes;
+    use golow::ui::screen::Screen;
+    let mut screen = Screen::new(Terminal::new(TestBackend::new(width, height)).unwrap()).unwrap();
+    let mut reference = Terminal::new(TestBackend::new(width, height)).unwrap();
+    let (mut parts, mut whole) = (app(), app());
+    let mut state = State::default();
+    let mut partial_frames = 0;
+    for (frame, batch) in records.chunks(3).enumerate() {
+        let mut changes = Changes::NONE;
+        for record in batch {
+            state.apply(record);
+            changes |= Changes::of(&record.body);
+        }
+        let mut drawn = Vec::new();
+        screen
+            .draw(|f| {
+                drawn = parts.redraw(f, &state, changes);
+                drawn.clone()
+            })
+            .unwrap();
+        partial_frames += usize::from(drawn != [ratatui::layout::Rect::new(0, 0, width, height)]);
+        reference.draw(|f| whole.draw(f, &state)).unwrap();
+        assert_eq!(
+            screen.backend().buffer(),
+            reference.backend().buffer(),
+            "frame {frame}, after {batch:?}"
+        );
+    }
+    assert!(
+        partial_frames * 2 > records.len() / 3,
+        "most frames redraw parts only: {partial_frames}"
+    );
+}
+
+#[test]
+fn the_live_view_redraws_only_what_changed_and_shows_the_same_as_whole_frames() {
+    for gpu in [false, true] {
+        redrawn_parts_match_whole_frames(&common::ui_session::records(gpu, 240), 200, 60);
+    }
+    let recordings = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings");
+    let recording = std::fs::read_dir(recordings)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "golow"))
+        .expect("a sample recording");
+    let records: Vec<golow::event::Record> = golow::recording::Player::open(&recording)
+        .unwrap()
+        .records()
+        .collect();
+    redrawn_parts_match_whole_frames(&records, 160, 48);
+}

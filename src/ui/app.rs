@@ -9,6 +9,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
+use super::changes::Changes;
 use super::compare;
 use super::panes::{self, Pane};
 use super::text;
@@ -72,6 +73,10 @@ pub struct App {
     /// Where each pane was drawn last, for mouse clicks.
     pane_areas: Vec<(usize, Rect)>,
     source: Source,
+    /// How the last frame looked.
+    drawn: Option<Look>,
+    /// The elapsed second the header shows.
+    header_second: u64,
 }
 
 impl App {
@@ -103,6 +108,8 @@ impl App {
             quitting: false,
             pane_areas: Vec::new(),
             source: Source::Live { recording: None },
+            drawn: None,
+            header_second: 0,
         }
     }
 
@@ -286,12 +293,53 @@ impl App {
         self.paused.as_ref().unwrap_or(live)
     }
 
+    /// Draws the whole frame.
     pub fn draw(&mut self, frame: &mut Frame, live: &State) {
+        self.render(frame, live, None);
+    }
+
+    /// Draws what `changes` (since the last frame drawn) show, over that frame: the whole frame when
+    /// its layout, the time window or anything besides readings and steps changed. Returns the areas
+    /// drawn.
+    pub fn redraw(&mut self, frame: &mut Frame, live: &State, changes: Changes) -> Vec<Rect> {
+        let look = self.look(frame.area(), live);
+        let partial = self.drawn.as_ref() == Some(&look)
+            && matches!(self.source, Source::Live { .. })
+            && !changes.intersects(Changes::OTHER);
+        self.render(frame, live, partial.then_some(changes))
+    }
+
+    /// What a frame looks like besides the numbers in it.
+    fn look(&self, area: Rect, live: &State) -> Look {
+        let clock = self.paused.as_ref().unwrap_or(live);
+        let state = self.history.as_ref().unwrap_or(clock);
+        Look {
+            area,
+            theme: self.theme,
+            mode: self.mode,
+            maximised: self.maximised,
+            help: self.help,
+            stop_prompt: self.stop_prompt,
+            paused: self.paused.is_some(),
+            history: self.history.is_some(),
+            quitting: self.quitting,
+            window: self.window(clock),
+            ended: state.ended,
+            gpu: gpu_present(state),
+            workers: state.workers.len(),
+        }
+    }
+
+    /// Everything (`only` is `None`), or the parts that show `only`; returns the areas drawn.
+    fn render(&mut self, frame: &mut Frame, live: &State, only: Option<Changes>) -> Vec<Rect> {
         let area = frame.area();
+        self.drawn = Some(self.look(area, live));
         let theme = &self.themes[self.theme];
-        // The whole screen in the theme's colours first, in one sweep: the parts draw on it.
         let base = Style::default().bg(theme.background).fg(theme.foreground);
-        fill(frame.buffer_mut(), area, base);
+        if only.is_none() {
+            // The whole screen in the theme's colours first, in one sweep: the parts draw on it.
+            fill(frame.buffer_mut(), area, base);
+        }
         if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
             let message = format!(
                 "golow needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}",
@@ -300,8 +348,9 @@ impl App {
             let text = Paragraph::new(message)
                 .style(base)
                 .wrap(ratatui::widgets::Wrap { trim: true });
+            fill(frame.buffer_mut(), area, base);
             frame.render_widget(text, area);
-            return;
+            return vec![area];
         }
         let clock = self.paused.as_ref().unwrap_or(live);
         let window = self.window(clock);
@@ -320,6 +369,8 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
+        let second = self.now_s(clock) as u64;
+        let header_due = std::mem::replace(&mut self.header_second, second) != second;
         let marks = Marks {
             now_s: self.now_s(clock),
             history: self.history.is_some(),
@@ -327,68 +378,122 @@ impl App {
             quitting: self.quitting,
             source: &self.source,
         };
-        draw_header(frame, header, &view, &marks);
-        let footer_text = match &self.source {
-            Source::Replay(timeline) => {
-                timeline.draw(frame, timeline_area, &view);
-                REPLAY_KEYS.to_string()
-            }
-            Source::Live { .. } if self.stop_prompt => stop_prompt(state),
-            Source::Live { .. } => LIVE_KEYS.to_string(),
-        };
-        text::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
-        self.pane_areas.clear();
-        match self.mode {
-            Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
-            Mode::Dashboard => {
-                let areas =
-                    dashboard_layout(&self.panes, state, body, self.maximised, frame, &view);
-                for (i, rect) in areas {
-                    let focused = self.maximised == Some(i);
-                    let pane_view = View { focused, ..view };
-                    self.panes[i].draw(frame, rect, &pane_view);
-                    self.pane_areas.push((i, rect));
+        let Some(changes) = only else {
+            draw_header(frame, header, &view, &marks);
+            let footer_text = match &self.source {
+                Source::Replay(timeline) => {
+                    timeline.draw(frame, timeline_area, &view);
+                    REPLAY_KEYS.to_string()
+                }
+                Source::Live { .. } if self.stop_prompt => stop_prompt(state),
+                Source::Live { .. } => LIVE_KEYS.to_string(),
+            };
+            text::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
+            self.pane_areas.clear();
+            match self.mode {
+                Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
+                Mode::Dashboard => {
+                    let dashboard = dashboard_layout(&self.panes, state, body, self.maximised);
+                    if let Some((rect, reason)) = dashboard.notice {
+                        draw_notice(frame, rect, &view, reason);
+                    }
+                    for (i, rect) in dashboard.panes {
+                        let focused = self.maximised == Some(i);
+                        self.panes[i].draw(frame, rect, &View { focused, ..view });
+                        self.pane_areas.push((i, rect));
+                    }
                 }
             }
+            if self.help {
+                draw_help(frame, area, &view);
+            }
+            return vec![area];
+        };
+        let mut drawn = Vec::new();
+        if header_due || changes.intersects(Changes::STEPS) {
+            fill(frame.buffer_mut(), header, base);
+            draw_header(frame, header, &view, &marks);
+            drawn.push(header);
         }
-        if self.help {
-            draw_help(frame, area, &view);
+        if self.mode == Mode::Dashboard && !self.help {
+            let dashboard = dashboard_layout(&self.panes, state, body, self.maximised);
+            for (i, rect) in dashboard.panes {
+                if self.panes[i].shows().intersects(changes) {
+                    let focused = self.maximised == Some(i);
+                    fill(frame.buffer_mut(), rect, base);
+                    self.panes[i].draw(frame, rect, &View { focused, ..view });
+                    drawn.push(rect);
+                }
+            }
+        } else {
+            fill(frame.buffer_mut(), body, base);
+            match self.mode {
+                Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
+                Mode::Dashboard => {}
+            }
+            drawn.push(body);
+            if self.help {
+                draw_help(frame, area, &view);
+                drawn.push(area);
+            }
         }
+        drawn
     }
+}
+
+/// What decides a frame's layout and look besides the numbers: while it stays the same, the live
+/// view redraws only the parts whose numbers changed.
+#[derive(Debug, PartialEq)]
+struct Look {
+    area: Rect,
+    theme: usize,
+    mode: Mode,
+    maximised: Option<usize>,
+    help: bool,
+    stop_prompt: bool,
+    paused: bool,
+    history: bool,
+    quitting: bool,
+    window: Window,
+    ended: bool,
+    gpu: bool,
+    workers: usize,
 }
 
 fn gpu_present(state: &State) -> bool {
     state.gpu.unavailable.is_none() && !state.gpu.devices.is_empty()
 }
 
-/// Where each visible pane goes. Without a GPU the GPU panes collapse into one line that says why.
-fn dashboard_layout(
+/// Where each visible pane goes. Without a GPU the GPU panes collapse into a line that says why.
+struct Dashboard<'s> {
+    /// The line, and the reason.
+    notice: Option<(Rect, &'s str)>,
+    panes: Vec<(usize, Rect)>,
+}
+
+fn dashboard_layout<'s>(
     panes: &[Box<dyn Pane>],
-    state: &State,
+    state: &'s State,
     body: Rect,
     maximised: Option<usize>,
-    frame: &mut Frame,
-    view: &View,
-) -> Vec<(usize, Rect)> {
+) -> Dashboard<'s> {
     let gpu = gpu_present(state);
     let visible: Vec<usize> = (0..panes.len())
         .filter(|&i| gpu || !panes[i].needs_gpu())
         .collect();
     let mut body = body;
+    let mut notice = None;
     if !gpu && let Some(reason) = &state.gpu.unavailable {
-        let [notice, rest] =
+        let [line, rest] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(body);
-        let text = format!(
-            " no NVIDIA GPU — NVML: {reason} · GPU utilisation, kernels and host→device copies need one"
-        );
-        let style = Style::default()
-            .fg(view.theme.warning)
-            .bg(view.theme.background);
-        text::styled_lines(frame, notice, style, &[Line::styled(text, style)]);
+        notice = Some((line, reason.as_str()));
         body = rest;
     }
     if let Some(i) = maximised.filter(|i| visible.contains(i)) {
-        return vec![(i, body)];
+        return Dashboard {
+            notice,
+            panes: vec![(i, body)],
+        };
     }
     let (first, rest) = visible.split_at(visible.len().min(2));
     let rows: Vec<&[usize]> = std::iter::once(first)
@@ -403,7 +508,21 @@ fn dashboard_layout(
             .split(*rect);
         areas.extend(row.iter().copied().zip(widths.iter().copied()));
     }
-    areas
+    Dashboard {
+        notice,
+        panes: areas,
+    }
+}
+
+/// The line that says why there are no GPU panes.
+fn draw_notice(frame: &mut Frame, area: Rect, view: &View, reason: &str) {
+    let text = format!(
+        " no NVIDIA GPU — NVML: {reason} · GPU utilisation, kernels and host→device copies need one"
+    );
+    let style = Style::default()
+        .fg(view.theme.warning)
+        .bg(view.theme.background);
+    text::styled_lines(frame, area, style, &[Line::styled(text, style)]);
 }
 
 /// What the header marks besides the session itself.

@@ -1,5 +1,6 @@
 //! The live TUI loop: the session runs on its own thread and sends every record here; this thread
-//! folds them into its own state and draws at a fixed frame rate, only when something changed. Input
+//! folds them into its own state and draws at a fixed frame rate, only when something changed, and
+//! only the parts that show what changed. Input
 //! never waits on the session, and the session never waits on drawing.
 
 use std::io;
@@ -10,6 +11,7 @@ use crossterm::event::{self, Event};
 use ratatui::layout::Rect;
 
 use super::app::{Action, App};
+use super::changes::Changes;
 use super::terminal;
 use crate::event::Record;
 use crate::replay::{Reply, Request, Source};
@@ -52,23 +54,27 @@ pub fn run(
     let mut app = app;
     let mut state = State::default();
     let mut dirty = true;
+    let mut changes = Changes::OTHER;
     let mut last_draw: Option<Instant> = None;
     loop {
         while let Ok(record) = incoming.try_recv() {
             state.apply(&record);
+            changes |= Changes::of(&record.body);
             dirty = true;
         }
         while let Some(Ok(reply)) = history.as_ref().map(|h| h.replies.try_recv()) {
             if let Reply::Reset(at) = reply {
                 app.show_history(*at);
             }
+            changes |= Changes::OTHER;
             dirty = true;
         }
         let due = last_draw.is_none_or(|t| t.elapsed() >= FRAME);
         if dirty && due {
-            terminal.draw(|frame| app.draw(frame, &state))?;
+            terminal.draw(|frame| app.redraw(frame, &state, changes))?;
             last_draw = Some(Instant::now());
             dirty = false;
+            changes = Changes::NONE;
         }
         if app.is_quitting() && state.ended {
             break;
@@ -81,6 +87,8 @@ pub fn run(
         };
         if event::poll(wait)? {
             dirty = true;
+            // Keys and the mouse may change anything on screen, a pane's own selection included.
+            changes |= Changes::OTHER;
             match event::read()? {
                 Event::Key(key) if key.kind == event::KeyEventKind::Press => {
                     match app.on_key(key, &state) {

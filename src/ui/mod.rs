@@ -2,6 +2,7 @@
 //! on stdout. Everything here draws from the state only and never touches files or processes.
 
 pub mod app;
+pub mod changes;
 mod chart;
 mod compare;
 pub mod live;
@@ -9,7 +10,7 @@ mod panes;
 pub mod progress;
 pub mod replay;
 pub mod report;
-mod screen;
+pub mod screen;
 pub mod sweep_live;
 pub mod sweep_view;
 mod terminal;

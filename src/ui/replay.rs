@@ -38,7 +38,10 @@ pub fn run(mut app: App, source: &Source) -> io::Result<()> {
             dirty = true;
         }
         if dirty {
-            terminal.draw(|frame| app.draw(frame, &state))?;
+            terminal.draw(|frame| {
+                app.draw(frame, &state);
+                vec![frame.area()]
+            })?;
             dirty = false;
         }
         if event::poll(FRAME)? {

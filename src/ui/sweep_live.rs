@@ -160,7 +160,10 @@ fn show(
             Tick::Go { changed } => dirty |= changed,
         }
         if dirty || last_draw.is_none_or(|t| t.elapsed() >= CLOCK) {
-            terminal.draw(|frame| view.draw(frame))?;
+            terminal.draw(|frame| {
+                view.draw(frame);
+                vec![frame.area()]
+            })?;
             last_draw = Some(Instant::now());
             dirty = false;
         }

@@ -23,8 +23,14 @@ impl Emitter {
 
     /// Writes and flushes one event, so the monitor sees it at once; an error means the monitor is gone.
     pub fn emit(&mut self, event: &WorkerEvent) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.out, event)?;
-        self.out.write_all(b"\n")?;
+        self.hold(event)?;
         self.out.flush()
+    }
+
+    /// Writes one event for the next `emit` to flush with its own: for an event another follows at
+    /// once, so that the monitor wakes once for both.
+    pub fn hold(&mut self, event: &WorkerEvent) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, event)?;
+        self.out.write_all(b"\n")
     }
 }

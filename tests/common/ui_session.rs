@@ -33,6 +33,15 @@ fn worker_config(device: &str) -> WorkerConfig {
 
 /// A session of three workers, `steps` steps each at 4 steps a second, with a GPU or without one.
 pub fn session(gpu: bool, steps: u64) -> State {
+    let mut state = State::default();
+    for r in &records(gpu, steps) {
+        state.apply(r);
+    }
+    state
+}
+
+/// The records of `session`, in order.
+pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
     let device = if gpu { "cuda:0" } else { "cpu" };
     let mut records = vec![Record::new(
         0.0,
@@ -192,11 +201,7 @@ pub fn session(gpu: bool, steps: u64) -> State {
             ));
         }
     }
-    let mut state = State::default();
-    for r in &records {
-        state.apply(r);
-    }
-    state
+    records
 }
 
 /// A second of one worker's GPU activity: an elementwise kernel whose grid differs between the

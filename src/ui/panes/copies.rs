@@ -6,6 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::{View, bytes, ms};
@@ -47,6 +48,10 @@ impl Pane for Copies {
 
     fn needs_gpu(&self) -> bool {
         true
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS | Changes::GPU
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

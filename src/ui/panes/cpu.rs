@@ -5,6 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::View;
@@ -14,6 +15,10 @@ pub struct HostCpu;
 impl Pane for HostCpu {
     fn title(&self) -> &'static str {
         " host CPU % per worker (100 = one core) "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::PROCESS
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

@@ -5,6 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::View;
@@ -18,6 +19,10 @@ impl Pane for GpuUtilisation {
 
     fn needs_gpu(&self) -> bool {
         true
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::GPU
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

@@ -12,6 +12,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Pane, name};
 use crate::state::WorkerState;
+use crate::ui::changes::Changes;
 use crate::ui::text;
 use crate::ui::view::{View, shape};
 
@@ -155,6 +156,10 @@ impl Pane for Kernels {
             _ => return false,
         }
         true
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS | Changes::GPU
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Gauge;
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::{View, bytes};
@@ -15,6 +16,10 @@ pub struct Memory;
 impl Pane for Memory {
     fn title(&self) -> &'static str {
         " memory: host RSS and GPU "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::PROCESS | Changes::GPU
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

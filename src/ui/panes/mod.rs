@@ -15,6 +15,7 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 
+use super::changes::Changes;
 use super::view::View;
 
 pub trait Pane {
@@ -23,6 +24,8 @@ pub trait Pane {
     fn needs_gpu(&self) -> bool {
         false
     }
+    /// The changes that alter what it shows: it is redrawn only after those.
+    fn shows(&self) -> Changes;
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View);
     /// A key the app does not use, offered to the maximised pane; true when the pane took it.
     fn on_key(&mut self, _key: KeyCode) -> bool {

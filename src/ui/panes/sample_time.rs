@@ -5,6 +5,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::{View, ms};
@@ -14,6 +15,10 @@ pub struct SampleTime;
 impl Pane for SampleTime {
     fn title(&self) -> &'static str {
         " sample time (ms/sample, warm-up excluded) "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

@@ -6,6 +6,7 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::{View, ms};
@@ -15,6 +16,10 @@ pub struct Throughput;
 impl Pane for Throughput {
     fn title(&self) -> &'static str {
         " throughput (samples/s) and step time "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
 use crate::state::Series;
+use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::text;
 use crate::ui::view::View;
@@ -33,6 +34,10 @@ fn smoothed(series: &Series, from: f64, to: f64) -> Series {
 impl Pane for Training {
     fn title(&self) -> &'static str {
         " training: loss and accuracy "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS
     }
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {

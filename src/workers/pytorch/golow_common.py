@@ -110,11 +110,14 @@ class Events:
 
     def __init__(self):
         fd = os.environ.get("GOLOW_EVENT_FD")
-        self.out = os.fdopen(int(fd), "w", buffering=1) if fd is not None else sys.stdout
+        self.out = os.fdopen(int(fd), "w") if fd is not None else sys.stdout
 
-    def emit(self, event: dict):
+    def emit(self, event: dict, hold: bool = False):
+        """Writes one event and flushes it, unless `hold`: then the next emit flushes it along with
+        its own (for an event another follows at once, so that the monitor wakes once for both)."""
         self.out.write(json.dumps(event, separators=(",", ":")) + "\n")
-        self.out.flush()
+        if not hold:
+            self.out.flush()
 
 
 class Turns:

@@ -140,11 +140,14 @@ def run(cfg, model, data, device, events, turns):
         h2d_bytes = None
         if cuda:
             h2d_bytes = sum(t.numel() * t.element_size() for t in (host_inputs, host_targets))
+        complete = position + 1 == per_epoch
+        epoch_ends = complete or step + 1 == cfg["steps"]
+        # When the turn's end comes next, with no evaluation between, both go in one write.
         events.emit(dict(type="step", step=step, epoch=epoch, phase=phase, batch_size=b, data_ms=data_ms,
                          h2d_ms=h2d_ms, h2d_bytes=h2d_bytes, compute_ms=compute_ms, loss=loss_value,
-                         correct=correct, warmup=step < cfg["warmup"]))
-        complete = position + 1 == per_epoch
-        if complete or step + 1 == cfg["steps"]:
+                         correct=correct, warmup=step < cfg["warmup"]),
+                    hold=turns.turn_over() and not epoch_ends)
+        if epoch_ends:
             events.emit(end_epoch(model, data, cfg, device, epoch, complete, tally))
             tally = Tally()
     return "ok"

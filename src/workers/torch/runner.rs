@@ -75,6 +75,16 @@ impl Runner<'_> {
             .map_err(|e| format!("event channel: {e}"))
     }
 
+    /// `emit`, or when `hold`, written for the next `emit` to flush along.
+    fn emit_or_hold(&mut self, event: WorkerEvent, hold: bool) -> Result<(), String> {
+        if !hold {
+            return self.emit(event);
+        }
+        self.emitter
+            .hold(&event)
+            .map_err(|e| format!("event channel: {e}"))
+    }
+
     /// Runs every configured step; returns how the run ended.
     pub fn run(&mut self, net: &mut dyn Network) -> Result<ExitStatus, String> {
         let config = self.config;
@@ -166,21 +176,27 @@ impl Runner<'_> {
             let correct = tch::no_grad(|| correct_count(&logits, &targets));
             self.turns.took_step();
             tally.add(loss, correct, batch as u64);
-            self.emit(WorkerEvent::Step(Step {
-                step,
-                epoch,
-                phase,
-                batch_size: config.batch_size,
-                data_ms,
-                h2d_ms,
-                h2d_bytes: cuda.then(|| host.bytes()),
-                compute_ms,
-                loss,
-                correct: correct as u32,
-                warmup: step < config.warmup,
-            }))?;
             let epoch_complete = position as u64 + 1 == per_epoch;
-            if epoch_complete || step + 1 == config.steps {
+            let epoch_ends = epoch_complete || step + 1 == config.steps;
+            // When the turn's end comes next, with no evaluation between, both go in one write.
+            let turn_end_next = self.turns.turn_over() && !epoch_ends;
+            self.emit_or_hold(
+                WorkerEvent::Step(Step {
+                    step,
+                    epoch,
+                    phase,
+                    batch_size: config.batch_size,
+                    data_ms,
+                    h2d_ms,
+                    h2d_bytes: cuda.then(|| host.bytes()),
+                    compute_ms,
+                    loss,
+                    correct: correct as u32,
+                    warmup: step < config.warmup,
+                }),
+                turn_end_next,
+            )?;
+            if epoch_ends {
                 let event = self.end_epoch(net, epoch, epoch_complete, &tally)?;
                 self.emit(WorkerEvent::Epoch(event))?;
                 tally = Tally::default();
