@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph};
+use ratatui::widgets::Paragraph;
 
 use super::changes::Changes;
 use super::compare;
@@ -299,12 +299,14 @@ impl App {
     }
 
     /// Draws what `changes` (since the last frame drawn) show, over that frame: the whole frame when
-    /// its layout, the time window or anything besides readings and steps changed. Returns the areas
-    /// drawn.
+    /// its layout, the time window or anything besides readings and steps changed, and always for
+    /// the compare view and under the help. Returns the areas drawn.
     pub fn redraw(&mut self, frame: &mut Frame, live: &State, changes: Changes) -> Vec<Rect> {
         let look = self.look(frame.area(), live);
         let partial = self.drawn.as_ref() == Some(&look)
             && matches!(self.source, Source::Live { .. })
+            && self.mode == Mode::Dashboard
+            && !self.help
             && !changes.intersects(Changes::OTHER);
         self.render(frame, live, partial.then_some(changes))
     }
@@ -330,25 +332,24 @@ impl App {
         }
     }
 
-    /// Everything (`only` is `None`), or the parts that show `only`; returns the areas drawn.
+    /// Everything (`only` is `None`), or the dashboard's parts that show `only`; returns the areas
+    /// drawn.
     fn render(&mut self, frame: &mut Frame, live: &State, only: Option<Changes>) -> Vec<Rect> {
         let area = frame.area();
         self.drawn = Some(self.look(area, live));
         let theme = &self.themes[self.theme];
         let base = Style::default().bg(theme.background).fg(theme.foreground);
-        if only.is_none() {
+        let too_small = area.width < MIN_WIDTH || area.height < MIN_HEIGHT;
+        if only.is_none() || too_small {
             // The whole screen in the theme's colours first, in one sweep: the parts draw on it.
             fill(frame.buffer_mut(), area, base);
         }
-        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        if too_small {
             let message = format!(
                 "golow needs a terminal of at least {MIN_WIDTH}×{MIN_HEIGHT}; this one is {}×{}",
                 area.width, area.height
             );
-            let text = Paragraph::new(message)
-                .style(base)
-                .wrap(ratatui::widgets::Wrap { trim: true });
-            fill(frame.buffer_mut(), area, base);
+            let text = Paragraph::new(message).wrap(ratatui::widgets::Wrap { trim: true });
             frame.render_widget(text, area);
             return vec![area];
         }
@@ -369,10 +370,10 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
-        let second = self.now_s(clock) as u64;
-        let header_due = std::mem::replace(&mut self.header_second, second) != second;
+        let now_s = self.now_s(clock);
+        let header_due = std::mem::replace(&mut self.header_second, now_s as u64) != now_s as u64;
         let marks = Marks {
-            now_s: self.now_s(clock),
+            now_s,
             history: self.history.is_some(),
             paused: self.paused.is_some(),
             quitting: self.quitting,
@@ -415,26 +416,13 @@ impl App {
             draw_header(frame, header, &view, &marks);
             drawn.push(header);
         }
-        if self.mode == Mode::Dashboard && !self.help {
-            let dashboard = dashboard_layout(&self.panes, state, body, self.maximised);
-            for (i, rect) in dashboard.panes {
-                if self.panes[i].shows().intersects(changes) {
-                    let focused = self.maximised == Some(i);
-                    fill(frame.buffer_mut(), rect, base);
-                    self.panes[i].draw(frame, rect, &View { focused, ..view });
-                    drawn.push(rect);
-                }
-            }
-        } else {
-            fill(frame.buffer_mut(), body, base);
-            match self.mode {
-                Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
-                Mode::Dashboard => {}
-            }
-            drawn.push(body);
-            if self.help {
-                draw_help(frame, area, &view);
-                drawn.push(area);
+        let dashboard = dashboard_layout(&self.panes, state, body, self.maximised);
+        for (i, rect) in dashboard.panes {
+            if self.panes[i].shows().intersects(changes) {
+                let focused = self.maximised == Some(i);
+                fill(frame.buffer_mut(), rect, base);
+                self.panes[i].draw(frame, rect, &View { focused, ..view });
+                drawn.push(rect);
             }
         }
         drawn
@@ -667,7 +655,6 @@ fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
         width,
         height,
     };
-    frame.render_widget(Clear, rect);
     fill(
         frame.buffer_mut(),
         rect,

@@ -8,7 +8,7 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 
-use super::view::View;
+use super::view::{View, cells_of_row};
 use crate::state::Series;
 
 /// At most this many points per series per character column: a Braille cell is 2 dots wide, and a
@@ -223,8 +223,7 @@ pub fn draw(
         buf[(plot.x - 1, y)].set_char('│').set_style(axis);
     }
     let x_axis = plot.y + plot.height;
-    let start = buf.index_of(plot.x - 1, x_axis);
-    for (i, cell) in buf.content[start..=start + usize::from(plot.width)]
+    for (i, cell) in cells_of_row(buf, plot.x - 1, x_axis, plot.width + 1)
         .iter_mut()
         .enumerate()
     {
@@ -258,10 +257,11 @@ pub fn draw(
             previous = Some(dot);
         }
     }
-    for (row, dot_row) in dots.cells.chunks(dots.width).enumerate() {
-        let start = buf.index_of(plot.x, plot.y + row as u16);
-        let cells = &mut buf.content[start..start + dots.width];
-        for (cell, &(bits, color)) in cells.iter_mut().zip(dot_row) {
+    for (y, dot_row) in (plot.y..).zip(dots.cells.chunks(dots.width)) {
+        for (cell, &(bits, color)) in cells_of_row(buf, plot.x, y, plot.width)
+            .iter_mut()
+            .zip(dot_row)
+        {
             let (Some(color), true) = (color, bits != 0) else {
                 continue;
             };

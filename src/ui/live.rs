@@ -1,7 +1,7 @@
 //! The live TUI loop: the session runs on its own thread and sends every record here; this thread
 //! folds them into its own state and draws at a fixed frame rate, only when something changed, and
-//! only the parts that show what changed. Input
-//! never waits on the session, and the session never waits on drawing.
+//! only the parts that show what changed. Input never waits on the session, and the session never
+//! waits on drawing.
 
 use std::io;
 use std::sync::mpsc;

@@ -9,7 +9,7 @@ use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
-use super::view::paint;
+use super::view::{cells_of_row, fill};
 
 /// A character that is a grapheme and one cell on its own, whatever surrounds it: printable ASCII,
 /// Latin, punctuation, arrows, maths, box drawing, blocks and shapes. Combining marks, joiners,
@@ -44,15 +44,14 @@ pub fn lines(frame: &mut Frame, area: Rect, lines: &[Line]) {
     }
 }
 
-/// `lines` on `area` painted in `style` (a `Paragraph` with that style).
+/// `lines` on `area` blanked in `style` (a `Paragraph` with that style, drawn on a cleared area).
 pub fn styled_lines(frame: &mut Frame, area: Rect, style: Style, text: &[Line]) {
-    paint(frame.buffer_mut(), area, style);
+    fill(frame.buffer_mut(), area, style);
     lines(frame, area, text);
 }
 
 fn line_of_cells(buf: &mut Buffer, row: Rect, line: &Line) {
-    let start = buf.index_of(row.x, row.y);
-    let mut cells = buf.content[start..start + usize::from(row.width)].iter_mut();
+    let mut cells = cells_of_row(buf, row.x, row.y, row.width).iter_mut();
     for span in &line.spans {
         let style = line.style.patch(span.style);
         for (c, cell) in span.content.chars().zip(cells.by_ref()) {

@@ -94,9 +94,10 @@ impl View<'_> {
 fn border_around(buf: &mut Buffer, area: Rect, style: Style) {
     let width = usize::from(area.width);
     let mut row = |y: u16, left: char, right: char| {
-        let start = buf.index_of(area.x, y);
-        let cells = &mut buf.content[start..start + width];
-        for (i, cell) in cells.iter_mut().enumerate() {
+        for (i, cell) in cells_of_row(buf, area.x, y, area.width)
+            .iter_mut()
+            .enumerate()
+        {
             let glyph = match i {
                 0 => left,
                 i if i + 1 == width => right,
@@ -114,31 +115,22 @@ fn border_around(buf: &mut Buffer, area: Rect, style: Style) {
     }
 }
 
-/// Blanks every cell of `area` in `style`: the views start each frame with it, since the screen
-/// hands them an older frame to draw over, not a cleared one.
+/// The `width` cells of row `y` from column `x`, as one slice: writing a row through it spares a
+/// position lookup per cell (ratatui's indexing), which is what its widgets cost most per frame.
+pub fn cells_of_row(buf: &mut Buffer, x: u16, y: u16, width: u16) -> &mut [Cell] {
+    let start = buf.index_of(x, y);
+    &mut buf.content[start..start + usize::from(width)]
+}
+
+/// Blanks every cell of `area` in `style`: a view starts what it draws with it, since the screen
+/// hands it the last frame to draw over, not a cleared one.
 pub fn fill(buf: &mut Buffer, area: Rect, style: Style) {
     let mut blank = Cell::EMPTY;
     blank.set_style(style);
     let area = area.intersection(buf.area);
     for y in area.top()..area.bottom() {
-        let start = buf.index_of(area.x, y);
-        for cell in &mut buf.content[start..start + usize::from(area.width)] {
+        for cell in cells_of_row(buf, area.x, y, area.width) {
             cell.clone_from(&blank);
-        }
-    }
-}
-
-/// `Buffer::set_style` over `area`, a row slice at a time: ratatui's looks every cell up by its
-/// position.
-pub fn paint(buf: &mut Buffer, area: Rect, style: Style) {
-    let area = area.intersection(buf.area);
-    if area.is_empty() {
-        return;
-    }
-    for y in area.top()..area.bottom() {
-        let start = buf.index_of(area.x, y);
-        for cell in &mut buf.content[start..start + usize::from(area.width)] {
-            cell.set_style(style);
         }
     }
 }

@@ -70,19 +70,17 @@ fn correct_count(logits: &Tensor, targets: &Tensor) -> u64 {
 
 impl Runner<'_> {
     fn emit(&mut self, event: WorkerEvent) -> Result<(), String> {
-        self.emitter
-            .emit(&event)
-            .map_err(|e| format!("event channel: {e}"))
+        self.emit_or_hold(event, false)
     }
 
     /// `emit`, or when `hold`, written for the next `emit` to flush along.
     fn emit_or_hold(&mut self, event: WorkerEvent, hold: bool) -> Result<(), String> {
-        if !hold {
-            return self.emit(event);
-        }
-        self.emitter
-            .hold(&event)
-            .map_err(|e| format!("event channel: {e}"))
+        let written = if hold {
+            self.emitter.hold(&event)
+        } else {
+            self.emitter.emit(&event)
+        };
+        written.map_err(|e| format!("event channel: {e}"))
     }
 
     /// Runs every configured step; returns how the run ended.
