@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON ?= python3
 STAMP := $(VENV)/.golow-installed
 
-.PHONY: build run test gpu-test bench lint clean
+.PHONY: build run test monitor-alone gpu-test bench lint clean
 
 # The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
 # (LIBTORCH in .cargo/config.toml).
@@ -24,6 +24,18 @@ test: build
 	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
 	cargo test --release
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
+	$(MAKE) --no-print-directory monitor-alone
+
+# The monitor alone, as someone who only replays recordings installs it: it builds with no libtorch to be found
+# (torch-sys's build would fail on this LIBTORCH), depends on no torch crate, and links no torch library and no
+# RUNPATH to one.
+monitor-alone:
+	LIBTORCH=/nonexistent/libtorch cargo build --release -p golow
+	@if cargo tree -p golow -e normal,build --prefix none | grep -E '^(tch|torch-sys) '; then \
+		echo "golow depends on a torch crate"; exit 1; fi
+	@if readelf -d target/release/golow | grep -iE 'torch|RUNPATH|RPATH'; then \
+		echo "golow links torch or carries a RUNPATH"; exit 1; fi
+	@echo "golow builds and links without torch"
 
 # The #[ignore]d tests that need an NVIDIA GPU (tests/gpu.rs), with the CUPTI collector in every worker.
 gpu-test: build

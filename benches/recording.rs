@@ -18,10 +18,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use golow::event::{Body, Record};
 use golow::recording::{Player, Recorder};
 use golow::session::Observer;
 use golow::state::State;
+use golow_protocol::event::{Body, Record};
 
 const HOUR_MS: f64 = 3_600_000.0;
 

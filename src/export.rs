@@ -13,7 +13,7 @@ use std::io::{self, BufWriter, Write};
 
 use serde_json::{Value, json};
 
-use crate::event::{Body, Record, Step};
+use golow_protocol::event::{Body, Record, Step};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -320,8 +320,8 @@ mod tests {
     use std::collections::{BTreeSet, HashMap};
 
     use super::*;
-    use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
-    use crate::event::{Epoch, ExitStatus, Hello, Phase, Stream, WorkerExit};
+    use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+    use golow_protocol::event::{Epoch, ExitStatus, Hello, Stream, WorkerExit};
 
     const ODD: &str = "my \"fast\", run";
 
@@ -331,7 +331,7 @@ mod tests {
 
     fn session_start() -> Body {
         Body::SessionStart(SessionConfig {
-            impls: vec!["libtorch".into(), ODD.into()],
+            workers: vec!["libtorch".into(), ODD.into()],
             commands: [(ODD.to_string(), "python train.py".to_string())].into(),
             model: Model::Resnet50,
             dataset: "synthetic".into(),
@@ -381,7 +381,7 @@ mod tests {
         Body::Step(Step {
             step: n,
             epoch: 0,
-            phase: Phase::Train,
+            phase: golow_protocol::config::Mode::Train,
             batch_size: 16,
             data_ms: 0.1,
             h2d_ms,

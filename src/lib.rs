@@ -1,10 +1,8 @@
-//! golow: what does each level of abstraction cost? See README.md and DESIGN.md for the architecture:
-//! workers → events → session hub → state → UI, with `event.rs` as the one contract between parts.
+//! golow: what does each level of abstraction cost? The monitor process: its parts and how they meet are in
+//! ARCHITECTURE.md; what travels between processes is the golow-protocol crate.
 
 pub mod cli;
-pub mod config;
 pub mod doctor;
-pub mod event;
 pub mod export;
 pub mod files;
 pub mod recording;
@@ -14,4 +12,3 @@ pub mod state;
 pub mod sweep;
 pub mod telemetry;
 pub mod ui;
-pub mod workers;

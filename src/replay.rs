@@ -1,8 +1,8 @@
 //! How a viewer and a recording player talk: the viewer keeps the clock and asks; the player, on its
 //! own thread, reads the file and answers with records to fold or a whole state to start from.
 
-use crate::event::Record;
 use crate::state::State;
+use golow_protocol::event::Record;
 
 pub enum Request {
     /// The records after the last ones sent, up to this time (ms).

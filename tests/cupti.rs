@@ -39,7 +39,7 @@ fn records(tmp: &Path, cupti: &Path, extra: &[&str]) -> Vec<serde_json::Value> {
     std::fs::write(&probe, LIKE_CUDA).unwrap();
     let recording = tmp.join("session.golow");
     let out = golow_command(tmp)
-        .env(golow_cupti::LIBRARY_ENV, cupti)
+        .env(golow_protocol::collector::LIBRARY_ENV, cupti)
         .args(["run", "--headless", "--cmd"])
         .arg(format!("probe={PYTHON} {}", probe.display()))
         .arg("--record")

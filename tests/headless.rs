@@ -273,7 +273,7 @@ fn rust_and_python_draw_the_same_data_order() {
         let from_python: Vec<usize> = serde_json::from_str(text(&out.stdout).trim()).unwrap();
         assert_eq!(
             from_python,
-            golow::workers::data::epoch_order(seed, epoch, n),
+            golow_data::epoch_order(seed, epoch, n),
             "seed {seed} epoch {epoch}"
         );
     }

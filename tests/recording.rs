@@ -8,8 +8,8 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use golow::event::{Body, Record};
 use golow::recording::{Player, Recorder};
+use golow_protocol::event::{Body, Record};
 
 /// One real session, recorded, shared by the tests of this file.
 struct Session {

@@ -101,7 +101,7 @@ fn the_maximised_kernels_pane_shows_the_grids_of_the_chosen_kernel() {
 
 #[test]
 fn without_kernel_records_the_kernels_pane_says_what_each_collector_said() {
-    use golow::event::{Body, CollectorStatus, Record};
+    use golow_protocol::event::{Body, CollectorStatus, Record};
     let mut state = session(true, 3);
     for (worker, active, detail) in [
         (
@@ -320,9 +320,9 @@ fn sweep_results() -> golow::sweep::Results {
     use golow::sweep::{Results, Row, RowStatus, SweepConfig};
     let config = SweepConfig {
         impls: vec!["libtorch".into(), "pytorch".into()],
-        model: golow::config::Model::Resnet50,
+        model: golow_protocol::config::Model::Resnet50,
         dataset: "synthetic".into(),
-        mode: golow::config::Mode::Eval,
+        mode: golow_protocol::config::Mode::Eval,
         steps: 30,
         warmup: 2,
         device: "cpu".into(),
@@ -391,7 +391,7 @@ fn the_sweep_view_draws_the_curves_of_the_finished_cells() {
 /// changed (the live view's way), one drawing every frame whole. The terminals must show the same
 /// after each frame; `partial` says whether most frames may be partial.
 fn redrawn_parts_match_whole_frames(
-    records: &[golow::event::Record],
+    records: &[golow_protocol::event::Record],
     (width, height): (u16, u16),
     keys: &[KeyCode],
     partial: bool,
@@ -451,7 +451,7 @@ fn the_live_view_redraws_only_what_changed_and_shows_the_same_as_whole_frames() 
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "golow"))
         .expect("a sample recording");
-    let records: Vec<golow::event::Record> = golow::recording::Player::open(&recording)
+    let records: Vec<golow_protocol::event::Record> = golow::recording::Player::open(&recording)
         .unwrap()
         .records()
         .collect();

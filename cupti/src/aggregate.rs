@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-pub use crate::window::{Breakdown, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind};
+use golow_protocol::collector::{
+    Breakdown, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
+};
 
 /// Name of the entry that takes every kernel beyond the per-window name cap.
 pub const OTHER_KERNELS: &str = "(other kernels)";
@@ -52,16 +54,14 @@ pub struct CopyActivity {
     pub device: u32,
 }
 
-impl Breakdown {
-    /// `kernels` and `copies` must lie inside a window of `len_ns`; an empty window reads as idle.
-    fn of(len_ns: u64, kernels: &Spans, copies: &Spans) -> Breakdown {
-        let len = len_ns.max(1) as f64;
-        let busy = kernels.total() as f64 / len;
-        let copy = copies.total().saturating_sub(copies.overlap(kernels)) as f64 / len;
-        // Clamped so that rounding never shows a negative idle share.
-        let idle = (1.0 - busy - copy).max(0.0);
-        Breakdown { busy, copy, idle }
-    }
+/// The breakdown of a window of `len_ns`, which `kernels` and `copies` lie inside; an empty window reads as idle.
+fn breakdown(len_ns: u64, kernels: &Spans, copies: &Spans) -> Breakdown {
+    let len = len_ns.max(1) as f64;
+    let busy = kernels.total() as f64 / len;
+    let copy = copies.total().saturating_sub(copies.overlap(kernels)) as f64 / len;
+    // Clamped so that rounding never shows a negative idle share.
+    let idle = (1.0 - busy - copy).max(0.0);
+    Breakdown { busy, copy, idle }
 }
 
 /// Sorted, disjoint, non-touching half-open intervals.
@@ -338,7 +338,7 @@ impl Aggregator {
         let end = end_ns.max(start);
         let kernel_spans = self.kernel_spans.take_before(end);
         let copy_spans = self.copy_spans.take_before(end);
-        let breakdown = Breakdown::of(end - start, &kernel_spans, &copy_spans);
+        let breakdown = breakdown(end - start, &kernel_spans, &copy_spans);
         let other = self
             .other_kernels
             .take()

@@ -34,7 +34,9 @@ impl Api {
     /// Loads libcupti: `GOLOW_CUPTI_LIB` if set, else one already in the process, else the one beside the CUDA
     /// runtime the process loaded, else whatever the dynamic linker finds.
     pub fn load() -> Result<Api, Failure> {
-        if let Some(path) = std::env::var_os(crate::LIBRARY_ENV).filter(|p| !p.is_empty()) {
+        if let Some(path) =
+            std::env::var_os(golow_protocol::collector::LIBRARY_ENV).filter(|p| !p.is_empty())
+        {
             return Api::open(Path::new(&path));
         }
         let mut tried = Vec::new();
@@ -46,7 +48,7 @@ impl Api {
         }
         Err(format!(
             "libcupti not found (set {} to its path): {}",
-            crate::LIBRARY_ENV,
+            golow_protocol::collector::LIBRARY_ENV,
             tried.join("; ")
         ))
     }

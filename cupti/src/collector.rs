@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::aggregate::Aggregator;
 use crate::api::{Api, Failure, KIND_CONCURRENT_KERNEL, KIND_MEMCPY};
 use crate::records::{Activity, decode};
-use crate::window::{CollectorStatus, KernelWindow, Message};
+use golow_protocol::collector::{CollectorStatus, KernelWindow, Message};
 
 const BUFFER_BYTES: usize = 4 << 20;
 const MAX_BUFFERS: usize = 8;
@@ -75,12 +75,14 @@ fn encode(message: &Message) -> Option<Vec<u8>> {
     let mut bytes = serde_json::to_vec(message).ok()?;
     if let Message::Kernels(window) = message {
         let mut window: KernelWindow = window.clone();
-        while bytes.len() > crate::MAX_MESSAGE_BYTES && !window.kernels.is_empty() {
+        while bytes.len() > golow_protocol::collector::MAX_MESSAGE_BYTES
+            && !window.kernels.is_empty()
+        {
             window.kernels.truncate(window.kernels.len() / 2);
             bytes = serde_json::to_vec(&Message::Kernels(window.clone())).ok()?;
         }
     }
-    (bytes.len() <= crate::MAX_MESSAGE_BYTES).then_some(bytes)
+    (bytes.len() <= golow_protocol::collector::MAX_MESSAGE_BYTES).then_some(bytes)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -89,7 +91,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// What `InitializeInjection` does: nothing without `GOLOW_CUPTI_FD`, otherwise start collecting or say why not.
 pub fn start() {
-    let Some(fd) = std::env::var(crate::FD_ENV)
+    let Some(fd) = std::env::var(golow_protocol::collector::FD_ENV)
         .ok()
         .and_then(|v| v.parse::<i32>().ok())
         .filter(|&fd| fd >= 0)
@@ -100,7 +102,7 @@ pub fn start() {
     if COLLECTOR.get().is_some() {
         return;
     }
-    let window_ms = std::env::var(crate::WINDOW_ENV)
+    let window_ms = std::env::var(golow_protocol::collector::WINDOW_ENV)
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(DEFAULT_WINDOW_MS)
@@ -295,7 +297,7 @@ extern "C" fn at_exit() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::window::{Breakdown, KernelStats};
+    use golow_protocol::collector::{Breakdown, KernelStats};
 
     fn window_with(kernels: usize) -> KernelWindow {
         KernelWindow {
@@ -328,7 +330,7 @@ mod tests {
     #[test]
     fn an_oversized_window_keeps_its_heaviest_kernels() {
         let bytes = encode(&Message::Kernels(window_with(4000))).expect("fits once cut");
-        assert!(bytes.len() <= crate::MAX_MESSAGE_BYTES);
+        assert!(bytes.len() <= golow_protocol::collector::MAX_MESSAGE_BYTES);
         let Ok(Message::Kernels(w)) = serde_json::from_slice(&bytes) else {
             panic!("not a kernels message");
         };

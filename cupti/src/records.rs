@@ -6,7 +6,7 @@ use std::ffi::{CStr, c_char};
 
 use crate::aggregate::{CopyActivity, KernelActivity};
 use crate::api::{KIND_CONCURRENT_KERNEL, KIND_MEMCPY};
-use crate::window::{CopyKind, MemoryKind};
+use golow_protocol::collector::{CopyKind, MemoryKind};
 
 /// The leading fields of `CUpti_ActivityKernel4` and every later version.
 #[repr(C)]

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
 use crate::recording::{self, Recorder};
 use crate::session::{self, Length, Plan, PrepareError};
 use crate::state::Summary;
-use crate::workers::data::DatasetSpec;
+use golow_data::DatasetSpec;
+use golow_protocol::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_WORKER_FAILED: i32 = 1;
@@ -263,7 +263,7 @@ fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     let mut impls = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "cudnn" {
-            return Err(BadInput(crate::workers::cudnn::unavailable(
+            return Err(BadInput(cudnn_unavailable(
                 crate::telemetry::cuda::device_count,
             )));
         }
@@ -279,6 +279,18 @@ fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
         ));
     }
     Ok(impls)
+}
+
+/// Why `--impl cudnn` cannot run on this machine (checked before anything touches the driver): its GPU kernels
+/// are not written yet (README, "GPU status").
+fn cudnn_unavailable(gpus: impl FnOnce() -> Result<usize, String>) -> String {
+    match gpus() {
+        Err(why) => format!(
+            "--impl cudnn needs an NVIDIA GPU, and this machine has none ({why}); use pytorch, torchscript or libtorch"
+        ),
+        Ok(0) => "--impl cudnn needs an NVIDIA GPU, and the CUDA driver reports none; use pytorch, torchscript or libtorch".into(),
+        Ok(_) => "--impl cudnn: its GPU kernels are not part of this build yet (see README, \"GPU status\"); use pytorch, torchscript or libtorch".into(),
+    }
 }
 
 /// Resolves `auto`, `cpu`, `cuda`, `cuda:N` against the GPUs the CUDA driver reports.
@@ -531,7 +543,7 @@ fn validate(args: RunArgs) -> Result<Validated, BadInput> {
         ModelArg::Resnet18 => Model::Resnet18,
     };
     let session = SessionConfig {
-        impls: worker_names,
+        workers: worker_names,
         commands: commands.iter().cloned().collect(),
         model,
         dataset: dataset.to_string(),
@@ -598,7 +610,7 @@ fn start_recording(
                     dir.display()
                 )
             })?;
-            recording::default_path(&dir, &session.impls, std::time::SystemTime::now())
+            recording::default_path(&dir, &session.workers, std::time::SystemTime::now())
         }
     };
     let header = recording::header_for(session, std::env::args().collect());
@@ -705,7 +717,7 @@ fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
         return Ok(EXIT_OK);
     }
-    let workers = &player.recording().header.config.impls;
+    let workers = &player.recording().header.config.workers;
     let compare = args
         .compare
         .as_deref()
@@ -955,6 +967,16 @@ mod tests {
         assert!(parse_commands(&specs(&["a="]), &[]).is_err());
         assert!(parse_commands(&specs(&["a=x", "a=y"]), &[]).is_err());
         assert!(parse_commands(&specs(&["libtorch=x"]), &[Impl::Libtorch]).is_err());
+    }
+
+    #[test]
+    fn the_cudnn_reason_says_what_is_missing() {
+        let none = cudnn_unavailable(|| Err("no NVIDIA driver (libcuda not found)".into()));
+        assert!(
+            none.contains("libcuda not found")
+                && none.starts_with("--impl cudnn needs an NVIDIA GPU")
+        );
+        assert!(cudnn_unavailable(|| Ok(1)).contains("not part of this build"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::{
 use crate::sweep::progress::SweepProgress;
 use crate::sweep::run::{Outcome, StopHandle, Sweep};
 use crate::sweep::{Cell, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
-use crate::workers::data::DatasetSpec;
+use golow_data::DatasetSpec;
 
 /// Axis values per sweep: enough for 8 … 65536 in powers of two and then some.
 const MAX_AXIS_VALUES: usize = 32;
@@ -75,7 +75,7 @@ fn parse_list(flag: &str, list: &str) -> Result<Vec<u32>, BadInput> {
     Ok(values)
 }
 
-fn default_out(mode: crate::config::Mode) -> PathBuf {
+fn default_out(mode: golow_protocol::config::Mode) -> PathBuf {
     let stamp = crate::recording::utc(std::time::SystemTime::now()).replace(['-', ':'], "");
     PathBuf::from("sweeps").join(format!("{stamp}-{}", mode.name()))
 }
@@ -110,7 +110,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         Some(list) => parse_list("--resolutions", list)?,
         None => vec![dataset.default_resolution()],
     };
-    let mode = crate::config::Mode::from(args.mode);
+    let mode = golow_protocol::config::Mode::from(args.mode);
     for &b in &batch_sizes {
         for &r in &resolutions {
             check_resolution(i64::from(r), u64::from(b), mode)?;
@@ -144,7 +144,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     })?;
     let s = &plan.session;
     let config = SweepConfig {
-        impls: s.impls.clone(),
+        impls: s.workers.clone(),
         model: s.model,
         dataset: s.dataset.clone(),
         mode: s.mode,

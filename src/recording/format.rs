@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::SessionConfig;
+use golow_protocol::config::SessionConfig;
 
 /// What the header's `format` field says.
 pub const FORMAT_NAME: &str = "golow-recording";

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::format::{FORMAT_NAME, FORMAT_VERSION, Header, HeaderGpu};
-use crate::config::SessionConfig;
-use crate::event::SCHEMA_VERSION;
 use crate::telemetry::gpu::{GpuSource, NvmlSource};
+use golow_protocol::config::SessionConfig;
+use golow_protocol::event::SCHEMA_VERSION;
 
 /// `recordings/<UTC timestamp>-<workers>.golow`, with a counter when that name is taken.
 pub fn default_path(dir: &Path, workers: &[String], now: SystemTime) -> PathBuf {

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use super::reader::{FrameRecords, OpenError, Recording};
-use crate::event::Record;
 use crate::replay::{Reply, Request, Source};
 use crate::state::State;
+use golow_protocol::event::Record;
 
 /// At most this many checkpoints, whatever the length: memory stays bounded.
 const MAX_CHECKPOINTS: usize = 24;

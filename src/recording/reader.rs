@@ -14,7 +14,7 @@ use super::format::{
     self, FORMAT_NAME, FORMAT_VERSION, FrameInfo, Header, HeaderId, MARKER_LEN, MAX_FRAME_BYTES,
     SKIPPABLE_HEADER_LEN, Skippable, TRAILER_LEN,
 };
-use crate::event::Record;
+use golow_protocol::event::Record;
 
 /// Raw JSON read ahead at once by `read_frames`: bounds memory whatever the frames hold.
 const BATCH_RAW_BYTES: u64 = 4 << 20;
@@ -145,7 +145,7 @@ impl Recording {
         let mut records = Vec::with_capacity(frame.events as usize);
         let mut bad_lines = 0;
         for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            match crate::event::parse_record(line) {
+            match golow_protocol::event::parse_record(line) {
                 Ok(record) if record.t_ms.is_finite() => records.push(record),
                 _ => bad_lines += 1,
             }

@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 
 use super::format::{FORMAT_VERSION, Header, MARKER_LEN};
 use super::{OpenError, Player, Recorder, Recording};
-use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig};
-use crate::event::Record;
-use crate::event::tests::every_body;
+use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig};
+use golow_protocol::event::Record;
+use golow_protocol::samples::every_body;
 
 fn config() -> SessionConfig {
     SessionConfig {
-        impls: vec!["libtorch".into(), "pytorch".into()],
+        workers: vec!["libtorch".into(), "pytorch".into()],
         commands: Default::default(),
         model: Model::Resnet18,
         dataset: "synthetic".into(),

@@ -11,9 +11,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::format::{FrameInfo, Header, MARKER_LEN, MAX_FRAME_BYTES, encode_index, encode_marker};
-use crate::event::Record;
 use crate::session::Observer;
 use crate::state::State;
+use golow_protocol::event::Record;
 
 /// Records wait at most this long in memory before they are on disk.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(1);

@@ -9,11 +9,11 @@ use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
 use super::schedule::{Action, Scheduler, TURN_STEPS};
-use crate::config::SessionConfig;
-use crate::event::{Body, Record, Stream};
 use crate::state::State;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
 use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
+use golow_protocol::config::SessionConfig;
+use golow_protocol::event::{Body, Record, Stream};
 
 /// What the UI may ask of a running session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,14 +15,14 @@ use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::lines::{Line, for_each_line};
-use crate::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
-use crate::telemetry::cupti;
+use golow_protocol::channels::{
+    COLLECTOR_FD, CONTROL_FD, CONTROL_FD_ENV, EVENT_FD, EVENT_FD_ENV, Grant,
+};
+use golow_protocol::collector;
+use golow_protocol::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
 
-/// The descriptor numbers a worker finds its channels on.
-pub const EVENT_FD: i32 = 3;
-pub const CONTROL_FD: i32 = 4;
-pub const COLLECTOR_FD: i32 = 5;
+use super::lines::{Line, for_each_line};
+use crate::telemetry::cupti;
 
 /// Output lines longer than this are cut (a worker printing a huge line must not exhaust memory).
 const MAX_OUTPUT_LINE_BYTES: usize = 64 * 1024;
@@ -69,7 +69,7 @@ impl Launched {
     /// reported like any other, moves the turn on.
     pub async fn grant(&mut self, steps: u64) {
         if let Some(c) = self.control.as_mut() {
-            let _ = c.write_all(format!("go {steps}\n").as_bytes()).await;
+            let _ = c.write_all(Grant::Steps(steps).line().as_bytes()).await;
         }
     }
 
@@ -114,23 +114,20 @@ pub fn spawn(
     let mut cmd = Command::new(&command.program);
     cmd.args(&command.args)
         .envs(command.env.iter().map(|(k, v)| (k, v)))
-        .env(crate::workers::EVENT_FD_ENV, EVENT_FD.to_string())
+        .env(EVENT_FD_ENV, EVENT_FD.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     if controlled {
-        cmd.env(
-            crate::workers::turns::CONTROL_FD_ENV,
-            CONTROL_FD.to_string(),
-        );
+        cmd.env(CONTROL_FD_ENV, CONTROL_FD.to_string());
     } else {
-        cmd.env_remove(crate::workers::turns::CONTROL_FD_ENV);
+        cmd.env_remove(CONTROL_FD_ENV);
     }
     if let Some((library, _)) = &collector {
-        cmd.env(cupti::INJECTION_ENV, library)
-            .env(cupti::FD_ENV, COLLECTOR_FD.to_string());
+        cmd.env(collector::INJECTION_ENV, library)
+            .env(collector::FD_ENV, COLLECTOR_FD.to_string());
     }
     // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl) run.
     unsafe {

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::launcher::WorkerCommand;
-use crate::config::{Impl, Mode, SessionConfig, WorkerConfig};
-use crate::workers::data::{self, DatasetSpec};
+use golow_data::DatasetSpec;
+use golow_protocol::config::{Impl, Mode, SessionConfig, WorkerConfig};
 
 /// The Python sources, embedded so that the `golow` binary is all a user needs to carry.
 const PYTHON_SOURCES: [(&str, &str); 4] = [
@@ -168,11 +168,11 @@ fn prepare_builtin(
     plan: &Plan,
     dir: &SessionDir,
 ) -> Result<(SessionConfig, Workers), PrepareError> {
-    let dataset = data::load(&plan.dataset, plan.session.resolution)
+    let dataset = golow_data::load(&plan.dataset, plan.session.resolution)
         .map_err(|e| PrepareError::BadInput(e.to_string()))?;
     let data_dir = dir.path().join("data");
-    let meta =
-        data::write_cache(&dataset, &data_dir).map_err(setup("cannot write the data cache"))?;
+    let meta = golow_data::write_cache(&dataset, &data_dir)
+        .map_err(setup("cannot write the data cache"))?;
     drop(dataset);
 
     let (split_name, split_count) = match plan.session.mode {

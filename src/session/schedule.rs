@@ -1,7 +1,7 @@
 //! Who runs when, for workers that share one machine. Pure logic: the hub feeds it what happened and
 //! carries out what it answers.
 
-use crate::config::Schedule;
+use golow_protocol::config::Schedule;
 
 /// Steps granted per turn in the alternating schedule.
 pub const TURN_STEPS: u64 = 1;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::event::{Breakdown, CollectorStatus, CopyKind, KernelWindow, MemoryKind};
+use golow_protocol::event::{Breakdown, CollectorStatus, CopyKind, KernelWindow, MemoryKind};
 
 /// Kernel names kept per worker: whatever the windows say, the table stays bounded.
 pub const MAX_KERNEL_NAMES: usize = 256;
@@ -265,7 +265,7 @@ impl GpuActivity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{CopyStats, KernelStats};
+    use golow_protocol::event::{CopyStats, KernelStats};
 
     pub(crate) fn window(
         start: u64,

@@ -15,8 +15,8 @@ pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
 pub use summary::{Summary, WorkerStatus, WorkerSummary};
 
-use crate::config::SessionConfig;
-use crate::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
+use golow_protocol::config::SessionConfig;
+use golow_protocol::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
 
 /// Workers and GPUs a state tracks at most: a recording from elsewhere cannot make it grow without
 /// bound by naming ever new ones; records about others are dropped.
@@ -284,7 +284,7 @@ impl State {
         let t = record.t_ms / 1e3;
         match &record.body {
             Body::SessionStart(config) => {
-                for name in &config.impls {
+                for name in &config.workers {
                     self.worker_mut(name);
                 }
                 self.session = Some(config.clone());
@@ -387,7 +387,7 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
         }
         Body::Exit(exit) => worker.exit = Some(exit.clone()),
         Body::Output {
-            stream: crate::event::Stream::Stderr,
+            stream: golow_protocol::event::Stream::Stderr,
             line,
         } => {
             if worker.stderr_tail.len() == STDERR_TAIL_LINES {
@@ -453,7 +453,8 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{ExitStatus, Phase, Stream};
+    use golow_protocol::config::Mode;
+    use golow_protocol::event::{ExitStatus, Stream};
 
     #[test]
     fn a_stream_naming_endless_workers_and_gpus_stays_bounded() {
@@ -485,7 +486,7 @@ mod tests {
         Body::Step(Step {
             step,
             epoch: 0,
-            phase: Phase::Train,
+            phase: Mode::Train,
             batch_size: 10,
             data_ms: 0.1,
             h2d_ms: Some(1.0),
@@ -542,12 +543,12 @@ mod tests {
     #[test]
     fn kernel_windows_give_the_summary_its_gpu_breakdown() {
         let window = |busy: f64| {
-            Body::Kernels(crate::event::KernelWindow {
+            Body::Kernels(golow_protocol::event::KernelWindow {
                 window_start_ns: 0,
                 window_end_ns: 1_000_000_000,
                 kernels: Vec::new(),
                 copies: Vec::new(),
-                breakdown: crate::event::Breakdown {
+                breakdown: golow_protocol::event::Breakdown {
                     busy,
                     copy: 0.1,
                     idle: 0.9 - busy,

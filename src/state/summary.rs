@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Percentiles, ProcessEnd, State, WorkerState};
-use crate::config::{Mode, Model, Schedule};
-use crate::event::ExitStatus;
+use golow_protocol::config::{Mode, Model, Schedule};
+use golow_protocol::event::ExitStatus;
 
 pub const SUMMARY_VERSION: u32 = 1;
 
@@ -62,7 +62,7 @@ pub struct WorkerSummary {
     /// Mean of NVML's per-process SM utilisation readings for the worker's process tree.
     pub gpu_sm_percent_mean: Option<f64>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
-    pub gpu_breakdown: Option<crate::event::Breakdown>,
+    pub gpu_breakdown: Option<golow_protocol::event::Breakdown>,
     /// Kernel launches per step, from the collector's windows after the first step.
     pub kernel_launches_per_step: Option<f64>,
     /// Host-to-device bytes per step as CUPTI measured them, to set beside the worker's own `h2d_bytes_per_step`.

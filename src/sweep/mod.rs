@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Mode, Model};
 use crate::state::{Summary, WorkerStatus};
+use golow_protocol::config::{Mode, Model};
 
 pub const RESULTS_VERSION: u32 = 1;
 pub const RESULTS_JSON: &str = "results.json";

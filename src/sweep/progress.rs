@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::run::Reporter;
 use super::{Cell, Results};
-use crate::event::{Body, Record};
 use crate::session::Observer;
 use crate::state::State;
+use golow_protocol::event::{Body, Record};
 
 const REDRAW: Duration = Duration::from_millis(250);
 const BAR_WIDTH: usize = 30;

@@ -126,7 +126,7 @@ fn run_cell(
     let mut plan = sweep.plan.clone();
     plan.session.batch_size = cell.batch_size;
     plan.session.resolution = cell.resolution;
-    let impls = &plan.session.impls;
+    let impls = &plan.session.workers;
     // A cell that cannot even be prepared (a batch larger than the split, say) is a failed cell, not a failed sweep.
     let prepared = match session::prepare(&plan) {
         Ok(prepared) => prepared,

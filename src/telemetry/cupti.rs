@@ -5,15 +5,11 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
-use golow_cupti::window::Message;
+use golow_protocol::collector::{MAX_MESSAGE_BYTES, Message};
 use tokio::io::unix::AsyncFd;
 
-use crate::event::Body;
+use golow_protocol::event::Body;
 
-pub use golow_cupti::{FD_ENV, MAX_MESSAGE_BYTES};
-
-/// The name CUDA's driver looks for in a worker's environment.
-pub const INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
 const LIBRARY_FILE: &str = "libgolow_cupti.so";
 
 /// The collector library, built beside the `golow` executable.

@@ -14,7 +14,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
 use super::procfs::{Trees, Watched, watched_pids};
-use crate::event::Body;
+use golow_protocol::event::Body;
 
 /// What a GPU is, read once.
 #[derive(Debug, Clone, PartialEq)]

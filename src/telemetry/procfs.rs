@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::event::Body;
+use golow_protocol::event::Body;
 
 /// One reading of a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -536,7 +536,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
             .first()
             .map(|d| format!(" ({})", d.name))
             .unwrap_or_default();
-        let what = if c.impls.len() > c.commands.len() {
+        let what = if c.workers.len() > c.commands.len() {
             format!(
                 "{} {} · {} {} px · batch {} · ",
                 c.model.name(),

@@ -1,7 +1,7 @@
 //! What a batch of records changed, as far as drawing goes: the live view redraws only the parts
 //! that show what changed, since most frames bring a /proc reading or one step and no more.
 
-use crate::event::Body;
+use golow_protocol::event::Body;
 
 /// Kinds of change, as bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -13,10 +13,10 @@ use ratatui::layout::Rect;
 use super::app::{Action, App};
 use super::changes::Changes;
 use super::terminal;
-use crate::event::Record;
 use crate::replay::{Reply, Request, Source};
 use crate::session::{self, Control, Observer, Prepared};
 use crate::state::State;
+use golow_protocol::event::Record;
 
 /// 10 frames a second: smooth enough to watch, cheap enough to leave open all day.
 pub const FRAME: Duration = Duration::from_millis(100);

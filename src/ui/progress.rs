@@ -3,9 +3,9 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::event::{Body, Record};
 use crate::session::Observer;
 use crate::state::{Activity, State, WorkerState};
+use golow_protocol::event::{Body, Record};
 
 const REDRAW: Duration = Duration::from_millis(100);
 const BAR_WIDTH: usize = 24;

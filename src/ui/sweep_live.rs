@@ -12,12 +12,12 @@ use ratatui::layout::Rect;
 use super::live::FRAME;
 use super::sweep_view::SweepView;
 use super::terminal;
-use crate::event::{Body, Record};
 use crate::session::Observer;
 use crate::state::State;
 use crate::sweep::progress::SweepProgress;
 use crate::sweep::run::{self, Outcome, Reporter, StopHandle, Sweep};
 use crate::sweep::{Cell, Results};
+use golow_protocol::event::{Body, Record};
 
 /// The clock in the status line moves even when nothing else does.
 const CLOCK: Duration = Duration::from_secs(1);

@@ -1,11 +1,11 @@
 //! A constructed session for UI tests and the render benchmark: every number on screen is known.
 
-use golow::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
-use golow::event::{
-    Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
-    Phase, Record, Step,
-};
 use golow::state::State;
+use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use golow_protocol::event::{
+    Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
+    Record, Step,
+};
 
 const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
 
@@ -47,7 +47,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
         0.0,
         None,
         Body::SessionStart(SessionConfig {
-            impls: WORKERS.iter().map(|w| w.to_string()).collect(),
+            workers: WORKERS.iter().map(|w| w.to_string()).collect(),
             commands: Default::default(),
             model: Model::Resnet50,
             dataset: "synthetic".into(),
@@ -116,7 +116,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                 Body::Step(Step {
                     step,
                     epoch: step / 40,
-                    phase: Phase::Train,
+                    phase: Mode::Train,
                     batch_size: 32,
                     data_ms: 1.0,
                     h2d_ms: gpu.then_some(0.8 + w as f64 * 0.1),

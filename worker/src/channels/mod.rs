@@ -1,13 +1,8 @@
-//! The worker side of golow. What lives here is free of torch and shared with the monitor: the data
-//! cache, the event emitter, the turn protocol and the cuDNN implementation's plan. The tch workers themselves (`torch/`) are compiled
-//! into the `golow-worker` binary only, so that `golow` never links libtorch.
+//! The worker's ends of its channels to the monitor: events out ([`emit`]), turn grants in ([`turns`]), each on a
+//! descriptor the launcher passed down and named in the environment (`golow_protocol::channels`).
 
-pub mod cudnn;
-pub mod data;
 pub mod emit;
 pub mod turns;
-
-pub use emit::EVENT_FD_ENV;
 
 use std::fs::File;
 use std::os::fd::FromRawFd;

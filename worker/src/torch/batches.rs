@@ -5,8 +5,8 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use golow::event::Phase;
-use golow::workers::data::{self, CacheMeta};
+use golow_data::CacheMeta;
+use golow_protocol::config::Mode;
 
 /// One split of the cache, memory-mapped so workers share the page cache instead of copying it.
 pub struct CachedSplit {
@@ -60,7 +60,7 @@ fn map_split(dir: &Path, split: &str, meta: &CacheMeta, count: u64) -> Result<Ca
 
 impl DataCache {
     pub fn open(dir: &Path) -> Result<DataCache, String> {
-        let meta = data::read_meta(dir).map_err(|e| e.to_string())?;
+        let meta = golow_data::read_meta(dir).map_err(|e| e.to_string())?;
         let train = map_split(dir, "train", &meta, meta.train_count)?;
         let test = map_split(dir, "test", &meta, meta.test_count)?;
         let channels = i64::from(meta.channels);
@@ -75,14 +75,14 @@ impl DataCache {
     }
 
     /// The split a phase reads: training steps read the training split, evaluation the test split.
-    pub fn split(&self, phase: Phase) -> &CachedSplit {
+    pub fn split(&self, phase: Mode) -> &CachedSplit {
         match phase {
-            Phase::Train => &self.train,
-            Phase::Eval => &self.test,
+            Mode::Train => &self.train,
+            Mode::Eval => &self.test,
         }
     }
 
-    pub fn batch(&self, phase: Phase, indices: &[usize], pinned: Option<Device>) -> HostBatch {
+    pub fn batch(&self, phase: Mode, indices: &[usize], pinned: Option<Device>) -> HostBatch {
         let split = self.split(phase);
         let idx: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
         let idx = Tensor::from_slice(&idx);

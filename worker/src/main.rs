@@ -1,13 +1,10 @@
-//! The Rust workers, as a process of their own so that the `golow` monitor never links libtorch
-//! (recordings replay on machines without torch).
+//! `golow-worker`: the command line the monitor starts the Rust workers with.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use golow::config::{Impl, read_worker_config};
-
-#[path = "../workers/torch/mod.rs"]
-mod workers;
+use golow_protocol::config::{Impl, read_worker_config};
+use golow_worker::torch as workers;
 
 #[derive(Parser)]
 #[command(

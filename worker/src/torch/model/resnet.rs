@@ -2,7 +2,7 @@ use tch::Tensor;
 use tch::nn::init::{FanInOut, NonLinearity, NormalOrUniform};
 use tch::nn::{self, ModuleT};
 
-use golow::config::Model;
+use golow_protocol::config::Model;
 
 /// torchvision's initialisation: Kaiming normal, fan-out, for every convolution.
 const CONV_INIT: nn::Init = nn::Init::Kaiming {
@@ -192,7 +192,7 @@ mod tests {
     /// reads the weights file this model writes (the one `golow-worker init-weights` writes) to the same values.
     #[test]
     fn the_cudnn_plan_lays_out_and_loads_this_model_s_weights() {
-        use golow::workers::cudnn::{plan::Plan, weights};
+        use crate::cudnn::{plan::Plan, weights};
         for model in [Model::Resnet50, Model::Resnet18] {
             tch::manual_seed(3);
             let vs = nn::VarStore::new(Device::Cpu);

@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 
 use tch::Device;
 
-use golow::config::{Impl, WorkerConfig};
-use golow::event::{ExitStatus, Hello, WorkerEvent};
-use golow::workers::emit::Emitter;
-use golow::workers::turns;
+use crate::channels::emit::Emitter;
+use crate::channels::turns;
+use golow_protocol::config::{Impl, WorkerConfig};
+use golow_protocol::event::{ExitStatus, Hello, WorkerEvent};
 use runner::{Network, Runner};
 
 pub use libtorch::write_initial_weights;

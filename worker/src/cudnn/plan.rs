@@ -3,7 +3,7 @@
 //! worked out once, before any device memory is touched, so that activations and workspaces are allocated once and
 //! a resolution the network cannot take is refused with a reason.
 
-use crate::config::Model;
+use golow_protocol::config::Model;
 
 /// N, C, H, W.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

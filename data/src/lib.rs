@@ -1,5 +1,6 @@
 //! Dataset decoding and the on-disk cache that every worker reads, so that all
-//! implementations train on identical bytes.
+//! implementations train on identical bytes: the monitor decodes a dataset once per session and
+//! writes the cache, the workers read it and draw batches in the shared data order.
 
 mod cache;
 mod cifar10;

@@ -2,10 +2,8 @@
 
 use std::io::{BufWriter, Write};
 
-use crate::event::WorkerEvent;
-
-/// Environment variable naming the file descriptor events are written to.
-pub const EVENT_FD_ENV: &str = "GOLOW_EVENT_FD";
+use golow_protocol::channels::EVENT_FD_ENV;
+use golow_protocol::event::WorkerEvent;
 
 pub struct Emitter {
     out: Box<dyn Write>,

@@ -1,4 +1,4 @@
-//! Run configuration shared by the monitor and the workers (workers read it from the session's `config.json`).
+//! Run configuration shared by the monitor and the workers (workers read theirs from the session's `config.json`).
 
 use std::path::PathBuf;
 
@@ -41,6 +41,7 @@ impl Impl {
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Model {
     Resnet50,
@@ -56,7 +57,9 @@ impl Model {
     }
 }
 
+/// Whether a run (or one step of it) trains the model or only evaluates it.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Train,
@@ -72,15 +75,15 @@ impl Mode {
     }
 }
 
-/// How workers that share one machine take turns.
+/// How workers that share one machine take turns: `Alternate`, one step each in turn, so every implementation sees
+/// the same machine state; `Parallel`, all at once, competing for the machine; `Sequential`, one whole run after the
+/// other. (Said here rather than on each variant, where clap would add it to the flag's help.)
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Schedule {
-    /// One step each in turn, so every implementation sees the same machine state.
     Alternate,
-    /// All at once, competing for the machine.
     Parallel,
-    /// One whole run after the other.
     Sequential,
 }
 
@@ -143,8 +146,9 @@ pub struct WorkerConfig {
 /// The whole session as the user asked for it, after defaults were applied.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SessionConfig {
-    /// Every worker's name: built-in implementations, then `--cmd` names.
-    pub impls: Vec<String>,
+    /// Every worker's name: built-in implementations, then `--cmd` names (`impls` in files, as first written).
+    #[serde(rename = "impls")]
+    pub workers: Vec<String>,
     /// `--cmd` workers: name → the shell command.
     #[serde(default)]
     pub commands: std::collections::BTreeMap<String, String>,

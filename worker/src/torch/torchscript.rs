@@ -5,7 +5,7 @@ use tch::nn;
 use tch::{CModule, Device, Tensor, TrainableCModule};
 
 use super::runner::Network;
-use golow::config::{Mode, WorkerConfig};
+use golow_protocol::config::{Mode, WorkerConfig};
 
 enum Module {
     Train(TrainableCModule),

@@ -103,7 +103,7 @@ pub fn parse(bytes: &[u8], plan: &Plan) -> Result<Weights, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Model;
+    use golow_protocol::config::Model;
 
     /// A safetensors file of every tensor in `plan`, each filled with `value(name)`.
     fn file(plan: &Plan, value: impl Fn(&str) -> f32) -> Vec<u8> {

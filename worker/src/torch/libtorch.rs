@@ -5,7 +5,7 @@ use tch::{Device, Tensor};
 
 use super::model::ResNet;
 use super::runner::Network;
-use golow::config::WorkerConfig;
+use golow_protocol::config::WorkerConfig;
 
 pub struct LibtorchNet {
     vs: nn::VarStore,

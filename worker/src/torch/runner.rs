@@ -7,11 +7,12 @@ use tch::{Device, Kind, Tensor, nn};
 
 use super::batches::DataCache;
 use super::clock::{RegionTimes, StepClock};
-use golow::config::{Mode, WorkerConfig};
-use golow::event::{Epoch, ExitStatus, Phase, Step, TurnEnd, WorkerEvent, WorkerExit};
-use golow::workers::data::epoch_order;
-use golow::workers::emit::Emitter;
-use golow::workers::turns::{Grant, Turns};
+use crate::channels::emit::Emitter;
+use crate::channels::turns::Turns;
+use golow_data::epoch_order;
+use golow_protocol::channels::Grant;
+use golow_protocol::config::{Mode, WorkerConfig};
+use golow_protocol::event::{Epoch, ExitStatus, Step, TurnEnd, WorkerEvent, WorkerExit};
 
 /// What differs between implementations: how logits are computed and where the parameters live.
 pub trait Network {
@@ -87,7 +88,7 @@ impl Runner<'_> {
     pub fn run(&mut self, net: &mut dyn Network) -> Result<ExitStatus, String> {
         let config = self.config;
         let train = config.mode == Mode::Train;
-        let phase = if train { Phase::Train } else { Phase::Eval };
+        let phase = if train { Mode::Train } else { Mode::Eval };
         let split_count = self.data.split(phase).count;
         let per_epoch = steps_per_epoch(split_count, config.batch_size);
         if per_epoch == 0 {
@@ -243,7 +244,7 @@ impl Runner<'_> {
         let indices: Vec<usize> = (0..count).collect();
         tch::no_grad(|| {
             for chunk in indices.chunks(self.config.batch_size as usize) {
-                let host = self.data.batch(Phase::Eval, chunk, None);
+                let host = self.data.batch(Mode::Eval, chunk, None);
                 let inputs = host.inputs.to_device(self.device);
                 let targets = host.targets.to_device(self.device);
                 let logits = net.forward(&inputs, false);

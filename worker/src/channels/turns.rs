@@ -4,27 +4,7 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 
-/// Environment variable naming the file descriptor grants are read from; unset means run freely.
-pub const CONTROL_FD_ENV: &str = "GOLOW_CONTROL_FD";
-
-/// What the monitor told the worker.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Grant {
-    Steps(u64),
-    Stop,
-}
-
-/// Parses one control line: `go N` or `stop`.
-pub fn parse_grant(line: &str) -> Result<Grant, String> {
-    let line = line.trim();
-    if line == "stop" {
-        return Ok(Grant::Stop);
-    }
-    line.strip_prefix("go ")
-        .and_then(|n| n.trim().parse().ok())
-        .map(Grant::Steps)
-        .ok_or_else(|| format!("invalid control line '{line}'"))
-}
+use golow_protocol::channels::{CONTROL_FD_ENV, Grant};
 
 pub struct Turns {
     control: Option<BufReader<File>>,
@@ -57,7 +37,7 @@ impl Turns {
         if read == 0 {
             return Ok(Grant::Stop);
         }
-        let grant = parse_grant(&line)?;
+        let grant = Grant::parse(&line)?;
         if let Grant::Steps(n) = grant {
             self.granted = n;
         }
@@ -67,18 +47,5 @@ impl Turns {
     /// Called once per step run.
     pub fn took_step(&mut self) {
         self.granted = self.granted.saturating_sub(1);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grants_parse() {
-        assert_eq!(parse_grant("go 3\n"), Ok(Grant::Steps(3)));
-        assert_eq!(parse_grant("stop"), Ok(Grant::Stop));
-        assert!(parse_grant("go -1").is_err());
-        assert!(parse_grant("run").is_err());
     }
 }

@@ -1,9 +1,21 @@
-//! What the collector sends the monitor: one JSON object per line, on the descriptor named by
-//! `GOLOW_CUPTI_FD`. The monitor records these as events, so the types are part of golow's event schema.
+//! What the CUPTI collector sends the monitor: one JSON message per window on a `SOCK_SEQPACKET` socket, at the
+//! descriptor named by `GOLOW_CUPTI_FD`. The monitor records these as events, so the types are part of golow's
+//! event schema.
 
 use serde::{Deserialize, Serialize};
 
-/// One line from the collector.
+/// The variable the CUDA driver reads to load an injection library into a process: the collector.
+pub const INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
+/// The descriptor (a `SOCK_SEQPACKET` socket, one message per window) the collector writes to.
+pub const FD_ENV: &str = "GOLOW_CUPTI_FD";
+/// Window length in milliseconds (default 1000).
+pub const WINDOW_ENV: &str = "GOLOW_CUPTI_WINDOW_MS";
+/// A libcupti to load instead of searching for one.
+pub const LIBRARY_ENV: &str = "GOLOW_CUPTI_LIB";
+/// The largest message the collector sends; the monitor reads messages into a buffer this large.
+pub const MAX_MESSAGE_BYTES: usize = 192 * 1024;
+
+/// One message from the collector.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {

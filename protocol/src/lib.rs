@@ -1,0 +1,14 @@
+//! What golow's processes say to each other, in one place so that no two of them can disagree:
+//!
+//! - [`event`]: the event schema. Workers write `WorkerEvent`s; the monitor stamps everything into `Record`s, which
+//!   are what recordings hold and what the state folds.
+//! - [`config`]: the session's configuration and each worker's (the `config.json` a worker is started with).
+//! - [`collector`]: the CUPTI collector's windows of kernels and copies, and where it finds its socket.
+//! - [`channels`]: the descriptors a worker inherits and the turn grants it reads on one of them.
+
+pub mod channels;
+pub mod collector;
+pub mod config;
+pub mod event;
+#[cfg(any(test, feature = "samples"))]
+pub mod samples;

@@ -1,0 +1,175 @@
+//! One record body of every kind, with plausible values: what round-trip tests of the schema, and of anything that
+//! stores records, go through.
+
+use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use crate::event::{
+    Body, Breakdown, CollectorStatus, CopyKind, CopyStats, Epoch, ExitStatus, Hello, KernelStats,
+    KernelWindow, MemoryKind, OptimizerStep, Step, Stream, TurnEnd, WorkerExit,
+};
+
+fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        model: Model::Resnet50,
+        mode: Mode::Train,
+        dataset: "synthetic".into(),
+        data_dir: "/tmp/s/data".into(),
+        weights: "/tmp/s/weights.safetensors".into(),
+        torchscript: None,
+        channels: 3,
+        classes: 10,
+        batch_size: 16,
+        resolution: 32,
+        steps: 10,
+        warmup: 2,
+        device: "cpu".into(),
+        threads: 2,
+        seed: 7,
+        pinned: false,
+        optimiser: Optimiser::default(),
+    }
+}
+
+/// One body of every kind, for round trips here and in the recording.
+pub fn every_body() -> Vec<Body> {
+    let step = Step {
+        step: 3,
+        epoch: 0,
+        phase: Mode::Train,
+        batch_size: 16,
+        data_ms: 0.5,
+        h2d_ms: Some(0.25),
+        h2d_bytes: Some(196_736),
+        compute_ms: 12.5,
+        loss: 2.25,
+        correct: 4,
+        warmup: false,
+    };
+    vec![
+        Body::SessionStart(SessionConfig {
+            workers: vec!["libtorch".into(), "train".into()],
+            commands: [("train".to_string(), "python train.py".to_string())].into(),
+            model: Model::Resnet18,
+            dataset: "cifar10:/d".into(),
+            mode: Mode::Eval,
+            batch_size: 8,
+            resolution: 32,
+            steps: 5,
+            warmup: 1,
+            device: "cuda:0".into(),
+            threads: 4,
+            schedule: Schedule::Alternate,
+            seed: 1,
+            pinned: true,
+            optimiser: Optimiser::default(),
+        }),
+        Body::WorkerStarted {
+            pid: 42,
+            command: vec!["golow-worker".into(), "run".into()],
+        },
+        Body::Hello(Hello {
+            implementation: "libtorch".into(),
+            pid: 42,
+            versions: [("torch".to_string(), "2.11.0".to_string())].into(),
+            device: "cpu".into(),
+            config: worker_config(),
+        }),
+        Body::Step(step),
+        Body::Epoch(Epoch {
+            epoch: 1,
+            complete: true,
+            train_loss: Some(1.5),
+            train_accuracy: Some(0.5),
+            eval_loss: None,
+            eval_accuracy: Some(0.625),
+        }),
+        Body::TurnEnd(TurnEnd { steps_done: 4 }),
+        Body::Exit(WorkerExit {
+            status: ExitStatus::Error,
+            message: Some("out of memory".into()),
+        }),
+        Body::Output {
+            stream: Stream::Stderr,
+            line: "Traceback (most recent call last):".into(),
+        },
+        Body::ProtocolError {
+            message: "invalid event line".into(),
+        },
+        Body::Process {
+            pid: 42,
+            rss_bytes: 1 << 30,
+            peak_rss_bytes: 2 << 30,
+            cpu_percent: Some(180.5),
+        },
+        Body::OptimizerStep(OptimizerStep {
+            step: 7,
+            interval_ms: Some(31.25),
+        }),
+        Body::GpuUnavailable {
+            reason: "libnvidia-ml.so.1 not found".into(),
+        },
+        Body::GpuInfo {
+            index: 0,
+            name: "NVIDIA H200".into(),
+            memory_total_bytes: 150_000_000_000,
+            driver: "580.95".into(),
+        },
+        Body::GpuDevice {
+            index: 0,
+            utilization_percent: Some(97),
+            memory_used_bytes: Some(20 << 30),
+            power_watts: Some(512.25),
+            sm_clock_mhz: None,
+        },
+        Body::GpuProcess {
+            pid: 42,
+            index: 0,
+            memory_bytes: Some(3 << 30),
+            sm_percent: Some(88),
+            last_seen_us: Some(1_700_000_000_000_000),
+        },
+        Body::Kernels(KernelWindow {
+            window_start_ns: 1_000,
+            window_end_ns: 1_000_001_000,
+            kernels: vec![KernelStats {
+                name: "at::native::vectorized_elementwise_kernel".into(),
+                count: 120,
+                total_ns: 3_500_000,
+                max_ns: 41_000,
+                grid: [1024, 2, 1],
+                block: [128, 1, 1],
+                shapes: 2,
+                registers_per_thread: 24,
+                shared_bytes: 0,
+                grid_histogram: vec![([1024, 2, 1], 100), ([512, 2, 1], 20)],
+            }],
+            copies: vec![CopyStats {
+                kind: CopyKind::HostToDevice,
+                src: MemoryKind::Pageable,
+                count: 2,
+                bytes: 19_267_584,
+                total_ns: 1_250_000,
+            }],
+            breakdown: Breakdown {
+                busy: 0.875,
+                copy: 0.03125,
+                idle: 0.09375,
+            },
+            dropped_records: 0,
+        }),
+        Body::Collector(CollectorStatus {
+            active: false,
+            detail: "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN".into(),
+        }),
+        Body::GpuPcie {
+            index: 0,
+            rx_bytes_per_s: Some(25_000_000_000),
+            tx_bytes_per_s: None,
+        },
+        Body::WorkerExited {
+            exit_code: None,
+            signal: Some(9),
+            stop_requested: false,
+        },
+        Body::SessionEnd,
+    ]
+}
