@@ -23,6 +23,8 @@ run: build
 test: build
 	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
 	cargo test --release
+	@# The views drawn ratatui's own way (the one switch in src/ui/render/) show the same.
+	cargo test --release -p golow --features plain-render --lib --test ui_snapshots
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 	$(MAKE) --no-print-directory monitor-alone
 
@@ -49,6 +51,7 @@ bench: build
 lint: $(STAMP)
 	cargo fmt --check
 	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --all-targets -p golow --features plain-render -- -D warnings
 
 clean:
 	cargo clean

@@ -18,9 +18,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use golow::contracts::Observer;
 use golow::recording::{Player, Recorder};
-use golow::session::Observer;
-use golow::state::State;
 use golow_protocol::event::{Body, Record};
 
 const HOUR_MS: f64 = 3_600_000.0;
@@ -57,7 +56,6 @@ fn hour_from(real: &Path, out: &Path) -> u64 {
     let records: Vec<Record> = player.records().collect();
     let span = records.last().map_or(1.0, |r| r.t_ms).max(1.0);
     let (recorder, mut sink) = Recorder::create(out, &header).expect("create");
-    let state = State::default();
     let mut shift = 0.0;
     let mut first = true;
     while shift < HOUR_MS {
@@ -68,12 +66,12 @@ fn hour_from(real: &Path, out: &Path) -> u64 {
             }
             let mut record = record.clone();
             record.t_ms += shift;
-            sink.on_record(&record, &state);
+            sink.on_record(&record);
         }
         first = false;
         shift += span;
     }
-    sink.on_record(&Record::new(shift, None, Body::SessionEnd), &state);
+    sink.on_record(&Record::new(shift, None, Body::SessionEnd));
     drop(sink);
     recorder.finish().expect("finish").events
 }

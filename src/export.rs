@@ -15,24 +15,12 @@ use serde_json::{Value, json};
 
 use golow_protocol::event::{Body, Record, Step};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The formats, as `--format` names them (`chrome-trace`, `csv`, `json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     ChromeTrace,
     Csv,
     Json,
-}
-
-impl Format {
-    pub fn parse(s: &str) -> Result<Format, String> {
-        match s {
-            "chrome-trace" => Ok(Format::ChromeTrace),
-            "csv" => Ok(Format::Csv),
-            "json" => Ok(Format::Json),
-            _ => Err(format!(
-                "unknown export format '{s}' (known: chrome-trace, csv, json)"
-            )),
-        }
-    }
 }
 
 /// Writes `records` (in time order) in `format` to `out`. `header` is the recording's header
@@ -497,17 +485,6 @@ mod tests {
             "an unterminated row"
         );
         rows
-    }
-
-    #[test]
-    fn parse_names_the_accepted_formats() {
-        assert_eq!(Format::parse("chrome-trace"), Ok(Format::ChromeTrace));
-        assert_eq!(Format::parse("csv"), Ok(Format::Csv));
-        assert_eq!(Format::parse("json"), Ok(Format::Json));
-        let error = Format::parse("xml").unwrap_err();
-        for name in ["xml", "chrome-trace", "csv", "json"] {
-            assert!(error.contains(name), "{error}");
-        }
     }
 
     #[test]

@@ -2,11 +2,10 @@
 //! ARCHITECTURE.md; what travels between processes is the golow-protocol crate.
 
 pub mod cli;
-pub mod doctor;
+pub mod contracts;
 pub mod export;
 pub mod files;
 pub mod recording;
-pub mod replay;
 pub mod session;
 pub mod state;
 pub mod sweep;

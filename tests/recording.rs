@@ -217,14 +217,13 @@ fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
     let mut player = Player::open(from).unwrap();
     let header = player.recording().header.clone();
     let (recorder, mut sink) = Recorder::create(to, &header).unwrap();
-    let state = golow::state::State::default();
     for mut record in player.records() {
         if record.worker.as_deref() == Some(worker)
             && let Body::Step(step) = &mut record.body
         {
             step.compute_ms *= factor;
         }
-        golow::session::Observer::on_record(&mut sink, &record, &state);
+        golow::contracts::Observer::on_record(&mut sink, &record);
     }
     drop(sink);
     recorder.finish().unwrap();

@@ -1,19 +1,21 @@
 //! `golow sweep`: validates the grid and the session every cell runs (with `golow run`'s own checks), then hands
-//! them to the sweep runner.
+//! them to the sweep runner, headless or under the sweep view.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use golow_protocol::config::{Mode, Schedule};
 
-use super::{
-    BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, ModeArg, RunArgs,
-    ScheduleArg, SessionOptions, Validated, check_resolution, failed, validate,
+use super::options::{
+    SessionOptions, Workload, check_batch_size, check_resolution, parse_impls, positive, read_theme,
 };
-use crate::sweep::progress::SweepProgress;
+use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
+use crate::session::Length;
+use crate::sweep::progress::{StderrProgress, Tracker};
 use crate::sweep::run::{Outcome, StopHandle, Sweep};
-use crate::sweep::{Cell, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
-use golow_data::DatasetSpec;
+use crate::sweep::{Cell, RESULTS_CSV, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
+use crate::ui::sweep_view::SweepView;
 
 /// Axis values per sweep: enough for 8 … 65536 in powers of two and then some.
 const MAX_AXIS_VALUES: usize = 32;
@@ -31,7 +33,7 @@ pub struct SweepArgs {
     #[arg(long = "impl", default_value = "libtorch,pytorch")]
     impls: String,
     #[arg(long, value_enum, default_value = "eval")]
-    mode: ModeArg,
+    mode: Mode,
     /// Comma-separated batch sizes, e.g. 8,16,32,64.
     #[arg(long, value_name = "LIST", default_value = "8,16,32,64")]
     batch_sizes: String,
@@ -75,13 +77,13 @@ fn parse_list(flag: &str, list: &str) -> Result<Vec<u32>, BadInput> {
     Ok(values)
 }
 
-fn default_out(mode: golow_protocol::config::Mode) -> PathBuf {
+fn default_out(mode: Mode) -> PathBuf {
     let stamp = crate::recording::utc(std::time::SystemTime::now()).replace(['-', ':'], "");
     PathBuf::from("sweeps").join(format!("{stamp}-{}", mode.name()))
 }
 
 /// The directory is new, or holds the sweep `--resume` continues; never a sweep it would overwrite.
-fn check_out(dir: &std::path::Path, resume: bool) -> Result<Option<Results>, BadInput> {
+fn check_out(dir: &Path, resume: bool) -> Result<Option<Results>, BadInput> {
     if dir.exists() && !dir.is_dir() {
         return Err(BadInput(format!(
             "--out {} is a file, not a directory",
@@ -105,50 +107,49 @@ fn check_out(dir: &std::path::Path, resume: bool) -> Result<Option<Results>, Bad
 
 pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let batch_sizes = parse_list("--batch-sizes", &args.batch_sizes)?;
-    let dataset = DatasetSpec::parse(&args.session.dataset).map_err(|e| BadInput(e.to_string()))?;
+    let dataset = args.session.dataset()?;
     let resolutions = match &args.resolutions {
         Some(list) => parse_list("--resolutions", list)?,
         None => vec![dataset.default_resolution()],
     };
-    let mode = golow_protocol::config::Mode::from(args.mode);
     for &b in &batch_sizes {
+        check_batch_size(u64::from(b))?;
         for &r in &resolutions {
-            check_resolution(i64::from(r), u64::from(b), mode)?;
+            check_resolution(i64::from(r), u64::from(b), args.mode)?;
         }
     }
-    let theme = crate::ui::theme::load(&args.theme).map_err(|e| BadInput(e.to_string()))?;
+    let theme = read_theme(&args.theme)?;
     if !args.headless && !std::io::stdout().is_terminal() {
         return Err(BadInput(
             "the sweep view needs a terminal: add --headless to run without one".into(),
         )
         .into());
     }
-    let dir = args.out.clone().unwrap_or_else(|| default_out(mode));
+    let dir = args.out.clone().unwrap_or_else(|| default_out(args.mode));
     let earlier = check_out(&dir, args.resume)?;
-    let Validated { plan, interval, .. } = validate(RunArgs {
-        headless: true,
-        theme: "dark".into(),
-        compare: None,
-        impls: Some(args.impls.clone()),
+    let impls = parse_impls(&args.impls)?;
+    let steps = positive("--steps", args.steps)?;
+    args.session.check()?;
+    // Every cell runs the session of the first, at its own batch size and resolution.
+    let workload = Workload {
+        impls,
         commands: Vec::new(),
         mode: args.mode,
-        batch_size: i64::from(batch_sizes[0]),
-        resolution: Some(i64::from(resolutions[0])),
-        steps: Some(args.steps),
-        epochs: None,
-        schedule: Some(ScheduleArg::Alternate),
-        session: args.session,
-        summary_json: None,
-        record: None,
-        no_record: true,
-    })?;
+        batch_size: batch_sizes[0],
+        resolution: resolutions[0],
+        length: Length::Steps(steps),
+        schedule: Schedule::Alternate,
+    };
+    let threads = args.session.threads(Schedule::Alternate, 1)?;
+    let interval = args.session.interval();
+    let plan = args.session.plan(dataset, workload, threads)?;
     let s = &plan.session;
     let config = SweepConfig {
         impls: s.workers.clone(),
         model: s.model,
         dataset: s.dataset.clone(),
         mode: s.mode,
-        steps: args.steps as u64,
+        steps,
         warmup: s.warmup,
         device: s.device.clone(),
         pinned: s.pinned,
@@ -179,25 +180,28 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         interval,
         command_line: std::env::args().collect(),
     };
+    let tracker = Tracker::new(
+        &crate::sweep::run::todo(&sweep, &results),
+        results.config.impls.len(),
+        steps,
+    );
+    let asked: Vec<Cell> = sweep.cells.clone();
     let (outcome, results) = if args.headless {
-        let todo = crate::sweep::run::todo(&sweep, &results);
-        let stderr = std::io::stderr();
-        let tty = stderr.is_terminal();
-        let mut progress = SweepProgress::new(
-            stderr,
-            tty,
-            &todo,
-            results.config.impls.len(),
-            args.steps as u64,
-        );
+        let mut progress = StderrProgress::new(tracker, std::io::stderr().is_terminal());
         let outcome =
             crate::sweep::run::run(&sweep, &mut results, &mut progress, &StopHandle::default());
         progress.finish();
         (outcome, results)
     } else {
-        let view = crate::ui::sweep_view::SweepView::new(theme, results.clone());
-        crate::ui::sweep_live::run(sweep.clone(), results, view, args.steps as u64)
-            .map_err(|e| failed(format!("the sweep view failed: {e}")))?
+        let view = SweepView::new(theme, results.clone());
+        let (running, updates) = crate::sweep::run::start(sweep, results)
+            .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
+        let shown = crate::ui::sweep_screen::run(view, tracker, updates, running.stop.clone());
+        let ended = running
+            .finish()
+            .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
+        shown.map_err(|e| failed(format!("the sweep view failed: {e}")))?;
+        ended
     };
     let outcome = outcome.map_err(failed)?;
     print!("{}", crate::ui::report::sweep_table(&results));
@@ -205,9 +209,8 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         "golow: sweep results in {} ({} and {})",
         dir.display(),
         RESULTS_JSON,
-        crate::sweep::RESULTS_CSV
+        RESULTS_CSV
     );
-    let asked: Vec<Cell> = sweep.cells;
     let failed_rows = results
         .rows
         .iter()
@@ -216,67 +219,6 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         Outcome::Interrupted => EXIT_INTERRUPTED,
         Outcome::Finished if failed_rows => EXIT_WORKER_FAILED,
         Outcome::Finished => EXIT_OK,
-    })
-}
-
-/// `golow replay DIR`: a sweep as it stands, in the sweep view or as the results table.
-pub fn replay(
-    dir: &std::path::Path,
-    headless: bool,
-    theme: crate::ui::theme::Theme,
-) -> Result<i32, Failure> {
-    let results = Results::load(dir).map_err(BadInput)?;
-    if headless {
-        print!("{}", crate::ui::report::sweep_table(&results));
-        return Ok(EXIT_OK);
-    }
-    let view = crate::ui::sweep_view::SweepView::new(theme, results);
-    crate::ui::sweep_live::replay(view, dir)
-        .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
-    Ok(EXIT_OK)
-}
-
-/// `golow compare A B` of two sweeps: the recordings' comparison for every cell both have, cell by cell.
-pub fn compare(a: &std::path::Path, b: &std::path::Path, threshold: f64) -> Result<i32, Failure> {
-    let (ra, rb) = (
-        Results::load(a).map_err(BadInput)?,
-        Results::load(b).map_err(BadInput)?,
-    );
-    let mut compared = 0;
-    let mut regression = false;
-    for cell in cells(&ra.config.batch_sizes, &ra.config.resolutions) {
-        let recording = |dir: &std::path::Path, results: &Results| {
-            results
-                .rows
-                .iter()
-                .find(|r| r.cell() == cell && r.recording.is_some())
-                .and_then(|r| r.recording.as_ref())
-                .map(|rel| dir.join(rel))
-        };
-        let (Some(fa), Some(fb)) = (recording(a, &ra), recording(b, &rb)) else {
-            continue;
-        };
-        let rows = super::compare_recordings(&fa, &fb, threshold)?;
-        if rows.is_empty() {
-            continue;
-        }
-        compared += 1;
-        regression |= rows.iter().any(|r| r.regression);
-        println!("batch {} at {} px", cell.batch_size, cell.resolution);
-        print!("{}", crate::ui::report::regression_table(&rows, threshold));
-    }
-    if compared == 0 {
-        return Err(BadInput(format!(
-            "{} and {} have no cell with an implementation in common",
-            a.display(),
-            b.display()
-        ))
-        .into());
-    }
-    Ok(if regression {
-        EXIT_WORKER_FAILED
-    } else {
-        EXIT_OK
     })
 }
 

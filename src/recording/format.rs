@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use golow_protocol::config::SessionConfig;
 
+use crate::contracts::Machine;
+
 /// What the header's `format` field says.
 pub const FORMAT_NAME: &str = "golow-recording";
 /// Bumped on any change a reader of older files could misread.
@@ -43,24 +45,11 @@ pub struct Header {
     /// The event schema version of the records that follow.
     pub schema_version: u32,
     pub created_utc: String,
-    pub host: String,
-    pub cpu: String,
-    pub cores: usize,
-    /// The GPUs NVML reported when the session started; empty without one.
-    pub gpus: Vec<HeaderGpu>,
-    /// Why there are no GPUs, as NVML said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_unavailable: Option<String>,
+    /// Its fields sit in the header itself (`host`, `cpu`, `cores`, `gpus`, `gpu_unavailable`).
+    #[serde(flatten)]
+    pub machine: Machine,
     pub command_line: Vec<String>,
     pub config: SessionConfig,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct HeaderGpu {
-    pub index: u32,
-    pub name: String,
-    pub driver: String,
-    pub memory_total_bytes: u64,
 }
 
 /// The part of a header every version shares: enough to say what the file is.

@@ -3,12 +3,12 @@
 //! with the same `State::apply` as a live session.
 
 pub mod format;
-mod machine;
+mod header;
 mod player;
 mod reader;
 mod writer;
 
-pub use machine::{default_path, header_for, utc};
+pub use header::{default_path, utc};
 pub use player::{Player, serve};
 pub use reader::{OpenError, Recording};
 pub use writer::{FLUSH_EVERY, Recorder, Sink, Written};

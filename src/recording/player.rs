@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use super::reader::{FrameRecords, OpenError, Recording};
-use crate::replay::{Reply, Request, Source};
+use crate::contracts::{PlayerLink, PlayerReply, PlayerRequest};
 use crate::state::State;
 use golow_protocol::event::Record;
 
@@ -234,7 +234,7 @@ impl Player {
 
 /// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away. A
 /// recording still being written is read on to its current end before each seek.
-pub fn serve(mut player: Player) -> std::io::Result<Source> {
+pub fn serve(mut player: Player) -> std::io::Result<PlayerLink> {
     let (requests, incoming) = mpsc::channel();
     let (answers, replies) = mpsc::channel();
     std::thread::Builder::new()
@@ -242,10 +242,10 @@ pub fn serve(mut player: Player) -> std::io::Result<Source> {
         .spawn(move || {
             for request in incoming {
                 let reply = match request {
-                    Request::Advance(t_ms) => Reply::Records(player.advance_to(t_ms)),
-                    Request::Seek(t_ms) => {
+                    PlayerRequest::Advance(t_ms) => PlayerReply::Records(player.advance_to(t_ms)),
+                    PlayerRequest::Seek(t_ms) => {
                         player.refresh();
-                        Reply::Reset(Box::new(player.seek(t_ms).clone()))
+                        PlayerReply::Reset(Box::new(player.seek(t_ms).clone()))
                     }
                 };
                 if answers.send(reply).is_err() {
@@ -253,5 +253,5 @@ pub fn serve(mut player: Player) -> std::io::Result<Source> {
                 }
             }
         })?;
-    Ok(Source { requests, replies })
+    Ok(PlayerLink { requests, replies })
 }

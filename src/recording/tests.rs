@@ -30,7 +30,11 @@ fn config() -> SessionConfig {
 }
 
 fn header() -> Header {
-    super::header_for(&config(), vec!["golow".into(), "run".into()])
+    Header::new(
+        &config(),
+        vec!["golow".into(), "run".into()],
+        crate::telemetry::machine::describe(),
+    )
 }
 
 /// Every kind of record, `rounds` times over, 0.25 s apart, alternating workers.
@@ -51,13 +55,12 @@ fn records(rounds: usize) -> Vec<Record> {
 /// Writes `records` through a recorder; a frame is cut after every `per_frame` records.
 fn write(path: &Path, header: &Header, records: &[Record], per_frame: usize) {
     let (recorder, mut sink) = Recorder::create(path, header).expect("create");
-    let state = crate::state::State::default();
     for (i, record) in records.iter().enumerate() {
-        crate::session::Observer::on_record(&mut sink, record, &state);
+        crate::contracts::Observer::on_record(&mut sink, record);
         if (i + 1) % per_frame == 0 {
             // Longer than a flush period: the recorder cuts a frame.
             std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(50));
-            crate::session::Observer::tick(&mut sink);
+            crate::contracts::Observer::tick(&mut sink);
         }
     }
     drop(sink);
@@ -225,22 +228,21 @@ fn a_recording_being_written_is_read_on_as_it_grows() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("live.golow");
     let (recorder, mut sink) = Recorder::create(&path, &header()).unwrap();
-    let state = crate::state::State::default();
     let all = records(2);
     let (early, late) = all.split_at(all.len() / 2);
     let flushed = |sink: &mut super::Sink| {
         std::thread::sleep(super::FLUSH_EVERY / 2);
-        crate::session::Observer::tick(sink);
+        crate::contracts::Observer::tick(sink);
         std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(100));
     };
     early
         .iter()
-        .for_each(|r| crate::session::Observer::on_record(&mut sink, r, &state));
+        .for_each(|r| crate::contracts::Observer::on_record(&mut sink, r));
     flushed(&mut sink);
     let mut player = Player::open(&path).unwrap();
     assert_eq!(player.recording().events(), early.len() as u64);
     late.iter()
-        .for_each(|r| crate::session::Observer::on_record(&mut sink, r, &state));
+        .for_each(|r| crate::contracts::Observer::on_record(&mut sink, r));
     flushed(&mut sink);
     assert_eq!(player.recording().events(), early.len() as u64);
     player.refresh();

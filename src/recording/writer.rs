@@ -11,8 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::format::{FrameInfo, Header, MARKER_LEN, MAX_FRAME_BYTES, encode_index, encode_marker};
-use crate::session::Observer;
-use crate::state::State;
+use crate::contracts::Observer;
 use golow_protocol::event::Record;
 
 /// Records wait at most this long in memory before they are on disk.
@@ -120,7 +119,7 @@ impl Recorder {
 }
 
 impl Observer for Sink {
-    fn on_record(&mut self, record: &Record, _state: &State) {
+    fn on_record(&mut self, record: &Record) {
         let Ok(mut line) = serde_json::to_vec(record) else {
             return;
         };

@@ -9,66 +9,12 @@ use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
 use super::schedule::{Action, Scheduler, TURN_STEPS};
+use crate::contracts::{Control, Observer};
 use crate::state::State;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
 use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Record, Stream};
-
-/// What the UI may ask of a running session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
-    /// Stop every worker (quit, or Ctrl-C).
-    StopAll,
-    /// Stop one worker, by its index in the session's worker list.
-    Stop(usize),
-}
-
-/// Anything that wants to see the session as it happens (progress display, recorder, UI).
-pub trait Observer {
-    fn on_record(&mut self, record: &Record, state: &State);
-    /// Called at every sampling interval, records or not (for what must not wait for the next one).
-    fn tick(&mut self) {}
-}
-
-/// An observer that may be absent (a run with `--no-record`).
-impl<T: Observer> Observer for Option<T> {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        if let Some(observer) = self {
-            observer.on_record(record, state);
-        }
-    }
-
-    fn tick(&mut self) {
-        if let Some(observer) = self {
-            observer.tick();
-        }
-    }
-}
-
-/// An observer lent for one session (a sweep's progress lives across its cells).
-impl<T: Observer + ?Sized> Observer for &mut T {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        (**self).on_record(record, state);
-    }
-
-    fn tick(&mut self) {
-        (**self).tick();
-    }
-}
-
-/// Two observers as one, each seeing every record in turn.
-impl<A: Observer, B: Observer> Observer for (A, B) {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        self.0.on_record(record, state);
-        self.1.on_record(record, state);
-    }
-
-    fn tick(&mut self) {
-        self.0.tick();
-        self.1.tick();
-    }
-}
 
 struct Hub<'a> {
     start: Instant,
@@ -84,7 +30,7 @@ impl Hub<'_> {
         let name = worker.and_then(|i| self.names.get(i).cloned());
         let record = Record::new(t_ms, name, body);
         self.state.apply(&record);
-        self.observer.on_record(&record, &self.state);
+        self.observer.on_record(&record);
     }
 }
 

@@ -1,14 +1,181 @@
-//! A session: prepare what every worker shares, launch the workers, run the hub until they end.
+//! A session, and its one owner: every run of workers (`golow run`, headless or live, and each cell of `golow
+//! sweep`) goes through [`Session`], in one order: prepare what every worker shares → open the recording with its
+//! header → run the hub until the workers end → finish the recording → summarise. Callers only choose who follows
+//! the records ([`Session::run`] on this thread, or [`Session::start`] on a thread of its own for the live view).
 
 mod hub;
 mod launcher;
 mod lines;
 mod prepare;
+pub mod programs;
 pub mod python;
 mod schedule;
 
-pub use hub::{Control, Observer, run, run_blocking};
-pub use prepare::{Length, Plan, PrepareError, Prepared, prepare};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime};
+
+use golow_protocol::event::Record;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+pub use prepare::{Length, Plan, PrepareError};
+
+use crate::contracts::{Control, Observer};
+use crate::recording::{self, Recorder, Sink, Written, format::Header};
+use crate::state::Summary;
+
+/// Where a session is recorded.
+#[derive(Debug, Clone)]
+pub enum RecordTo {
+    Nowhere,
+    /// `<dir>/<UTC time>-<workers>.golow`, the directory created if need be.
+    DefaultIn(PathBuf),
+    /// This file, which must not exist.
+    Path(PathBuf),
+}
+
+/// Why a session could not start: its preparation failed, or its recording could not be created.
+#[derive(Debug)]
+pub enum OpenError {
+    Prepare(PrepareError),
+    Recording(String),
+}
+
+/// A session ready to run: its workers prepared, its recording open.
+pub struct Session {
+    prepared: prepare::Prepared,
+    recording: Option<(Recorder, Sink)>,
+    interval: Duration,
+}
+
+/// How a session ended.
+pub struct Finished {
+    /// The summary of the session's records, or why it could not run at all.
+    pub summary: Result<Summary, String>,
+    /// What its recording holds, or why writing it failed; `None` when not recorded.
+    pub recorded: Option<io::Result<Written>>,
+}
+
+impl Session {
+    /// Prepares `plan` and opens its recording: everything that can fail before a worker starts, so bad input
+    /// leaves no recording behind. `interval` is the sampling period; `command_line` goes into the header.
+    pub fn open(
+        plan: &Plan,
+        record_to: &RecordTo,
+        command_line: Vec<String>,
+        interval: Duration,
+    ) -> Result<Session, OpenError> {
+        let prepared = prepare::prepare(plan).map_err(OpenError::Prepare)?;
+        let recording = match record_path(record_to, &prepared.session.workers)? {
+            Some(path) => {
+                let machine = crate::telemetry::machine::describe();
+                let header = Header::new(&prepared.session, command_line, machine);
+                let opened = Recorder::create(&path, &header).map_err(|e| {
+                    OpenError::Recording(format!(
+                        "cannot create the recording {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                Some(opened)
+            }
+            None => None,
+        };
+        Ok(Session {
+            prepared,
+            recording,
+            interval,
+        })
+    }
+
+    /// The file the session is recorded to.
+    pub fn recording(&self) -> Option<&Path> {
+        self.recording.as_ref().map(|(recorder, _)| recorder.path())
+    }
+
+    /// Runs the session on this thread until its workers end; `observer` sees every record as the hub stamps it,
+    /// and `controls` stop workers (Ctrl-C stops them all).
+    pub fn run(
+        self,
+        observer: &mut (dyn Observer + Send),
+        controls: UnboundedReceiver<Control>,
+    ) -> Finished {
+        let Session {
+            prepared,
+            recording,
+            interval,
+        } = self;
+        let (recorder, sink) = recording.unzip();
+        let state = hub::run_blocking(
+            prepared.session.clone(),
+            prepared.workers.clone(),
+            interval,
+            &mut (observer, sink),
+            controls,
+        );
+        // The sink went with the hub: the recorder writes what is queued and its index.
+        let recorded = recorder.map(Recorder::finish);
+        drop(prepared);
+        Finished {
+            summary: state
+                .map(|state| Summary::from_state(&state))
+                .map_err(|e| format!("the session failed: {e}")),
+            recorded,
+        }
+    }
+
+    /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on
+    /// it: its records come out of the returned channel, and controls go in through [`Running::controls`].
+    pub fn start(self) -> io::Result<(Running, mpsc::Receiver<Record>)> {
+        let (records, incoming) = mpsc::channel();
+        let (controls, control_rx) = unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("golow-session".into())
+            .spawn(move || {
+                let mut forward = records;
+                self.run(&mut forward, control_rx)
+            })?;
+        Ok((Running { controls, thread }, incoming))
+    }
+}
+
+/// A session running on its own thread.
+pub struct Running {
+    pub controls: UnboundedSender<Control>,
+    thread: JoinHandle<Finished>,
+}
+
+impl Running {
+    /// Stops whatever still runs (the view was left while workers ran) and waits for the session's end.
+    pub fn finish(self) -> Finished {
+        let _ = self.controls.send(Control::StopAll);
+        self.thread.join().unwrap_or_else(|_| Finished {
+            summary: Err("the session thread panicked".into()),
+            recorded: None,
+        })
+    }
+}
+
+fn record_path(to: &RecordTo, workers: &[String]) -> Result<Option<PathBuf>, OpenError> {
+    match to {
+        RecordTo::Nowhere => Ok(None),
+        RecordTo::Path(path) => Ok(Some(path.clone())),
+        RecordTo::DefaultIn(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                OpenError::Recording(format!(
+                    "cannot create {}: {e} (or pass --record PATH or --no-record)",
+                    dir.display()
+                ))
+            })?;
+            Ok(Some(recording::default_path(
+                dir,
+                workers,
+                SystemTime::now(),
+            )))
+        }
+    }
+}
 
 /// The last non-empty line a finished command printed on stderr: what explains its failure in one line.
 pub fn last_stderr_line(output: &std::process::Output) -> String {

@@ -93,7 +93,8 @@ pub struct Plan {
 }
 
 pub struct Prepared {
-    pub dir: SessionDir,
+    /// Held, not read: the directory goes when the prepared session does.
+    pub _dir: SessionDir,
     pub session: SessionConfig,
     pub workers: Vec<(String, WorkerCommand)>,
 }
@@ -133,7 +134,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
         command.collector.clone_from(&plan.collector);
     }
     Ok(Prepared {
-        dir,
+        _dir: dir,
         session,
         workers,
     })

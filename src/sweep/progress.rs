@@ -1,21 +1,22 @@
-//! The sweep's progress bar on stderr: cells done, the cell running and its steps, elapsed time and an ETA from the
-//! work done so far (samples × pixels × steps), redrawn in place on a terminal, a line per cell otherwise.
+//! How far a sweep has come: cells done, the cell running and its steps, elapsed time and an ETA from the work done
+//! so far (samples × pixels × steps). The [`Tracker`] counts and words it; the sweep view shows its line, and a
+//! headless sweep draws it on stderr ([`StderrProgress`]): redrawn in place on a terminal (indicatif), a line per
+//! cell otherwise.
 
-use std::io::Write;
 use std::time::{Duration, Instant};
+
+use golow_protocol::event::{Body, Record};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::run::Reporter;
 use super::{Cell, Results};
-use crate::session::Observer;
-use crate::state::State;
-use golow_protocol::event::{Body, Record};
+use crate::contracts::Observer;
 
-const REDRAW: Duration = Duration::from_millis(250);
+/// A terminal's line is redrawn at most this often.
+const REDRAW_HZ: u8 = 4;
 const BAR_WIDTH: usize = 30;
 
-pub struct SweepProgress<W: Write> {
-    out: W,
-    tty: bool,
+pub struct Tracker {
     started: Instant,
     /// Steps of one cell, all workers together.
     steps_per_cell: u64,
@@ -26,72 +27,46 @@ pub struct SweepProgress<W: Write> {
     cells_done: usize,
     current: Option<Cell>,
     steps_seen: u64,
-    last_draw: Option<Instant>,
-    /// What the latest cell's end said ("cell 2/4 batch 8 at 32 px: ok (0:14)").
-    pub last_ended: Option<String>,
 }
 
-impl<W: Write> SweepProgress<W> {
+impl Tracker {
     /// `cells` are the ones this invocation runs; `workers × steps` steps each.
-    pub fn new(out: W, tty: bool, cells: &[Cell], workers: usize, steps: u64) -> Self {
-        let steps_per_cell = (workers as u64 * steps).max(1);
-        SweepProgress {
-            out,
-            tty,
+    pub fn new(cells: &[Cell], workers: usize, steps: u64) -> Tracker {
+        Tracker {
             started: Instant::now(),
-            steps_per_cell,
+            steps_per_cell: (workers as u64 * steps).max(1),
             total_work: cells.iter().map(Cell::work).sum::<f64>(),
             done_work: 0.0,
             cells_total: cells.len(),
             cells_done: 0,
             current: None,
             steps_seen: 0,
-            last_draw: None,
-            last_ended: None,
         }
     }
 
-    /// Leaves the terminal's line clean for what follows.
-    pub fn finish(&mut self) {
-        if self.tty {
-            let _ = writeln!(self.out, "\r\x1b[2K{}", self.line());
-        }
-    }
-}
-
-impl<W: Write + Send> Reporter for SweepProgress<W> {
-    fn start_cell(&mut self, cell: Cell) {
+    pub fn start_cell(&mut self, cell: Cell) {
         self.current = Some(cell);
         self.steps_seen = 0;
-        self.draw();
     }
 
-    fn end_cell(&mut self, verdict: &str, _results: &Results) {
-        if let Some(cell) = self.current.take() {
-            self.cells_done += 1;
-            self.done_work += cell.work();
-            if self.tty {
-                let _ = write!(self.out, "\r\x1b[2K");
-            }
-            let ended = format!(
-                "cell {}/{} batch {} at {} px: {verdict} ({})",
-                self.cells_done,
-                self.cells_total,
-                cell.batch_size,
-                cell.resolution,
-                clock(self.started.elapsed())
-            );
-            let _ = writeln!(self.out, "golow: {ended}");
-            self.last_ended = Some(ended);
-        }
-        self.draw();
-    }
-}
-
-impl<W: Write> SweepProgress<W> {
     /// A step of the running cell, by any worker.
     pub fn count_step(&mut self) {
         self.steps_seen += 1;
+    }
+
+    /// The running cell ended with `verdict`; returns what to say of it ("cell 2/4 batch 8 at 32 px: ok (0:14)").
+    pub fn end_cell(&mut self, verdict: &str) -> Option<String> {
+        let cell = self.current.take()?;
+        self.cells_done += 1;
+        self.done_work += cell.work();
+        Some(format!(
+            "cell {}/{} batch {} at {} px: {verdict} ({})",
+            self.cells_done,
+            self.cells_total,
+            cell.batch_size,
+            cell.resolution,
+            clock(self.started.elapsed())
+        ))
     }
 
     /// Work done, the running cell counted by its share of steps.
@@ -101,15 +76,6 @@ impl<W: Write> SweepProgress<W> {
                 * (self.steps_seen.min(self.steps_per_cell) as f64 / self.steps_per_cell as f64)
         });
         self.done_work + running
-    }
-
-    fn draw(&mut self) {
-        if !self.tty {
-            return;
-        }
-        self.last_draw = Some(Instant::now());
-        let _ = write!(self.out, "\r\x1b[2K{}", self.line());
-        let _ = self.out.flush();
     }
 
     pub fn line(&self) -> String {
@@ -151,17 +117,68 @@ fn clock(d: Duration) -> String {
     }
 }
 
-impl<W: Write> Observer for SweepProgress<W> {
-    fn on_record(&mut self, record: &Record, _state: &State) {
-        if matches!(record.body, Body::Step(_)) {
-            self.count_step();
+/// A headless sweep's progress on stderr: the tracker's line kept at the bottom of a terminal, and a line per
+/// finished cell above it (the only lines when stderr is not a terminal).
+pub struct StderrProgress {
+    tracker: Tracker,
+    /// On a terminal: the line redrawn in place.
+    bar: Option<ProgressBar>,
+}
+
+impl StderrProgress {
+    pub fn new(tracker: Tracker, tty: bool) -> StderrProgress {
+        let bar = tty.then(|| {
+            let target = ProgressDrawTarget::stderr_with_hz(REDRAW_HZ);
+            let bar = ProgressBar::with_draw_target(None, target)
+                .with_style(ProgressStyle::with_template("{msg}").expect("a plain template"));
+            bar.set_message(tracker.line());
+            bar
+        });
+        StderrProgress { tracker, bar }
+    }
+
+    fn redraw(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.tracker.line());
         }
     }
 
-    fn tick(&mut self) {
-        if self.last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {
-            self.draw();
+    /// Leaves the last line on the terminal for what follows.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_with_message(self.tracker.line());
         }
+    }
+}
+
+impl Reporter for StderrProgress {
+    fn start_cell(&mut self, cell: Cell) {
+        self.tracker.start_cell(cell);
+        self.redraw();
+    }
+
+    fn end_cell(&mut self, verdict: &str, _results: &Results) {
+        if let Some(ended) = self.tracker.end_cell(verdict) {
+            let line = format!("golow: {ended}");
+            match &self.bar {
+                Some(bar) => bar.println(line),
+                None => eprintln!("{line}"),
+            }
+        }
+        self.redraw();
+    }
+}
+
+impl Observer for StderrProgress {
+    fn on_record(&mut self, record: &Record) {
+        if matches!(record.body, Body::Step(_)) {
+            self.tracker.count_step();
+        }
+    }
+
+    /// The line moves with the clock too; indicatif draws at most `REDRAW_HZ` times a second.
+    fn tick(&mut self) {
+        self.redraw();
     }
 }
 
@@ -172,7 +189,7 @@ mod tests {
     #[test]
     fn the_eta_weighs_cells_by_their_work() {
         let cells = super::super::cells(&[8, 24], &[32]);
-        let mut p = SweepProgress::new(Vec::new(), false, &cells, 2, 5);
+        let mut p = Tracker::new(&cells, 2, 5);
         assert!(
             p.line()
                 .starts_with(&format!("[{}] 0/2 cells", ".".repeat(BAR_WIDTH)))
@@ -186,12 +203,11 @@ mod tests {
             "{}",
             p.line()
         );
-        p.end_cell("ok", &Results::new(crate::sweep::tests::config()));
+        let ended = p.end_cell("ok").unwrap();
         assert!(p.line().contains("1/2 cells"));
-        let printed = String::from_utf8(p.out.clone()).unwrap();
         assert!(
-            printed.starts_with("golow: cell 1/2 batch 8 at 32 px: ok ("),
-            "{printed}"
+            ended.starts_with("cell 1/2 batch 8 at 32 px: ok ("),
+            "{ended}"
         );
     }
 }

@@ -3,16 +3,18 @@
 //! every finished cell.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
+use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::recording::{self, Recorder};
-use crate::session::{self, Control, Observer, Plan, PrepareError};
-use crate::state::{Summary, WorkerStatus};
+use crate::contracts::{Control, Observer, SweepUpdate};
+use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
+use crate::state::WorkerStatus;
 
 /// Who follows a sweep: the progress bar of a headless sweep, or the sweep view. Records of the running cell
 /// reach it as to any session observer.
@@ -116,31 +118,94 @@ pub fn run(
     Ok(Outcome::Finished)
 }
 
+/// A sweep running on a thread of its own, for the sweep view; `stop` ends it early.
+pub struct Running {
+    pub stop: Arc<StopHandle>,
+    thread: JoinHandle<(Result<Outcome, String>, Results)>,
+}
+
+impl Running {
+    /// Waits for the sweep's end: how it ended, and its results.
+    pub fn finish(self) -> std::io::Result<(Result<Outcome, String>, Results)> {
+        self.thread
+            .join()
+            .map_err(|_| std::io::Error::other("the sweep thread panicked"))
+    }
+}
+
+/// Starts [`run`] on its own thread; what happens comes out of the returned channel, which disconnects when the
+/// sweep has ended.
+pub fn start(
+    sweep: Sweep,
+    mut results: Results,
+) -> std::io::Result<(Running, mpsc::Receiver<SweepUpdate>)> {
+    let stop = Arc::new(StopHandle::default());
+    let (updates, incoming) = mpsc::channel();
+    let stopper = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("golow-sweep".into())
+        .spawn(move || {
+            let mut forward = Forward(updates);
+            let outcome = run(&sweep, &mut results, &mut forward, &stopper);
+            if let Err(why) = &outcome {
+                let _ = forward.0.send(SweepUpdate::Failed(why.clone()));
+            }
+            (outcome, results)
+        })?;
+    Ok((Running { stop, thread }, incoming))
+}
+
+/// Tells the sweep view what happens.
+struct Forward(mpsc::Sender<SweepUpdate>);
+
+impl Observer for Forward {
+    fn on_record(&mut self, record: &Record) {
+        if matches!(record.body, Body::Step(_)) {
+            let _ = self.0.send(SweepUpdate::Step);
+        }
+    }
+}
+
+impl Reporter for Forward {
+    fn start_cell(&mut self, cell: Cell) {
+        let _ = self.0.send(SweepUpdate::Started(cell));
+    }
+
+    fn end_cell(&mut self, verdict: &str, results: &Results) {
+        let _ = self
+            .0
+            .send(SweepUpdate::Ended(verdict.to_string(), results.clone()));
+    }
+}
+
 /// One cell's rows; `None` when the user stopped it.
 fn run_cell(
     sweep: &Sweep,
     cell: Cell,
-    reporter: &mut dyn Reporter,
+    mut reporter: &mut dyn Reporter,
     stop: &StopHandle,
 ) -> Result<Option<Vec<Row>>, String> {
     let mut plan = sweep.plan.clone();
     plan.session.batch_size = cell.batch_size;
     plan.session.resolution = cell.resolution;
-    let impls = &plan.session.workers;
-    // A cell that cannot even be prepared (a batch larger than the split, say) is a failed cell, not a failed sweep.
-    let prepared = match session::prepare(&plan) {
-        Ok(prepared) => prepared,
-        Err(PrepareError::BadInput(why) | PrepareError::Setup(why)) => {
-            return Ok(Some(Row::unstarted(cell, impls, &why)));
-        }
-    };
     let relative = cell.recording();
     let path = sweep.dir.join(&relative);
     // Only an unfinished cell leaves its recording behind; its rerun replaces it.
     remove_stale(&path)?;
-    let header = recording::header_for(&prepared.session, sweep.command_line.clone());
-    let (recorder, sink) = Recorder::create(&path, &header)
-        .map_err(|e| format!("cannot create the recording {}: {e}", path.display()))?;
+    let session = match Session::open(
+        &plan,
+        &RecordTo::Path(path.clone()),
+        sweep.command_line.clone(),
+        sweep.interval,
+    ) {
+        Ok(session) => session,
+        // A cell that cannot even be prepared (a batch larger than the split, say) is a failed cell, not a failed
+        // sweep.
+        Err(OpenError::Prepare(PrepareError::BadInput(why) | PrepareError::Setup(why))) => {
+            return Ok(Some(Row::unstarted(cell, &plan.session.workers, &why)));
+        }
+        Err(OpenError::Recording(why)) => return Err(why),
+    };
     let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
     if let Ok(mut running) = stop.running.lock() {
         *running = Some(controls);
@@ -149,21 +214,14 @@ fn run_cell(
     if stop.requested() {
         stop.stop();
     }
-    let state = session::run_blocking(
-        prepared.session.clone(),
-        prepared.workers.clone(),
-        sweep.interval,
-        &mut (reporter, sink),
-        control_rx,
-    );
+    let finished = session.run(&mut reporter, control_rx);
     if let Ok(mut running) = stop.running.lock() {
         *running = None;
     }
-    recorder
-        .finish()
-        .map_err(|e| format!("the recording {} failed: {e}", path.display()))?;
-    let state = state.map_err(|e| format!("the session failed: {e}"))?;
-    let summary = Summary::from_state(&state);
+    if let Some(recorded) = finished.recorded {
+        recorded.map_err(|e| format!("the recording {} failed: {e}", path.display()))?;
+    }
+    let summary = finished.summary?;
     if summary
         .workers
         .iter()

@@ -1,31 +1,13 @@
-//! The monitor's end of the CUPTI collector (the `golow-cupti` crate, loaded into each worker by CUDA): where the
-//! library is, the socket a worker's collector writes to, and its messages turned into events.
+//! The monitor's end of the CUPTI collector (the `golow-cupti` crate, loaded into each worker by CUDA): the socket a
+//! worker's collector writes to, and its messages turned into events.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
 
 use golow_protocol::collector::{MAX_MESSAGE_BYTES, Message};
 use tokio::io::unix::AsyncFd;
 
 use golow_protocol::event::Body;
-
-const LIBRARY_FILE: &str = "libgolow_cupti.so";
-
-/// The collector library, built beside the `golow` executable.
-pub fn library() -> Result<PathBuf, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot locate the golow executable: {e}"))?;
-    let library = exe.with_file_name(LIBRARY_FILE);
-    if library.is_file() {
-        Ok(library)
-    } else {
-        Err(format!(
-            "{} not found: build it with `cargo build --release` (or pass --no-cupti)",
-            library.display()
-        ))
-    }
-}
 
 /// A connected pair of message sockets, both close-on-exec: the monitor keeps the first, a worker gets the second.
 pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {

@@ -3,4 +3,5 @@
 pub mod cuda;
 pub mod cupti;
 pub mod gpu;
+pub mod machine;
 pub mod procfs;

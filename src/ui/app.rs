@@ -2,7 +2,7 @@
 //! It draws the session state it is given and answers keys with actions; it never touches files or
 //! processes (stopping workers is a `Control` the caller forwards to the session).
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -11,12 +11,13 @@ use ratatui::widgets::Paragraph;
 
 use super::changes::Changes;
 use super::compare;
+use super::keys::{self, Command};
 use super::panes::{self, Pane};
-use super::text;
+use super::render::{self, fill};
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
-use super::view::{View, Window, duration, fill};
-use crate::session::Control;
+use super::view::{View, Window, duration};
+use crate::contracts::Control;
 use crate::state::{Activity, State};
 
 /// Below this the dashboard cannot be drawn legibly; the TUI says how much room it needs instead.
@@ -44,7 +45,7 @@ pub enum Action {
 }
 
 /// Where what is drawn comes from.
-enum Source {
+enum Origin {
     /// A session running now, and the recording it is written to, if any.
     Live {
         recording: Option<String>,
@@ -72,7 +73,7 @@ pub struct App {
     quitting: bool,
     /// Where each pane was drawn last, for mouse clicks.
     pane_areas: Vec<(usize, Rect)>,
-    source: Source,
+    origin: Origin,
     /// How the last frame looked.
     drawn: Option<Look>,
     /// The elapsed second the header shows.
@@ -107,7 +108,7 @@ impl App {
             compare,
             quitting: false,
             pane_areas: Vec::new(),
-            source: Source::Live { recording: None },
+            origin: Origin::Live { recording: None },
             drawn: None,
             header_second: 0,
         }
@@ -115,7 +116,7 @@ impl App {
 
     /// A live session written to `path`: the header shows it.
     pub fn recording_to(mut self, path: String) -> App {
-        self.source = Source::Live {
+        self.origin = Origin::Live {
             recording: Some(path),
         };
         self
@@ -123,27 +124,35 @@ impl App {
 
     /// A replay: the timeline keeps the clock and takes the keys that move through time.
     pub fn replaying(mut self, timeline: Timeline) -> App {
-        self.source = Source::Replay(timeline);
+        self.origin = Origin::Replay(timeline);
         self
     }
 
     pub fn timeline_mut(&mut self) -> Option<&mut Timeline> {
-        match &mut self.source {
-            Source::Replay(timeline) => Some(timeline),
-            Source::Live { .. } => None,
+        match &mut self.origin {
+            Origin::Replay(timeline) => Some(timeline),
+            Origin::Live { .. } => None,
         }
     }
 
     /// Seconds since the session started that the view shows as "now".
     fn now_s(&self, state: &State) -> f64 {
-        match &self.source {
-            Source::Replay(timeline) => timeline.position_ms / 1e3,
-            Source::Live { .. } => state.t_ms / 1e3,
+        match &self.origin {
+            Origin::Replay(timeline) => timeline.position_ms / 1e3,
+            Origin::Live { .. } => state.t_ms / 1e3,
         }
     }
 
     pub fn is_quitting(&self) -> bool {
         self.quitting
+    }
+
+    /// Which of the key map's views this is.
+    fn keys_view(&self) -> keys::View {
+        match self.origin {
+            Origin::Live { .. } => keys::View::Live,
+            Origin::Replay(_) => keys::View::Replay,
+        }
     }
 
     pub fn on_key(&mut self, key: KeyEvent, live: &State) -> Action {
@@ -161,55 +170,84 @@ impl App {
                 _ => Action::None,
             };
         }
-        let ctrl_c =
-            key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL);
-        if let Source::Replay(timeline) = &mut self.source {
-            if ctrl_c || key.code == KeyCode::Char('q') {
-                return Action::Quit;
-            }
+        let command = keys::command(self.keys_view(), &key);
+        if command == Some(Command::Quit) {
+            return match self.origin {
+                Origin::Replay(_) => Action::Quit,
+                Origin::Live { .. } if live.ended => Action::Quit,
+                Origin::Live { .. } => {
+                    self.quitting = true;
+                    Action::Control(Control::StopAll)
+                }
+            };
+        }
+        if let Origin::Replay(timeline) = &mut self.origin {
             match timeline.on_key(key.code) {
                 Moved::Jumped(ms) => return Action::Seek(ms),
                 Moved::Handled => return Action::None,
                 Moved::Ignored => {}
             }
         }
-        match key.code {
-            KeyCode::Char('q') | KeyCode::Char('c') if ctrl_c || key.code == KeyCode::Char('q') => {
-                if live.ended {
-                    return Action::Quit;
-                }
-                self.quitting = true;
-                return Action::Control(Control::StopAll);
-            }
-            KeyCode::Char(' ') => {
+        let Some(command) = command else {
+            return Action::None;
+        };
+        match command {
+            Command::Pause => {
                 self.history = None;
                 self.paused = match self.paused {
                     Some(_) => None,
                     None => Some(live.clone()),
                 }
             }
-            KeyCode::Left => {
-                self.offset = (self.offset + self.span / 4.0).min(self.now_s(self.state(live)))
+            Command::Scroll { back: true } => {
+                self.offset = (self.offset + self.span / 4.0).min(self.now_s(self.state(live)));
+                return self.history_request();
             }
-            KeyCode::Right => self.offset = (self.offset - self.span / 4.0).max(0.0),
-            KeyCode::Char('+') | KeyCode::Char('=') => self.span = (self.span / 2.0).max(MIN_SPAN),
-            KeyCode::Char('-') => {
-                self.span = (self.span * 2.0).min(self.now_s(self.state(live)).max(DEFAULT_SPAN))
+            Command::Scroll { back: false } => {
+                self.offset = (self.offset - self.span / 4.0).max(0.0);
+                return self.history_request();
             }
-            _ => return self.other_key(key),
+            Command::ZoomIn => {
+                self.span = (self.span / 2.0).max(MIN_SPAN);
+                return self.history_request();
+            }
+            Command::ZoomOut => {
+                self.span = (self.span * 2.0).min(self.now_s(self.state(live)).max(DEFAULT_SPAN));
+                return self.history_request();
+            }
+            Command::Compare => {
+                self.maximised = None;
+                self.mode = match self.mode {
+                    Mode::Dashboard => Mode::Compare,
+                    Mode::Compare => Mode::Dashboard,
+                };
+            }
+            Command::Maximise(Some(i)) => {
+                self.mode = Mode::Dashboard;
+                self.maximised = Some(i);
+            }
+            Command::Maximise(None) => {
+                self.maximised = None;
+                self.help = false;
+            }
+            Command::Pane(code) => {
+                if let Some(i) = self.maximised {
+                    self.panes[i].on_key(code);
+                }
+            }
+            Command::StopWorker => self.stop_prompt = true,
+            Command::Theme => self.theme = (self.theme + 1) % self.themes.len(),
+            Command::Help => self.help = !self.help,
+            // The timeline took its own above; the others belong to views without sessions.
+            Command::Quit | Command::Timeline(_) | Command::Axes(_) => {}
         }
-        match key.code {
-            KeyCode::Left | KeyCode::Right | KeyCode::Char('+' | '=' | '-') => {
-                self.history_request()
-            }
-            _ => Action::None,
-        }
+        Action::None
     }
 
     /// A paused live view whose window reaches back before what memory holds asks for the state at
     /// the window's end from the recording.
     fn history_request(&mut self) -> Action {
-        let (Some(paused), Source::Live { recording: Some(_) }) = (&self.paused, &self.source)
+        let (Some(paused), Origin::Live { recording: Some(_) }) = (&self.paused, &self.origin)
         else {
             return Action::None;
         };
@@ -238,37 +276,6 @@ impl App {
             from: (to - self.span).max(0.0),
             to,
         }
-    }
-
-    fn other_key(&mut self, key: KeyEvent) -> Action {
-        match key.code {
-            KeyCode::Tab | KeyCode::Char('c') => {
-                self.maximised = None;
-                self.mode = match self.mode {
-                    Mode::Dashboard => Mode::Compare,
-                    Mode::Compare => Mode::Dashboard,
-                };
-            }
-            KeyCode::Char(c @ '1'..='8') => {
-                self.mode = Mode::Dashboard;
-                self.maximised = Some(c as usize - '1' as usize);
-            }
-            KeyCode::Char('0') | KeyCode::Esc => {
-                self.maximised = None;
-                self.help = false;
-            }
-            KeyCode::Char('s') if matches!(self.source, Source::Live { .. }) => {
-                self.stop_prompt = true
-            }
-            KeyCode::Char('t') => self.theme = (self.theme + 1) % self.themes.len(),
-            KeyCode::Char('?') => self.help = !self.help,
-            code => {
-                if let Some(i) = self.maximised {
-                    self.panes[i].on_key(code);
-                }
-            }
-        }
-        Action::None
     }
 
     /// A click maximises the pane under it; a click on a maximised pane restores the dashboard.
@@ -303,8 +310,9 @@ impl App {
     /// the compare view and under the help. Returns the areas drawn.
     pub fn redraw(&mut self, frame: &mut Frame, live: &State, changes: Changes) -> Vec<Rect> {
         let look = self.look(frame.area(), live);
-        let partial = self.drawn.as_ref() == Some(&look)
-            && matches!(self.source, Source::Live { .. })
+        let partial = render::PARTIAL_FRAMES
+            && self.drawn.as_ref() == Some(&look)
+            && matches!(self.origin, Origin::Live { .. })
             && self.mode == Mode::Dashboard
             && !self.help
             && !changes.intersects(Changes::OTHER);
@@ -362,7 +370,7 @@ impl App {
             window,
             focused: false,
         };
-        let timeline_rows = u16::from(matches!(self.source, Source::Replay(_)));
+        let timeline_rows = u16::from(matches!(self.origin, Origin::Replay(_)));
         let [header, body, timeline_area, footer] = Layout::vertical([
             Constraint::Length(2),
             Constraint::Min(1),
@@ -377,19 +385,19 @@ impl App {
             history: self.history.is_some(),
             paused: self.paused.is_some(),
             quitting: self.quitting,
-            source: &self.source,
+            origin: &self.origin,
         };
         let Some(changes) = only else {
             draw_header(frame, header, &view, &marks);
-            let footer_text = match &self.source {
-                Source::Replay(timeline) => {
+            let footer_text = match &self.origin {
+                Origin::Replay(timeline) => {
                     timeline.draw(frame, timeline_area, &view);
-                    REPLAY_KEYS.to_string()
+                    keys::footer(keys::View::Replay)
                 }
-                Source::Live { .. } if self.stop_prompt => stop_prompt(state),
-                Source::Live { .. } => LIVE_KEYS.to_string(),
+                Origin::Live { .. } if self.stop_prompt => stop_prompt(state),
+                Origin::Live { .. } => keys::footer(keys::View::Live),
             };
-            text::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
+            render::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
             self.pane_areas.clear();
             match self.mode {
                 Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
@@ -510,7 +518,7 @@ fn draw_notice(frame: &mut Frame, area: Rect, view: &View, reason: &str) {
     let style = Style::default()
         .fg(view.theme.warning)
         .bg(view.theme.background);
-    text::styled_lines(frame, area, style, &[Line::styled(text, style)]);
+    render::styled_lines(frame, area, style, &[Line::styled(text, style)]);
 }
 
 /// What the header marks besides the session itself.
@@ -520,7 +528,7 @@ struct Marks<'a> {
     /// What is shown comes from the recording.
     history: bool,
     quitting: bool,
-    source: &'a Source,
+    origin: &'a Origin,
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
@@ -554,18 +562,18 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         ));
     }
     first.push(Span::styled(duration(marks.now_s), view.text()));
-    match marks.source {
-        Source::Live {
+    match marks.origin {
+        Origin::Live {
             recording: Some(path),
         } => first.push(Span::styled(
             format!("  ● REC {path}"),
             Style::default().fg(view.theme.error),
         )),
-        Source::Replay(_) => first.push(Span::styled(
+        Origin::Replay(_) => first.push(Span::styled(
             "  REPLAY",
             Style::default().fg(view.theme.highlight),
         )),
-        Source::Live { recording: None } => {}
+        Origin::Live { recording: None } => {}
     }
     let mut shown = Vec::new();
     if marks.history {
@@ -573,7 +581,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     } else if marks.paused {
         shown.push("PAUSED");
     }
-    if state.ended && matches!(marks.source, Source::Live { .. }) {
+    if state.ended && matches!(marks.origin, Origin::Live { .. }) {
         shown.push("ENDED — q quits");
     } else if marks.quitting {
         shown.push("stopping workers…");
@@ -607,11 +615,8 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         ));
         second.push(Span::styled(format!("{status}   "), style));
     }
-    text::lines(frame, area, &[Line::from(first), Line::from(second)]);
+    render::lines(frame, area, &[Line::from(first), Line::from(second)]);
 }
-
-const LIVE_KEYS: &str = " q quit · space pause · ←/→ scroll · +/- zoom · tab/c compare · 1-8 maximise, 0 back · s stop a worker · t theme · ? help";
-const REPLAY_KEYS: &str = " q quit · space play/pause · [/] speed · ←/→ ±10 s · g/G start/end · j jump · +/- zoom · tab/c compare · 1-8 maximise · t theme · ? help";
 
 fn stop_prompt(state: &State) -> String {
     let names: Vec<String> = state
@@ -626,28 +631,61 @@ fn stop_prompt(state: &State) -> String {
     )
 }
 
+/// The help overlay's width; its lines are made to fit inside its border.
+const HELP_WIDTH: u16 = 74;
+/// The key column of the help's lines.
+const HELP_KEYS: usize = 12;
+
+/// The help: the live view's keys, the replay's own, then what the timed regions are.
+fn help_lines() -> Vec<String> {
+    let mut lines: Vec<String> = keys::of(keys::View::Live)
+        .map(|b| format!("{:<HELP_KEYS$}{}", b.keys, b.does))
+        .collect();
+    lines.push(String::new());
+    let replay: Vec<String> = keys::only_in(keys::View::Replay, keys::View::Live)
+        .map(|b| format!("{} {}", b.keys, b.does))
+        .collect();
+    lines.extend(joined_within(
+        "Replay: ",
+        &replay,
+        usize::from(HELP_WIDTH - 2),
+    ));
+    lines.push(String::new());
+    lines.extend(
+        [
+            "Timed regions: h2d = host→device copy of inputs and targets;",
+            "compute = forward+loss+backward+step (train) or forward+loss (eval).",
+            "Warm-up steps are shown in loss but excluded from statistics.",
+        ]
+        .map(String::from),
+    );
+    lines
+}
+
+/// `items` joined by " · " after `lead`, in lines of at most `width` characters, the next ones indented as far.
+fn joined_within(lead: &str, items: &[String], width: usize) -> Vec<String> {
+    let indent = " ".repeat(lead.chars().count());
+    let mut lines = vec![lead.to_string()];
+    let mut first_on_line = true;
+    for item in items {
+        let line = lines.last_mut().expect("one line at least");
+        let separator = if first_on_line { "" } else { " · " };
+        if !first_on_line
+            && line.chars().count() + separator.chars().count() + item.chars().count() > width
+        {
+            lines.push(format!("{indent}{item}"));
+        } else {
+            line.push_str(separator);
+            line.push_str(item);
+        }
+        first_on_line = false;
+    }
+    lines
+}
+
 fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
-    let lines = [
-        "q, Ctrl-C   stop the workers gracefully, then quit",
-        "space       pause the view (collection continues)",
-        "← / →       scroll the time window back / forward",
-        "+ / -       zoom the time window in / out",
-        "tab, c      switch between dashboard and compare view",
-        "1 … 8       maximise a pane (in dashboard order); 0 or Esc back",
-        "↑ / ↓       in the maximised kernels pane: the kernel whose grids show",
-        "mouse       click a pane to maximise it, click again to go back",
-        "s, then N   stop worker N",
-        "t           next colour theme",
-        "?           this help",
-        "",
-        "Replay: space play/pause · [ ] speed 0.25×–16× · ←/→ ±10 s",
-        "        g/G start/end · j jump to a time (s, m:ss or h:mm:ss)",
-        "",
-        "Timed regions: h2d = host→device copy of inputs and targets;",
-        "compute = forward+loss+backward+step (train) or forward+loss (eval).",
-        "Warm-up steps are shown in loss but excluded from statistics.",
-    ];
-    let width = 74.min(area.width);
+    let lines = help_lines();
+    let width = HELP_WIDTH.min(area.width);
     let height = (lines.len() as u16 + 2).min(area.height);
     let rect = Rect {
         x: area.x + (area.width - width) / 2,
@@ -661,8 +699,8 @@ fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
         view.text().bg(view.theme.background),
     );
     let text: Vec<Line> = lines
-        .iter()
-        .map(|l| Line::styled(*l, view.text()))
+        .into_iter()
+        .map(|l| Line::styled(l, view.text()))
         .collect();
     let inner = view.framed(frame, rect, " keys ");
     frame.render_widget(Paragraph::new(text), inner);

@@ -8,7 +8,8 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 
-use super::view::{View, cells_of_row};
+use super::render::cells_of_row;
+use super::view::View;
 use crate::state::Series;
 
 /// At most this many points per series per character column: a Braille cell is 2 dots wide, and a

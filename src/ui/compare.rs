@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::chart::{self, Line as ChartLine};
-use super::text;
+use super::render;
 use super::view::{View, bytes, ms, shape};
 use crate::state::{Durations, Ratio, WorkerState, ratio_of_medians, verdict};
 
@@ -122,7 +122,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         Constraint::Min(3),
     ])
     .areas(inner);
-    text::lines(frame, kernels, &families);
+    render::lines(frame, kernels, &families);
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let headline = match &sample {
         Some(r) => verdict(&a.name, &b.name, r),
@@ -208,7 +208,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             ),
         ]));
     }
-    text::lines(frame, table, &lines);
+    render::lines(frame, table, &lines);
     // Shared scale: both columns use the larger of the two maxima.
     let w = view.window;
     let top = [a, b]

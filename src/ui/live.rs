@@ -1,120 +1,96 @@
-//! The live TUI loop: the session runs on its own thread and sends every record here; this thread
-//! folds them into its own state and draws at a fixed frame rate, only when something changed, and
-//! only the parts that show what changed. Input never waits on the session, and the session never
-//! waits on drawing.
+//! The live view: the session runs on its own thread and sends every record here; this view folds them into its
+//! own state and the loop draws at most [`FRAME`](super::event_loop::FRAME) times a second, only when something
+//! changed, and then only the parts that show what changed. Stopping workers is a control sent back.
 
 use std::io;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::sync::mpsc::Receiver;
 
-use crossterm::event::{self, Event};
+use golow_protocol::event::Record;
+use ratatui::Frame;
 use ratatui::layout::Rect;
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::app::{Action, App};
 use super::changes::Changes;
-use super::terminal;
-use crate::replay::{Reply, Request, Source};
-use crate::session::{self, Control, Observer, Prepared};
+use super::event_loop::{self, FullScreen};
+use super::input::Input;
+use crate::contracts::{Control, PlayerLink, PlayerReply, PlayerRequest};
 use crate::state::State;
-use golow_protocol::event::Record;
 
-/// 10 frames a second: smooth enough to watch, cheap enough to leave open all day.
-pub const FRAME: Duration = Duration::from_millis(100);
-
-/// Hands each record to the UI thread.
-struct Forward(mpsc::Sender<Record>);
-
-impl Observer for Forward {
-    fn on_record(&mut self, record: &Record, _state: &State) {
-        let _ = self.0.send(record.clone());
-    }
+/// Shows a running session until the user quits: `records` come from the session, `controls` go to it, and
+/// `history` (a player of the recording being written) answers for times that memory no longer holds.
+pub fn run(
+    app: App,
+    records: Receiver<Record>,
+    controls: UnboundedSender<Control>,
+    history: Option<PlayerLink>,
+) -> io::Result<()> {
+    event_loop::run(&mut Live {
+        app,
+        records,
+        controls,
+        history,
+        state: State::default(),
+        changes: Changes::OTHER,
+    })
 }
 
-/// Runs the session under the TUI until the user quits; returns the session's final state. `also`
-/// sees every record too (the recorder), on the session's thread; `history` answers for times that
-/// memory no longer holds (a player of the recording being written).
-pub fn run(
-    prepared: &Prepared,
-    interval: Duration,
+struct Live {
     app: App,
-    also: impl Observer + Send + 'static,
-    history: Option<Source>,
-) -> io::Result<State> {
-    let (records, incoming) = mpsc::channel();
-    let (controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
-    let (config, workers) = (prepared.session.clone(), prepared.workers.clone());
-    let session = std::thread::Builder::new()
-        .name("golow-session".into())
-        .spawn(move || {
-            let mut observers = (Forward(records), also);
-            session::run_blocking(config, workers, interval, &mut observers, control_rx)
-        })?;
+    records: Receiver<Record>,
+    controls: UnboundedSender<Control>,
+    history: Option<PlayerLink>,
+    state: State,
+    /// What changed since the last frame drawn.
+    changes: Changes,
+}
 
-    let (guard, mut terminal) = terminal::open()?;
-    let mut app = app;
-    let mut state = State::default();
-    let mut dirty = true;
-    let mut changes = Changes::OTHER;
-    let mut last_draw: Option<Instant> = None;
-    loop {
-        while let Ok(record) = incoming.try_recv() {
-            state.apply(&record);
-            changes |= Changes::of(&record.body);
-            dirty = true;
+impl FullScreen for Live {
+    fn update(&mut self) -> bool {
+        let mut changed = false;
+        while let Ok(record) = self.records.try_recv() {
+            self.state.apply(&record);
+            self.changes |= Changes::of(&record.body);
+            changed = true;
         }
-        while let Some(Ok(reply)) = history.as_ref().map(|h| h.replies.try_recv()) {
-            if let Reply::Reset(at) = reply {
-                app.show_history(*at);
+        while let Some(Ok(reply)) = self.history.as_ref().map(|h| h.replies.try_recv()) {
+            if let PlayerReply::Reset(at) = reply {
+                self.app.show_history(*at);
             }
-            changes |= Changes::OTHER;
-            dirty = true;
+            self.changes |= Changes::OTHER;
+            changed = true;
         }
-        let due = last_draw.is_none_or(|t| t.elapsed() >= FRAME);
-        if dirty && due {
-            terminal.draw(|frame| app.redraw(frame, &state, changes))?;
-            last_draw = Some(Instant::now());
-            dirty = false;
-            changes = Changes::NONE;
-        }
-        if app.is_quitting() && state.ended {
-            break;
-        }
-        // Nothing to draw: sleep a whole frame (records cannot wake the poll, and need not sooner).
-        // Something to draw: wake when the next frame is due.
-        let wait = match last_draw {
-            Some(t) if dirty => FRAME.saturating_sub(t.elapsed()),
-            _ => FRAME,
-        };
-        if event::poll(wait)? {
-            dirty = true;
-            // Keys and the mouse may change anything on screen, a pane's own selection included.
-            changes |= Changes::OTHER;
-            match event::read()? {
-                Event::Key(key) if key.kind == event::KeyEventKind::Press => {
-                    match app.on_key(key, &state) {
-                        Action::Quit => break,
-                        Action::Control(control) => {
-                            let _ = controls.send(control);
-                        }
-                        Action::Seek(t_ms) => {
-                            if let Some(h) = &history {
-                                let _ = h.requests.send(Request::Seek(t_ms));
-                            }
-                        }
-                        Action::None => {}
+        changed
+    }
+
+    fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
+        let changes = std::mem::replace(&mut self.changes, Changes::NONE);
+        self.app.redraw(frame, &self.state, changes)
+    }
+
+    fn on_input(&mut self, input: Input) -> bool {
+        // Keys and the mouse may change anything on screen, a pane's own selection included.
+        self.changes |= Changes::OTHER;
+        match input {
+            Input::Key(key) => match self.app.on_key(key, &self.state) {
+                Action::Quit => return false,
+                Action::Control(control) => {
+                    let _ = self.controls.send(control);
+                }
+                Action::Seek(t_ms) => {
+                    if let Some(history) = &self.history {
+                        let _ = history.requests.send(PlayerRequest::Seek(t_ms));
                     }
                 }
-                Event::Mouse(mouse) => app.on_mouse(mouse),
-                Event::Resize(width, height) => terminal.resize(Rect::new(0, 0, width, height))?,
-                _ => {}
-            }
+                Action::None => {}
+            },
+            Input::Mouse(mouse) => self.app.on_mouse(mouse),
+            Input::Resize(..) => {}
         }
+        true
     }
-    drop(terminal);
-    drop(guard);
-    // The user left while workers still ran: stop them before collecting the final state.
-    let _ = controls.send(Control::StopAll);
-    session
-        .join()
-        .map_err(|_| io::Error::other("the session thread panicked"))?
+
+    fn done(&self) -> bool {
+        self.app.is_quitting() && self.state.ended
+    }
 }

@@ -1,20 +1,22 @@
-//! What people see: the live TUI (ratatui), or headless progress bars on stderr and the summary table
-//! on stdout. Everything here draws from the state only and never touches files or processes.
+//! What people see: the full-screen views (live, replay, sweep), or headless progress on stderr and tables on
+//! stdout. Everything here draws from what it is handed (states, records and updates through channels, a theme) and
+//! never reads files or starts processes; stopping workers is a control sent back.
 
 pub mod app;
 pub mod changes;
 mod chart;
 mod compare;
+mod event_loop;
+mod input;
+pub mod keys;
 pub mod live;
 mod panes;
+pub mod playback;
 pub mod progress;
-pub mod replay;
+pub mod render;
 pub mod report;
-pub mod screen;
-pub mod sweep_live;
+pub mod sweep_screen;
 pub mod sweep_view;
-mod terminal;
-mod text;
 pub mod theme;
 pub mod timeline;
 mod view;

@@ -1,52 +1,62 @@
-//! A progress bar per worker on stderr: redrawn in place on a terminal, a line per tenth otherwise.
+//! A headless run's progress on stderr, a line per worker: redrawn in place on a terminal (indicatif), a line per
+//! tenth of a worker's run otherwise. It folds the records it is handed into a state of its own, the one fold
+//! every view uses.
 
-use std::io::Write;
-use std::time::{Duration, Instant};
-
-use crate::session::Observer;
-use crate::state::{Activity, State, WorkerState};
 use golow_protocol::event::{Body, Record};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-const REDRAW: Duration = Duration::from_millis(100);
+use crate::contracts::Observer;
+use crate::state::{Activity, State, WorkerState};
+
+/// A terminal's lines are redrawn at most this often.
+const REDRAW_HZ: u8 = 10;
 const BAR_WIDTH: usize = 24;
 
-pub struct Progress<W: Write> {
-    out: W,
-    tty: bool,
-    last_draw: Option<Instant>,
-    lines_drawn: usize,
+pub struct Progress {
+    state: State,
+    /// On a terminal: a line per worker, redrawn in place.
+    lines: Option<(MultiProgress, Vec<ProgressBar>)>,
+    /// Otherwise: the tenth of its run each worker was last reported at.
     reported_tenths: Vec<u64>,
 }
 
-impl<W: Write> Progress<W> {
-    pub fn new(out: W, tty: bool) -> Self {
+impl Progress {
+    pub fn new(tty: bool) -> Progress {
+        let lines = tty.then(|| {
+            (
+                MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)),
+                Vec::new(),
+            )
+        });
         Progress {
-            out,
-            tty,
-            last_draw: None,
-            lines_drawn: 0,
+            state: State::default(),
+            lines,
             reported_tenths: Vec::new(),
         }
     }
 
-    fn redraw(&mut self, state: &State, total: u64) {
-        let mut text = String::new();
-        if self.lines_drawn > 0 {
-            text.push_str(&format!("\x1b[{}A", self.lines_drawn));
-        }
-        for w in &state.workers {
-            text.push_str("\x1b[2K");
-            text.push_str(&line(w, total));
-            text.push('\n');
-        }
-        self.lines_drawn = state.workers.len();
-        let _ = self.out.write_all(text.as_bytes());
-        let _ = self.out.flush();
+    fn total(&self) -> u64 {
+        self.state.session.as_ref().map_or(0, |s| s.steps)
     }
 
-    fn report_tenths(&mut self, state: &State, total: u64) {
-        self.reported_tenths.resize(state.workers.len(), 0);
-        for (i, w) in state.workers.iter().enumerate() {
+    fn redraw(&mut self) {
+        let total = self.total();
+        let Some((multi, bars)) = self.lines.as_mut() else {
+            return;
+        };
+        for (i, w) in self.state.workers.iter().enumerate() {
+            if i == bars.len() {
+                let style = ProgressStyle::with_template("{msg}").expect("a plain template");
+                bars.push(multi.add(ProgressBar::no_length().with_style(style)));
+            }
+            bars[i].set_message(line(w, total));
+        }
+    }
+
+    fn report_tenths(&mut self) {
+        let total = self.total();
+        self.reported_tenths.resize(self.state.workers.len(), 0);
+        for (i, w) in self.state.workers.iter().enumerate() {
             // Past the last tenth once the process ended, so its final status gets a line too.
             let tenth = if w.process_end.is_some() {
                 11
@@ -57,7 +67,7 @@ impl<W: Write> Progress<W> {
             };
             if tenth > self.reported_tenths[i] {
                 self.reported_tenths[i] = tenth;
-                let _ = writeln!(self.out, "{}", line(w, total));
+                eprintln!("{}", line(w, total));
             }
         }
     }
@@ -93,19 +103,24 @@ fn line(w: &WorkerState, total: u64) -> String {
     format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name)
 }
 
-impl<W: Write> Observer for Progress<W> {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        let total = state.session.as_ref().map(|s| s.steps).unwrap_or(0);
-        if !self.tty {
-            if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) {
-                self.report_tenths(state, total);
+impl Observer for Progress {
+    fn on_record(&mut self, record: &Record) {
+        self.state.apply(record);
+        match &self.lines {
+            Some(_) => self.redraw(),
+            None if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) => {
+                self.report_tenths()
             }
-            return;
+            None => {}
         }
-        let urgent = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
-        if urgent || self.last_draw.is_none_or(|t| t.elapsed() >= REDRAW) {
-            self.last_draw = Some(Instant::now());
-            self.redraw(state, total);
+    }
+}
+
+impl Drop for Progress {
+    /// Leaves the last lines on the terminal for the summary that follows.
+    fn drop(&mut self) {
+        if let Some((_, bars)) = &self.lines {
+            bars.iter().for_each(ProgressBar::abandon);
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crossterm::event::KeyCode;
+use crossterm::event::KeyEvent;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -12,8 +12,10 @@ use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, BorderType, Borders, Chart, Dataset, GraphType, Paragraph};
 
+use super::keys::{self, Axes, Command};
+use super::render::fill;
 use super::theme::Theme;
-use super::view::{fill, worker_color};
+use super::view::worker_color;
 use crate::sweep::{Axis as GridAxis, METRICS, Metric, Results, RowStatus};
 
 const VERDICTS_KEPT: usize = 4;
@@ -74,21 +76,33 @@ impl SweepView {
         }
     }
 
-    /// `x` switches the axis, `[`/`]` the value the other axis is held at; true when the key was used.
-    pub fn on_key(&mut self, key: KeyCode) -> bool {
-        match key {
-            KeyCode::Char('x') => {
+    /// Which of the key map's views this is.
+    pub fn keys_view(&self) -> keys::View {
+        if self.finished {
+            keys::View::SweepEnded
+        } else {
+            keys::View::Sweep
+        }
+    }
+
+    /// The key map's axis keys (`x` switches the axis, `[`/`]` the value the other axis is held at); true when
+    /// the key was one of them.
+    pub fn on_key(&mut self, key: &KeyEvent) -> bool {
+        let Some(Command::Axes(axes)) = keys::command(self.keys_view(), key) else {
+            return false;
+        };
+        match axes {
+            Axes::Switch => {
                 self.x = match self.x {
                     GridAxis::BatchSize => GridAxis::Resolution,
                     GridAxis::Resolution => GridAxis::BatchSize,
                 };
                 self.held = 0;
             }
-            KeyCode::Char(']') => {
+            Axes::Held { down: false } => {
                 self.held = (self.held + 1).min(self.axes().1.len().saturating_sub(1))
             }
-            KeyCode::Char('[') => self.held = self.held.saturating_sub(1),
-            _ => return false,
+            Axes::Held { down: true } => self.held = self.held.saturating_sub(1),
         }
         true
     }
@@ -283,12 +297,10 @@ impl SweepView {
                 Style::default().fg(self.theme.warning),
             ));
         }
-        let keys = if self.finished {
-            " q quit · x batch size / resolution axis · [ ] the other axis's value"
-        } else {
-            " q stop the sweep (resume later with --resume) · x batch size / resolution axis · [ ] the other axis's value"
-        };
-        lines.push(Line::styled(keys, Style::default().fg(self.theme.muted)));
+        lines.push(Line::styled(
+            keys::footer(self.keys_view()),
+            Style::default().fg(self.theme.muted),
+        ));
         frame.render_widget(
             Paragraph::new(lines).block(self.block(" cells ".into())),
             area,

@@ -1,20 +1,25 @@
 //! Colour themes: the built-in ones embedded from `themes/*.toml`, or a user's
 //! TOML file in the same format (documented at the top of each built-in file).
 //!
-//! The document is walked as a spanned `toml::de::DeTable` rather than through a
-//! serde derive, because every message must name the dotted field and its line,
-//! and serde's unknown/missing-field errors carry neither the path nor a span.
+//! The file's structure (which fields exist, which are required, their types)
+//! is declared once, by the serde types `ThemeFile` and `Colors`. Every message
+//! must name the dotted field and, where there is one, its line, so serde's
+//! errors pass through `reword`: toml supplies the span and the key path, serde
+//! the field names. Colours are checked as they are read, except the palette's
+//! entries, whose messages name their index, which toml's key path leaves out.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read};
 use std::ops::Range;
 
 use ratatui::style::Color;
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeTable;
+use toml::value::Datetime;
 
-/// Names accepted by [`builtin`] and [`load`], in the order a picker should list them.
+/// Names accepted by [`builtin`], in the order a picker should list them.
 pub const BUILTIN: [&str; 4] = ["dark", "light", "high-contrast", "colorblind"];
 
 /// The theme used when the user names none.
@@ -24,25 +29,11 @@ pub const DEFAULT: &str = "dark";
 /// share a colour in every run that compares them all.
 const MIN_IMPLEMENTATIONS: usize = 4;
 
-/// A theme is under a kilobyte; the cap only guards against pointing at a device or a huge file.
-const MAX_FILE_BYTES: usize = 1 << 20;
+pub const COLOR_HINT: &str = "use #rrggbb or a name such as blue, dark-gray, reset";
 
-const TOP_FIELDS: [&str; 2] = ["name", "colors"];
-
-const COLOR_FIELDS: [&str; 10] = [
-    "background",
-    "foreground",
-    "muted",
-    "border",
-    "title",
-    "highlight",
-    "ok",
-    "warning",
-    "error",
-    "implementations",
-];
-
-const COLOR_HINT: &str = "use #rrggbb or a name such as blue, dark-gray, reset";
+/// What the colour types tell serde they expect; [`reword`] adds [`COLOR_HINT`]
+/// to type errors that name it.
+const QUOTED_COLOR: &str = "a quoted colour";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Theme {
@@ -84,7 +75,7 @@ pub struct ThemeError(String);
 impl ThemeError {
     /// Origins, keys and OS messages come from outside; a control character in
     /// any of them would break the one-line promise that status bars rely on.
-    fn one_line(message: String) -> Self {
+    pub fn one_line(message: String) -> Self {
         Self(message.replace(char::is_control, " "))
     }
 }
@@ -113,50 +104,6 @@ pub fn builtin(name: &str) -> Option<Theme> {
     builtin_source(name).and_then(|source| parse(source, &format!("builtin:{name}")).ok())
 }
 
-/// A built-in theme if `name_or_path` is one of [`BUILTIN`], otherwise the TOML
-/// file at that path (so a file called `dark` must be given as `./dark`).
-///
-/// # Errors
-///
-/// When the name is neither a built-in nor an existing file, when the file cannot
-/// be read or is not UTF-8, and for everything [`parse`] rejects.
-pub fn load(name_or_path: &str) -> Result<Theme, ThemeError> {
-    if let Some(source) = builtin_source(name_or_path) {
-        return parse(source, &format!("builtin:{name_or_path}"));
-    }
-    let bytes = read_capped(name_or_path).map_err(|error| {
-        ThemeError::one_line(if error.kind() == io::ErrorKind::NotFound {
-            format!(
-                "theme {name_or_path}: no built-in theme of that name ({}) and no such file",
-                BUILTIN.join(", ")
-            )
-        } else {
-            format!("theme {name_or_path}: cannot read the file ({error}); check the path and its permissions")
-        })
-    })?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(ThemeError::one_line(format!(
-            "theme {name_or_path}: the file is over {MAX_FILE_BYTES} bytes, far more than a theme needs; check the path"
-        )));
-    }
-    let source = String::from_utf8(bytes).map_err(|error| {
-        ThemeError::one_line(format!(
-            "theme {name_or_path}: the file is not UTF-8 text ({error}); save it as UTF-8"
-        ))
-    })?;
-    parse(&source, name_or_path)
-}
-
-/// Reads at most one byte past the cap, so that a path such as `/dev/zero`
-/// gives an error instead of exhausting memory.
-fn read_capped(path: &str) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?
-        .take(MAX_FILE_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 /// Parses a theme from TOML; `origin` (a path, or `builtin:NAME`) only labels messages.
 ///
 /// # Errors
@@ -165,69 +112,293 @@ fn read_capped(path: &str) -> io::Result<Vec<u8>> {
 /// string that is not a colour, or fewer than four implementation colours.
 pub fn parse(source: &str, origin: &str) -> Result<Theme, ThemeError> {
     let at = Locator { source, origin };
-    let document = DeTable::parse(source).map_err(|error| {
+    let table = DeTable::parse(source).map_err(|error| {
         let message = error.message().lines().next().unwrap_or_default().trim();
-        let message = format!("invalid TOML: {message}");
-        match error.span() {
-            Some(span) => at.line(span, message),
-            None => at.file(message),
-        }
+        at.line_or_file(error.span(), format!("invalid TOML: {message}"))
     })?;
-    let top = document.get_ref();
-    reject_unknown(&at, top, "", &TOP_FIELDS)?;
+    // Built from the parsed table, not the source, the deserializer's errors
+    // carry no source text: only then does toml render their key path.
+    let ThemeFile { name, colors } = ThemeFile::deserialize(toml::de::Deserializer::from(table))
+        .map_err(|error| reword(&at, &error))?;
+    if name.get_ref().trim().is_empty() {
+        return Err(at.line(name.span(), "field name is empty; give the theme a name"));
+    }
+    let ColorsSection(colors) = colors;
+    Ok(Theme {
+        name: name.into_inner(),
+        background: colors.background.0,
+        foreground: colors.foreground.0,
+        muted: colors.muted.0,
+        border: colors.border.0,
+        title: colors.title.0,
+        highlight: colors.highlight.0,
+        ok: colors.ok.0,
+        warning: colors.warning.0,
+        error: colors.error.0,
+        implementations: palette(&at, colors.implementations)?,
+    })
+}
 
-    let name_value = field(&at, top, "", "name", "add name = \"...\" at the top")?;
-    let name = match name_value.get_ref() {
-        DeValue::String(name) if !name.trim().is_empty() => name.to_string(),
-        DeValue::String(_) => {
-            return Err(at.line(
-                name_value.span(),
-                "field name is empty; give the theme a name",
-            ));
-        }
-        other => {
-            return Err(at.line(
-                name_value.span(),
-                format!("field name must be a string (got {})", describe(other)),
-            ));
-        }
-    };
+/// A theme file as written. With toml's `preserve_order` feature, tables are
+/// read in file order, so `deny_unknown_fields` reports the first unknown key
+/// in the file rather than the first in alphabetical order.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThemeFile {
+    name: Spanned<String>,
+    colors: ColorsSection,
+}
 
-    let colors_value = field(&at, top, "", "colors", "add a [colors] section")?;
-    let DeValue::Table(colors) = colors_value.get_ref() else {
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Colors {
+    background: ColorValue,
+    foreground: ColorValue,
+    muted: ColorValue,
+    border: ColorValue,
+    title: ColorValue,
+    highlight: ColorValue,
+    ok: ColorValue,
+    warning: ColorValue,
+    error: ColorValue,
+    implementations: Spanned<Palette>,
+}
+
+/// The `[colors]` table. Serde's derived visitor also accepts a list of values
+/// in field order, which would report `[[colors]]` as a bad background colour.
+struct ColorsSection(Colors);
+
+impl<'de> Deserialize<'de> for ColorsSection {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ColorsSectionVisitor)
+    }
+}
+
+struct ColorsSectionVisitor;
+
+impl<'de> Visitor<'de> for ColorsSectionVisitor {
+    type Value = ColorsSection;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a [colors] section")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, table: A) -> Result<ColorsSection, A::Error> {
+        Colors::deserialize(MapAccessDeserializer::new(table)).map(ColorsSection)
+    }
+}
+
+/// A colour field, checked as it is read; toml gives the error the field's span.
+struct ColorValue(Color);
+
+impl<'de> Deserialize<'de> for ColorValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let ColorText(text) = ColorText::deserialize(deserializer)?;
+        parse_color(&text)
+            .map(ColorValue)
+            .ok_or_else(|| de::Error::invalid_value(Unexpected::Str(&text), &QUOTED_COLOR))
+    }
+}
+
+/// A colour as written, before it is checked: a type of its own so that a
+/// value that is not a string is reported as "a quoted colour".
+struct ColorText(String);
+
+impl<'de> Deserialize<'de> for ColorText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(ColorTextVisitor)
+    }
+}
+
+struct ColorTextVisitor;
+
+impl Visitor<'_> for ColorTextVisitor {
+    type Value = ColorText;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(QUOTED_COLOR)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<ColorText, E> {
+        Ok(ColorText(text.to_owned()))
+    }
+}
+
+/// `colors.implementations` as written; [`palette`] checks its entries.
+struct Palette(Vec<Spanned<ColorText>>);
+
+impl<'de> Deserialize<'de> for Palette {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(PaletteVisitor)
+    }
+}
+
+struct PaletteVisitor;
+
+impl<'de> Visitor<'de> for PaletteVisitor {
+    type Value = Palette;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list such as [\"#rrggbb\", \"blue\", ...]")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut entries: A) -> Result<Palette, A::Error> {
+        let mut palette = Vec::new();
+        while let Some(entry) = entries.next_element()? {
+            palette.push(entry);
+        }
+        Ok(Palette(palette))
+    }
+}
+
+/// Checks the entries after reading rather than as [`ColorValue`] does,
+/// because their messages name the entry's index, which toml's key path lacks.
+fn palette(at: &Locator<'_>, list: Spanned<Palette>) -> Result<Vec<Color>, ThemeError> {
+    let span = list.span();
+    let Palette(entries) = list.into_inner();
+    let colors = entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let ColorText(text) = entry.get_ref();
+            parse_color(text).ok_or_else(|| {
+                at.line(
+                    entry.span(),
+                    not_a_color(
+                        &format!("colors.implementations[{index}]"),
+                        &format!("{text:?}"),
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if colors.len() < MIN_IMPLEMENTATIONS {
         return Err(at.line(
-            colors_value.span(),
+            span,
             format!(
-                "field colors must be a [colors] section (got {})",
-                describe(colors_value.get_ref())
+                "colors.implementations needs at least {MIN_IMPLEMENTATIONS} colours (got {}); add one per implementation",
+                colors.len()
             ),
         ));
-    };
-    reject_unknown(&at, colors, "colors.", &COLOR_FIELDS)?;
-    let color = |name: &str| {
-        let value = field(
-            &at,
-            colors,
-            "colors.",
-            name,
-            "add it to the [colors] section",
-        )?;
-        color_value(&at, &format!("colors.{name}"), value)
-    };
+    }
+    Ok(colors)
+}
 
-    Ok(Theme {
-        name,
-        background: color("background")?,
-        foreground: color("foreground")?,
-        muted: color("muted")?,
-        border: color("border")?,
-        title: color("title")?,
-        highlight: color("highlight")?,
-        ok: color("ok")?,
-        warning: color("warning")?,
-        error: color("error")?,
-        implementations: implementations(&at, colors)?,
-    })
+fn not_a_color(field: &str, quoted_text: &str) -> String {
+    format!("{field} = {quoted_text} is not a colour ({COLOR_HINT})")
+}
+
+/// Turns serde's wording for an error in [`ThemeFile`] into golow's. Only a
+/// key's name and a string's text come from the file, and serde writes each
+/// before the parts that these types supply, so messages are split from the
+/// right. A missing field gets no line: toml would give the whole table's.
+fn reword(at: &Locator<'_>, error: &toml::de::Error) -> ThemeError {
+    // The field in error for a type or value error; the enclosing table for
+    // an unknown or missing field.
+    let path = key_path(error);
+    let field = |name: &str| {
+        if path.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    let message = error.message();
+    if let Some(name) = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        let field = field(name);
+        return at.file(format!("field {field} is missing; {}", remedy(&field)));
+    }
+    let reworded = if let Some((name, expected)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.rsplit_once("`, expected "))
+    {
+        // Serde lists the fields as "`a`", "`a` or `b`" or "one of `a`, `b`, `c`".
+        let expected = expected
+            .trim_start_matches("one of ")
+            .replace(" or ", ", ")
+            .replace('`', "");
+        format!(
+            "field {} is unknown (expected one of {expected})",
+            field(name)
+        )
+    } else if let Some((got, expected)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    {
+        // A dotted path reads as a field on its own; a top-level name needs the word.
+        let subject = if path.contains('.') {
+            path.clone()
+        } else {
+            format!("field {path}")
+        };
+        let hint = if expected == QUOTED_COLOR {
+            format!("; {COLOR_HINT}")
+        } else {
+            String::new()
+        };
+        let written = error.span().and_then(|span| at.source.get(span));
+        format!(
+            "{subject} must be {expected} (got {}{hint})",
+            describe(got, written)
+        )
+    } else if let Some(quoted_text) = message
+        .strip_prefix("invalid value: string ")
+        .and_then(|rest| rest.strip_suffix(&format!(", expected {QUOTED_COLOR}")))
+    {
+        not_a_color(&path, quoted_text)
+    } else if path.is_empty() {
+        message.to_owned()
+    } else {
+        format!("field {path}: {message}")
+    };
+    at.line_or_file(error.span(), reworded)
+}
+
+/// The dotted keys from the top of the file to the error, empty at the top.
+/// toml keeps them private and renders them only as a trailing "in `a.b`"
+/// line of an error that carries no source text.
+fn key_path(error: &toml::de::Error) -> String {
+    error
+        .to_string()
+        .strip_prefix(error.message())
+        .and_then(|rest| rest.strip_prefix("\nin `"))
+        .and_then(|rest| rest.strip_suffix("`\n"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn remedy(field: &str) -> &'static str {
+    match field {
+        "name" => "add name = \"...\" at the top",
+        "colors" => "add a [colors] section",
+        "colors.implementations" => {
+            "add implementations = [\"#rrggbb\", ...] to the [colors] section"
+        }
+        _ => "add it to the [colors] section",
+    }
+}
+
+/// golow's words for serde's description of an unexpected value. toml hands
+/// a date-time to serde as a map, so only the text `written` tells them apart.
+fn describe<'a>(unexpected: &'a str, written: Option<&str>) -> &'a str {
+    const WORDS: [(&str, &str); 6] = [
+        ("string", "a string"),
+        ("integer", "an integer"),
+        ("floating point", "a float"),
+        ("boolean", "a boolean"),
+        ("sequence", "a list"),
+        ("map", "a table"),
+    ];
+    if unexpected == "map" && written.is_some_and(|text| text.parse::<Datetime>().is_ok()) {
+        return "a date-time";
+    }
+    WORDS
+        .iter()
+        .find(|(serde, _)| unexpected.starts_with(serde))
+        .map_or(unexpected, |(_, golow)| golow)
 }
 
 /// Turns byte spans into the messages' `theme ORIGIN, line N: ...` prefix.
@@ -253,101 +424,12 @@ impl Locator<'_> {
     fn file(&self, message: impl fmt::Display) -> ThemeError {
         ThemeError::one_line(format!("theme {}: {message}", self.origin))
     }
-}
 
-/// Reports the first unknown key in file order, so that a misspelt field is
-/// named as such instead of surfacing later as a missing one.
-fn reject_unknown(
-    at: &Locator<'_>,
-    table: &DeTable<'_>,
-    prefix: &str,
-    expected: &[&str],
-) -> Result<(), ThemeError> {
-    let unknown = table
-        .iter()
-        .map(|(key, _)| key)
-        .filter(|key| !expected.contains(&key.get_ref().as_ref()))
-        .min_by_key(|key| key.span().start);
-    match unknown {
-        Some(key) => Err(at.line(
-            key.span(),
-            format!(
-                "field {prefix}{} is unknown (expected one of {})",
-                key.get_ref(),
-                expected.join(", ")
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-fn field<'t, 'i>(
-    at: &Locator<'_>,
-    table: &'t DeTable<'i>,
-    prefix: &str,
-    name: &str,
-    remedy: &str,
-) -> Result<&'t Spanned<DeValue<'i>>, ThemeError> {
-    table
-        .iter()
-        .find(|(key, _)| key.get_ref() == name)
-        .map(|(_, value)| value)
-        .ok_or_else(|| at.file(format!("field {prefix}{name} is missing; {remedy}")))
-}
-
-fn implementations(at: &Locator<'_>, colors: &DeTable<'_>) -> Result<Vec<Color>, ThemeError> {
-    let value = field(
-        at,
-        colors,
-        "colors.",
-        "implementations",
-        "add implementations = [\"#rrggbb\", ...] to the [colors] section",
-    )?;
-    let DeValue::Array(items) = value.get_ref() else {
-        return Err(at.line(
-            value.span(),
-            format!(
-                "colors.implementations must be a list such as [\"#rrggbb\", \"blue\", ...] (got {})",
-                describe(value.get_ref())
-            ),
-        ));
-    };
-    let palette = items
-        .iter()
-        .enumerate()
-        .map(|(index, item)| color_value(at, &format!("colors.implementations[{index}]"), item))
-        .collect::<Result<Vec<_>, _>>()?;
-    if palette.len() < MIN_IMPLEMENTATIONS {
-        return Err(at.line(
-            value.span(),
-            format!(
-                "colors.implementations needs at least {MIN_IMPLEMENTATIONS} colours (got {}); add one per implementation",
-                palette.len()
-            ),
-        ));
-    }
-    Ok(palette)
-}
-
-fn color_value(
-    at: &Locator<'_>,
-    field: &str,
-    value: &Spanned<DeValue<'_>>,
-) -> Result<Color, ThemeError> {
-    match value.get_ref() {
-        DeValue::String(text) => parse_color(text).ok_or_else(|| {
-            at.line(
-                value.span(),
-                format!("{field} = {text:?} is not a colour ({COLOR_HINT})"),
-            )
-        }),
-        other => Err(at.line(
-            value.span(),
-            format!(
-                "{field} must be a quoted colour (got {}; {COLOR_HINT})",
-                describe(other)
-            ),
-        )),
+    fn line_or_file(&self, span: Option<Range<usize>>, message: impl fmt::Display) -> ThemeError {
+        match span {
+            Some(span) => self.line(span, message),
+            None => self.file(message),
+        }
     }
 }
 
@@ -383,18 +465,6 @@ fn parse_color(text: &str) -> Option<Color> {
         _ => return None,
     };
     Some(color)
-}
-
-fn describe(value: &DeValue<'_>) -> &'static str {
-    match value {
-        DeValue::String(_) => "a string",
-        DeValue::Integer(_) => "an integer",
-        DeValue::Float(_) => "a float",
-        DeValue::Boolean(_) => "a boolean",
-        DeValue::Datetime(_) => "a date-time",
-        DeValue::Array(_) => "a list",
-        DeValue::Table(_) => "a table",
-    }
 }
 
 #[cfg(test)]
@@ -470,7 +540,6 @@ implementations = [\"#FF8000\", \"blue\", \"reset\", \"magenta\"]
                 theme.implementations.len(),
                 "{name} repeats a colour"
             );
-            assert_eq!(load(name), Ok(theme));
         }
         assert!(BUILTIN.contains(&DEFAULT));
         assert_eq!(builtin("nosuch"), None);
@@ -621,65 +690,6 @@ implementations = [\"#FF8000\", \"blue\", \"reset\", \"magenta\"]
             ..theme
         };
         assert_eq!(empty.implementation_color(2), empty.foreground);
-    }
-
-    #[test]
-    fn load_reads_a_theme_file_by_path() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("mine.toml");
-        std::fs::write(&path, VALID).expect("write theme");
-        let path = path.to_str().expect("utf-8 temp path");
-        assert_eq!(load(path), parse(VALID, path));
-        assert_eq!(load(path).map(|theme| theme.name), Ok("sample".to_owned()));
-    }
-
-    #[test]
-    fn load_errors_name_the_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let broken = dir.path().join("broken.toml");
-        std::fs::write(&broken, edited(4, "background = \"nope\"")).expect("write theme");
-        let broken = broken.to_str().expect("utf-8 temp path");
-        assert_eq!(
-            load(broken).expect_err("bad colour").to_string(),
-            format!(
-                "theme {broken}, line 4: colors.background = \"nope\" is not a colour ({COLOR_HINT})"
-            )
-        );
-
-        let latin1 = dir.path().join("latin1.toml");
-        std::fs::write(&latin1, b"name = \"caf\xe9\"\n").expect("write theme");
-        let latin1 = latin1.to_str().expect("utf-8 temp path");
-        let message = load(latin1).expect_err("not UTF-8").to_string();
-        assert!(
-            message.starts_with(&format!("theme {latin1}: the file is not UTF-8 text")),
-            "{message}"
-        );
-
-        let huge = dir.path().join("huge.toml");
-        std::fs::write(&huge, vec![b'#'; MAX_FILE_BYTES + 1]).expect("write theme");
-        let huge = huge.to_str().expect("utf-8 temp path");
-        let message = load(huge).expect_err("too large").to_string();
-        assert!(
-            message.starts_with(&format!("theme {huge}: the file is over ")),
-            "{message}"
-        );
-
-        let folder = dir.path().to_str().expect("utf-8 temp path");
-        let message = load(folder).expect_err("a directory").to_string();
-        assert!(
-            message.starts_with(&format!("theme {folder}: cannot read the file (")),
-            "{message}"
-        );
-    }
-
-    #[test]
-    fn load_of_an_unknown_name_lists_the_builtins() {
-        assert_eq!(
-            load("nosuch")
-                .expect_err("neither built-in nor file")
-                .to_string(),
-            "theme nosuch: no built-in theme of that name (dark, light, high-contrast, colorblind) and no such file"
-        );
     }
 
     #[test]

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
-use crossterm::event::KeyCode;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::keys::{self, Clock, Command};
 use super::view::{View, duration};
 
 const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
@@ -67,6 +68,7 @@ impl Timeline {
         self.position_ms != before
     }
 
+    /// A key: typed into the prompt while it is open, else the key map's replay bindings for the clock.
     pub fn on_key(&mut self, code: KeyCode) -> Moved {
         if let Some(typed) = self.prompt.as_mut() {
             match code {
@@ -85,21 +87,28 @@ impl Timeline {
             }
             return Moved::Handled;
         }
-        match code {
-            KeyCode::Char(' ') => {
+        let key = KeyEvent::new(code, KeyModifiers::NONE);
+        match keys::command(keys::View::Replay, &key) {
+            Some(Command::Timeline(clock)) => self.apply(clock),
+            _ => Moved::Ignored,
+        }
+    }
+
+    fn apply(&mut self, clock: Clock) -> Moved {
+        match clock {
+            Clock::PlayPause => {
                 if self.position_ms >= self.duration_ms {
                     return self.jump(0.0);
                 }
                 self.playing = !self.playing;
             }
-            KeyCode::Char('[') => self.speed = self.speed.saturating_sub(1),
-            KeyCode::Char(']') => self.speed = (self.speed + 1).min(SPEEDS.len() - 1),
-            KeyCode::Left => return self.jump(self.position_ms - JUMP_MS),
-            KeyCode::Right => return self.jump(self.position_ms + JUMP_MS),
-            KeyCode::Char('g') | KeyCode::Home => return self.jump(0.0),
-            KeyCode::Char('G') | KeyCode::End => return self.jump(self.duration_ms),
-            KeyCode::Char('j') => self.prompt = Some(String::new()),
-            _ => return Moved::Ignored,
+            Clock::Slower => self.speed = self.speed.saturating_sub(1),
+            Clock::Faster => self.speed = (self.speed + 1).min(SPEEDS.len() - 1),
+            Clock::Jump { back: true } => return self.jump(self.position_ms - JUMP_MS),
+            Clock::Jump { back: false } => return self.jump(self.position_ms + JUMP_MS),
+            Clock::Start => return self.jump(0.0),
+            Clock::End => return self.jump(self.duration_ms),
+            Clock::JumpTo => self.prompt = Some(String::new()),
         }
         Moved::Handled
     }

@@ -1,11 +1,11 @@
 //! What every pane draws with: the state, the theme, the time window, and one colour per worker.
 
 use ratatui::Frame;
-use ratatui::buffer::{Buffer, Cell};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::widgets::{Block, BorderType};
+use ratatui::widgets::Block;
 
+use super::render;
 use super::theme::Theme;
 use crate::state::State;
 
@@ -68,70 +68,8 @@ impl View<'_> {
         let title_style = Style::default()
             .fg(self.theme.title)
             .add_modifier(Modifier::BOLD);
-        let block = Block::bordered()
-            .border_type(BorderType::Rounded)
-            .border_style(border)
-            .title(title)
-            .title_style(title_style);
-        let inner = block.inner(area);
-        let buf = frame.buffer_mut();
-        let area = area.intersection(buf.area);
-        if area.width < 2 || area.height < 2 {
-            // Borders that overlap: ratatui's rules for those.
-            frame.render_widget(block, area);
-        } else {
-            border_around(buf, area, border);
-            let width = usize::from(area.width - 2);
-            buf.set_stringn(area.x + 1, area.y, title, width, title_style);
-        }
-        inner
-    }
-}
-
-/// A rounded border on the edge of `area` (at least 2×2), the same cells as ratatui's `Block`
-/// draws: that draws one cell at a time through the buffer's index, and sweeps the whole area to
-/// style it, a tenth of a frame for the panes.
-fn border_around(buf: &mut Buffer, area: Rect, style: Style) {
-    let width = usize::from(area.width);
-    let mut row = |y: u16, left: char, right: char| {
-        for (i, cell) in cells_of_row(buf, area.x, y, area.width)
-            .iter_mut()
-            .enumerate()
-        {
-            let glyph = match i {
-                0 => left,
-                i if i + 1 == width => right,
-                _ => '─',
-            };
-            cell.set_char(glyph).set_style(style);
-        }
-    };
-    row(area.top(), '╭', '╮');
-    row(area.bottom() - 1, '╰', '╯');
-    for y in area.top() + 1..area.bottom() - 1 {
-        for x in [area.left(), area.right() - 1] {
-            buf[(x, y)].set_char('│').set_style(style);
-        }
-    }
-}
-
-/// The `width` cells of row `y` from column `x`, as one slice: writing a row through it spares a
-/// position lookup per cell (ratatui's indexing), which is what its widgets cost most per frame.
-pub fn cells_of_row(buf: &mut Buffer, x: u16, y: u16, width: u16) -> &mut [Cell] {
-    let start = buf.index_of(x, y);
-    &mut buf.content[start..start + usize::from(width)]
-}
-
-/// Blanks every cell of `area` in `style`: a view starts what it draws with it, since the screen
-/// hands it the last frame to draw over, not a cleared one.
-pub fn fill(buf: &mut Buffer, area: Rect, style: Style) {
-    let mut blank = Cell::EMPTY;
-    blank.set_style(style);
-    let area = area.intersection(buf.area);
-    for y in area.top()..area.bottom() {
-        for cell in cells_of_row(buf, area.x, y, area.width) {
-            cell.clone_from(&blank);
-        }
+        render::border(frame.buffer_mut(), area, border, title, title_style);
+        Block::bordered().inner(area)
     }
 }
 
@@ -176,7 +114,7 @@ mod tests {
     use super::*;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    use ratatui::widgets::Borders;
+    use ratatui::widgets::{BorderType, Borders};
 
     #[test]
     fn framed_draws_the_cells_of_a_rounded_block() {
@@ -196,7 +134,7 @@ mod tests {
                 .draw(|frame| {
                     inner = if ours {
                         let base = Style::default().bg(theme.background).fg(theme.foreground);
-                        fill(frame.buffer_mut(), area, base);
+                        render::fill(frame.buffer_mut(), area, base);
                         view.framed(frame, area, title)
                     } else {
                         let border = if focused {

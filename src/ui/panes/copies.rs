@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::{View, bytes, ms};
 
 pub struct Copies;
@@ -114,6 +114,6 @@ impl Pane for Copies {
             ]));
         }
         text.extend(pcie);
-        text::lines(frame, numbers, &text);
+        render::lines(frame, numbers, &text);
     }
 }

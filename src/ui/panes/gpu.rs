@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::View;
 
 pub struct GpuUtilisation;
@@ -77,6 +77,6 @@ impl Pane for GpuUtilisation {
                 Span::styled(format!(" SM {sm:>4}"), view.text()),
             ]));
         }
-        text::lines(frame, numbers, &text);
+        render::lines(frame, numbers, &text);
     }
 }

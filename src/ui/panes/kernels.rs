@@ -13,7 +13,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use super::{Pane, name};
 use crate::state::WorkerState;
 use crate::ui::changes::Changes;
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::{View, shape};
 
 #[derive(Default)]
@@ -222,6 +222,6 @@ impl Pane for Kernels {
             }
         }
         lines.extend(grids);
-        text::lines(frame, inner, &lines);
+        render::lines(frame, inner, &lines);
     }
 }

@@ -8,7 +8,7 @@ use ratatui::widgets::Gauge;
 use super::{Pane, name};
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::{View, bytes};
 
 pub struct Memory;
@@ -94,6 +94,6 @@ impl Pane for Memory {
                 ),
             ]));
         }
-        text::lines(frame, numbers, &text);
+        render::lines(frame, numbers, &text);
     }
 }

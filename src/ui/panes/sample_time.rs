@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::{View, ms};
 
 pub struct SampleTime;
@@ -58,6 +58,6 @@ impl Pane for SampleTime {
                 Span::styled(cells, view.text()),
             ]));
         }
-        text::lines(frame, table, &rows);
+        render::lines(frame, table, &rows);
     }
 }

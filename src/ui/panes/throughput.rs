@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::{View, ms};
 
 pub struct Throughput;
@@ -55,6 +55,6 @@ impl Pane for Throughput {
                 ),
             ]));
         }
-        text::lines(frame, numbers, &text);
+        render::lines(frame, numbers, &text);
     }
 }

@@ -9,7 +9,7 @@ use super::{Pane, name};
 use crate::state::Series;
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::text;
+use crate::ui::render;
 use crate::ui::view::View;
 
 pub struct Training;
@@ -107,6 +107,6 @@ impl Pane for Training {
                 ),
             ]));
         }
-        text::lines(frame, numbers, &text);
+        render::lines(frame, numbers, &text);
     }
 }

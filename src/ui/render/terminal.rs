@@ -1,5 +1,5 @@
-//! The real terminal both TUI loops draw on: raw mode, alternate screen, mouse, restored however the
-//! TUI ends (panics included).
+//! The real terminal every full-screen view draws on: raw mode, alternate screen, mouse, restored however the
+//! view ends (panics included).
 
 use std::io::{self, BufWriter, Stdout};
 

@@ -4,8 +4,17 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::cli::{EXIT_OK, EXIT_WORKER_FAILED, worker_program};
-use crate::session::python;
+use clap::Args;
+
+use super::{EXIT_OK, EXIT_WORKER_FAILED, Failure};
+use crate::session::{programs, python};
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Python to check [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    #[arg(long)]
+    python: Option<PathBuf>,
+}
 
 fn nvml_report() -> Vec<String> {
     let nvml = match nvml_wrapper::Nvml::init() {
@@ -37,7 +46,7 @@ fn nvml_report() -> Vec<String> {
 }
 
 fn worker_report() -> (bool, String) {
-    let program = match worker_program() {
+    let program = match programs::worker() {
         Ok(p) => p,
         Err(e) => return (false, format!("golow-worker: {e}")),
     };
@@ -82,9 +91,9 @@ fn worker_report() -> (bool, String) {
     }
 }
 
-pub fn run(python_flag: Option<PathBuf>) -> i32 {
+pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     println!("golow {}", env!("CARGO_PKG_VERSION"));
-    let python = python::resolve(python_flag);
+    let python = python::resolve(args.python);
     let python_ok = match python::check(&python) {
         Ok(version) => {
             println!("python: {} (torch {version})", python.display());
@@ -105,16 +114,16 @@ pub fn run(python_flag: Option<PathBuf>) -> i32 {
         println!("{line}");
     }
     // Which libcupti it loads is decided inside each worker, beside the CUDA that worker loaded.
-    match crate::telemetry::cupti::library() {
+    match programs::collector() {
         Ok(path) => println!(
             "CUPTI collector: {} (injected into workers that initialise CUDA; --no-cupti turns it off)",
             path.display()
         ),
         Err(e) => println!("CUPTI collector: {e}"),
     }
-    if python_ok && worker_ok {
+    Ok(if python_ok && worker_ok {
         EXIT_OK
     } else {
         EXIT_WORKER_FAILED
-    }
+    })
 }

@@ -12,6 +12,8 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
 use ratatui::{Frame, Terminal};
 
+use super::PLAIN;
+
 pub struct Screen<B: Backend> {
     terminal: Terminal<B>,
     /// What the terminal shows. The buffer drawn into holds the same between frames.
@@ -29,6 +31,14 @@ impl<B: Backend> Screen<B> {
     /// Draws a frame over the last one. `render` returns the areas it drew, every cell of them:
     /// only those are compared and sent. After a resize it must draw the whole frame.
     pub fn draw(&mut self, render: impl FnOnce(&mut Frame) -> Vec<Rect>) -> Result<(), B::Error> {
+        if PLAIN {
+            return self
+                .terminal
+                .draw(|frame| {
+                    render(frame);
+                })
+                .map(|_| ());
+        }
         let drawn = render(&mut self.terminal.get_frame());
         let next = std::mem::take(self.terminal.current_buffer_mut());
         let changed = changed_cells(&self.shown, &next, &segments(next.area, &drawn));
@@ -283,6 +293,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "plain-render"))]
     fn only_the_areas_drawn_are_compared_and_sent() {
         let mut screen = Screen::new(Terminal::new(TestBackend::new(8, 2)).unwrap()).unwrap();
         let write = |screen: &mut Screen<TestBackend>, y: u16, text: &str| {

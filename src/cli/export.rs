@@ -1,0 +1,40 @@
+//! `golow export`: a recording as a Chrome trace (Perfetto), CSV or JSON, written whole or not at all.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::options::check_output_path;
+use super::replay::open_player;
+use super::{EXIT_OK, Failure, failed};
+use crate::export::Format;
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// A .golow recording.
+    file: PathBuf,
+    #[arg(long, value_enum)]
+    format: Format,
+    /// Where to write (never overwritten half-way: written to a temporary file, then renamed).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+pub fn export(args: ExportArgs) -> Result<i32, Failure> {
+    check_output_path("--output", &args.output)?;
+    let mut player = open_player(&args.file)?;
+    let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
+    let written = crate::files::write_atomically(&args.output, |file| {
+        crate::export::export(&header, player.records(), args.format, file)
+    });
+    if let Err(e) = written {
+        return Err(failed(format!(
+            "cannot write {}: {e}",
+            args.output.display()
+        )));
+    }
+    if let Some(damage) = player.damage_warning() {
+        eprintln!("golow: warning: {}: {damage}", args.file.display());
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,576 @@
+//! What `golow run` and `golow sweep` share: the options of the session every run and every cell runs, and their
+//! one validation into a [`Plan`], with the checks of the machine they need (CUDA devices, the python, the
+//! programs beside golow); and the checks other subcommands share (output paths, the theme file, compared workers).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use golow_data::DatasetSpec;
+use golow_protocol::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
+
+use super::BadInput;
+use crate::session::{Length, Plan, programs, python};
+use crate::ui::theme::{self, Theme};
+
+/// Above this the data cache alone would not fit a machine's memory for real datasets.
+pub const MAX_RESOLUTION: i64 = 2048;
+/// Above this no batch fits a machine's memory at any resolution.
+pub const MAX_BATCH_SIZE: u64 = 1 << 16;
+/// A theme is under a kilobyte; the cap only guards against pointing at a device or a huge file.
+const MAX_THEME_BYTES: usize = 1 << 20;
+
+/// What the workers run and how they are watched: the same for a single run and for every cell of a sweep.
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+pub struct SessionOptions {
+    #[arg(long, value_enum, default_value = "resnet50")]
+    model: Model,
+    /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
+    #[arg(long, default_value = "synthetic")]
+    dataset: String,
+    /// Steps reported but excluded from statistics (cuDNN autotuning, allocator warm-up).
+    #[arg(long, default_value_t = 2)]
+    warmup: i64,
+    /// auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Intra-op threads per worker [default: all cores; divided among workers with --schedule parallel].
+    #[arg(long)]
+    threads: Option<i64>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
+    #[arg(long, default_value_t = 0.01)]
+    lr: f64,
+    /// Pin host batches (page-locked memory) before the host-to-device copy.
+    #[arg(long)]
+    pinned: bool,
+    /// Python with torch 2.11 for the pytorch and torchscript workers [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Process sampling period in milliseconds (at least 50).
+    #[arg(long, default_value_t = 100)]
+    interval: i64,
+    /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
+    #[arg(long)]
+    no_cupti: bool,
+}
+
+/// What one session runs besides its options: `golow run`'s workers and sizes, or a sweep's at one cell.
+pub struct Workload {
+    pub impls: Vec<Impl>,
+    /// `--cmd` workers: name and shell command.
+    pub commands: Vec<(String, String)>,
+    pub mode: Mode,
+    pub batch_size: u32,
+    pub resolution: u32,
+    pub length: Length,
+    pub schedule: Schedule,
+}
+
+impl Workload {
+    /// Every worker's name: the implementations, then the commands.
+    pub fn workers(&self) -> Vec<String> {
+        self.impls
+            .iter()
+            .map(|i| i.name().to_string())
+            .chain(self.commands.iter().map(|(name, _)| name.clone()))
+            .collect()
+    }
+}
+
+impl SessionOptions {
+    pub fn dataset(&self) -> Result<DatasetSpec, BadInput> {
+        DatasetSpec::parse(&self.dataset).map_err(|e| BadInput(e.to_string()))
+    }
+
+    /// The numbers: warm-up steps, sampling interval and learning rate.
+    pub fn check(&self) -> Result<(), BadInput> {
+        if self.warmup < 0 {
+            return Err(BadInput(format!(
+                "--warmup cannot be negative (got {})",
+                self.warmup
+            )));
+        }
+        if self.interval < 50 {
+            return Err(BadInput(format!(
+                "--interval must be at least 50 ms (got {})",
+                self.interval
+            )));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(BadInput(format!(
+                "--lr must be a positive number (got {})",
+                self.lr
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval.max(0) as u64)
+    }
+
+    /// Intra-op threads per worker: `--threads`, or the cores shared among the workers that run at once.
+    pub fn threads(&self, schedule: Schedule, workers: usize) -> Result<u32, BadInput> {
+        if let Some(t) = self.threads {
+            return Ok(positive("--threads", t)? as u32);
+        }
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let sharing = if schedule == Schedule::Parallel {
+            workers
+        } else {
+            1
+        };
+        Ok((cores / sharing.max(1)).max(1) as u32)
+    }
+
+    /// The plan of a session running `workload` with `threads` per worker, after checking what it needs of this
+    /// machine: the device, the python of the Python workers, the collector and `golow-worker`.
+    pub fn plan(
+        &self,
+        dataset: DatasetSpec,
+        workload: Workload,
+        threads: u32,
+    ) -> Result<Plan, BadInput> {
+        let device = resolve_device(&self.device, crate::telemetry::cuda::device_count)?;
+        let python = if workload.impls.iter().any(|i| i.needs_python()) {
+            let python = python::resolve(self.python.clone());
+            python::check(&python).map_err(BadInput)?;
+            Some(python)
+        } else {
+            None
+        };
+        let collector = if self.no_cupti {
+            None
+        } else {
+            Some(programs::collector().map_err(BadInput)?)
+        };
+        let worker_program = if workload.impls.is_empty() {
+            None
+        } else {
+            Some(programs::worker().map_err(BadInput)?)
+        };
+        let session = SessionConfig {
+            workers: workload.workers(),
+            commands: workload.commands.iter().cloned().collect(),
+            model: self.model,
+            dataset: dataset.to_string(),
+            mode: workload.mode,
+            batch_size: workload.batch_size,
+            resolution: workload.resolution,
+            steps: 0,
+            warmup: self.warmup.max(0) as u64,
+            device,
+            threads,
+            schedule: workload.schedule,
+            seed: self.seed,
+            pinned: self.pinned,
+            optimiser: Optimiser {
+                lr: self.lr,
+                ..Optimiser::default()
+            },
+        };
+        Ok(Plan {
+            impls: workload.impls,
+            commands: workload.commands,
+            session,
+            dataset,
+            length: workload.length,
+            python,
+            worker_program,
+            collector,
+        })
+    }
+}
+
+pub fn positive(flag: &str, value: i64) -> Result<u64, BadInput> {
+    if value < 1 {
+        return Err(BadInput(format!("{flag} must be at least 1 (got {value})")));
+    }
+    Ok(value as u64)
+}
+
+/// `NAME=COMMAND` pairs, with names unique among themselves and the implementations.
+pub fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, String)>, BadInput> {
+    let mut commands: Vec<(String, String)> = Vec::new();
+    for spec in specs {
+        let Some((name, command)) = spec.split_once('=') else {
+            return Err(BadInput(format!(
+                "--cmd '{spec}' needs the form NAME=COMMAND, e.g. --cmd train='python train.py'"
+            )));
+        };
+        let (name, command) = (name.trim(), command.trim());
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(BadInput(format!(
+                "--cmd name '{name}' must be letters, digits, '-' or '_'"
+            )));
+        }
+        if command.is_empty() {
+            return Err(BadInput(format!("--cmd {name}= names no command")));
+        }
+        if impls.iter().any(|i| i.name() == name) || commands.iter().any(|(n, _)| n == name) {
+            return Err(BadInput(format!(
+                "--cmd name '{name}' is already taken by another worker"
+            )));
+        }
+        commands.push((name.to_string(), command.to_string()));
+    }
+    Ok(commands)
+}
+
+pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
+    let mut impls = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "cudnn" {
+            return Err(BadInput(cudnn_unavailable(
+                crate::telemetry::cuda::device_count,
+            )));
+        }
+        let i = Impl::parse(name).map_err(BadInput)?;
+        if impls.contains(&i) {
+            return Err(BadInput(format!("--impl names {name} twice")));
+        }
+        impls.push(i);
+    }
+    if impls.is_empty() {
+        return Err(BadInput(
+            "--impl names no implementation (known: pytorch, torchscript, libtorch)".into(),
+        ));
+    }
+    Ok(impls)
+}
+
+/// Why `--impl cudnn` cannot run on this machine (checked before anything touches the driver): its GPU kernels
+/// are not written yet (README, "GPU status").
+fn cudnn_unavailable(gpus: impl FnOnce() -> Result<usize, String>) -> String {
+    match gpus() {
+        Err(why) => format!(
+            "--impl cudnn needs an NVIDIA GPU, and this machine has none ({why}); use pytorch, torchscript or libtorch"
+        ),
+        Ok(0) => "--impl cudnn needs an NVIDIA GPU, and the CUDA driver reports none; use pytorch, torchscript or libtorch".into(),
+        Ok(_) => "--impl cudnn: its GPU kernels are not part of this build yet (see README, \"GPU status\"); use pytorch, torchscript or libtorch".into(),
+    }
+}
+
+/// Resolves `auto`, `cpu`, `cuda`, `cuda:N` against the GPUs the CUDA driver reports.
+fn resolve_device(
+    device: &str,
+    gpus: impl FnOnce() -> Result<usize, String>,
+) -> Result<String, BadInput> {
+    if device == "cpu" {
+        return Ok("cpu".into());
+    }
+    let index = match device {
+        "auto" => None,
+        "cuda" => Some(0),
+        _ => Some(
+            device
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse::<usize>().ok())
+                .ok_or_else(|| {
+                    BadInput(format!(
+                        "unknown --device '{device}' (expected auto, cpu, cuda or cuda:N)"
+                    ))
+                })?,
+        ),
+    };
+    let available = gpus();
+    match (index, available) {
+        (None, Ok(n)) if n > 0 => Ok("cuda:0".into()),
+        (None, _) => Ok("cpu".into()),
+        (Some(i), Ok(n)) if i < n => Ok(format!("cuda:{i}")),
+        (Some(i), Ok(n)) => Err(BadInput(format!(
+            "--device {device}: this machine has {n} CUDA device(s), so cuda:{i} does not exist"
+        ))),
+        (Some(_), Err(why)) => Err(BadInput(format!(
+            "--device {device}: no NVIDIA GPU here ({why}); use --device cpu"
+        ))),
+    }
+}
+
+/// A batch size within golow's limit.
+pub fn check_batch_size(batch_size: u64) -> Result<u32, BadInput> {
+    if batch_size > MAX_BATCH_SIZE {
+        return Err(BadInput(format!(
+            "--batch-size {batch_size} is above golow's limit of {MAX_BATCH_SIZE}"
+        )));
+    }
+    Ok(batch_size as u32)
+}
+
+pub fn check_resolution(resolution: i64, batch_size: u64, mode: Mode) -> Result<u32, BadInput> {
+    if resolution < 1 {
+        return Err(BadInput(format!(
+            "--resolution must be at least 1 (got {resolution})"
+        )));
+    }
+    if resolution > MAX_RESOLUTION {
+        return Err(BadInput(format!(
+            "--resolution {resolution} is above golow's limit of {MAX_RESOLUTION} px"
+        )));
+    }
+    // ResNet reduces any input to ceil(r/32) squared at its last stage; training batch norm needs more
+    // than one value per channel there.
+    let last_stage = (resolution + 31) / 32;
+    if mode == Mode::Train && batch_size as i64 * last_stage * last_stage < 2 {
+        return Err(BadInput(format!(
+            "ResNet cannot train at --resolution {resolution} with --batch-size {batch_size}: its last batch norm would see one value per channel (use a batch size of at least 2 or a resolution above 32)"
+        )));
+    }
+    Ok(resolution as u32)
+}
+
+pub fn check_output_path(flag: &str, path: &Path) -> Result<(), BadInput> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(BadInput(format!(
+            "{flag} {}: directory {} does not exist",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `--compare A,B`: two different workers of the session.
+pub fn parse_compare(pair: &str, workers: &[String]) -> Result<(String, String), BadInput> {
+    let names: Vec<&str> = pair.split(',').map(str::trim).collect();
+    let [a, b] = names[..] else {
+        return Err(BadInput(format!(
+            "--compare '{pair}' needs two workers, e.g. --compare libtorch,pytorch"
+        )));
+    };
+    for name in [a, b] {
+        if !workers.iter().any(|w| w == name) {
+            return Err(BadInput(format!(
+                "--compare names {name}, which this session does not run (it runs {})",
+                workers.join(", ")
+            )));
+        }
+    }
+    if a == b {
+        return Err(BadInput(format!(
+            "--compare needs two different workers (got {a} twice)"
+        )));
+    }
+    Ok((a.to_string(), b.to_string()))
+}
+
+/// `--theme`: a built-in theme by name, otherwise the TOML file at that path (so a file called `dark` must be
+/// given as `./dark`), read here and handed to the views.
+pub fn read_theme(name_or_path: &str) -> Result<Theme, BadInput> {
+    load_theme(name_or_path).map_err(|e| BadInput(e.to_string()))
+}
+
+fn load_theme(name_or_path: &str) -> Result<Theme, theme::ThemeError> {
+    if let Some(theme) = theme::builtin(name_or_path) {
+        return Ok(theme);
+    }
+    let bytes = read_capped(name_or_path).map_err(|error| {
+        theme::ThemeError::one_line(if error.kind() == io::ErrorKind::NotFound {
+            format!(
+                "theme {name_or_path}: no built-in theme of that name ({}) and no such file",
+                theme::BUILTIN.join(", ")
+            )
+        } else {
+            format!("theme {name_or_path}: cannot read the file ({error}); check the path and its permissions")
+        })
+    })?;
+    if bytes.len() > MAX_THEME_BYTES {
+        return Err(theme::ThemeError::one_line(format!(
+            "theme {name_or_path}: the file is over {MAX_THEME_BYTES} bytes, far more than a theme needs; check the path"
+        )));
+    }
+    let source = String::from_utf8(bytes).map_err(|error| {
+        theme::ThemeError::one_line(format!(
+            "theme {name_or_path}: the file is not UTF-8 text ({error}); save it as UTF-8"
+        ))
+    })?;
+    theme::parse(&source, name_or_path)
+}
+
+/// Reads at most one byte past the cap, so that a path such as `/dev/zero` gives an error instead of exhausting
+/// memory.
+fn read_capped(path: &str) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)?
+        .take(MAX_THEME_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid theme whose line numbers the tests below rely on.
+    const VALID: &str = "\
+name = \"sample\"
+
+[colors]
+background = \"#101820\"
+foreground = \"white\"
+muted = \"dark-gray\"
+border = \"gray\"
+title = \"light-cyan\"
+highlight = \"Yellow\"
+ok = \"green\"
+warning = \"light-yellow\"
+error = \"red\"
+implementations = [\"#FF8000\", \"blue\", \"reset\", \"magenta\"]
+";
+
+    /// `VALID` with line `line` (1-based) replaced.
+    fn edited(line: usize, replacement: &str) -> String {
+        VALID
+            .lines()
+            .enumerate()
+            .map(|(index, text)| if index + 1 == line { replacement } else { text })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn builtin_names_load_the_builtin_themes() {
+        for name in theme::BUILTIN {
+            assert_eq!(load_theme(name).ok(), theme::builtin(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn load_reads_a_theme_file_by_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("mine.toml");
+        std::fs::write(&path, VALID).expect("write theme");
+        let path = path.to_str().expect("utf-8 temp path");
+        assert_eq!(load_theme(path), theme::parse(VALID, path));
+        assert_eq!(
+            load_theme(path).map(|theme| theme.name),
+            Ok("sample".to_owned())
+        );
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let broken = dir.path().join("broken.toml");
+        std::fs::write(&broken, edited(4, "background = \"nope\"")).expect("write theme");
+        let broken = broken.to_str().expect("utf-8 temp path");
+        assert_eq!(
+            load_theme(broken).expect_err("bad colour").to_string(),
+            format!(
+                "theme {broken}, line 4: colors.background = \"nope\" is not a colour ({})",
+                theme::COLOR_HINT
+            )
+        );
+
+        let latin1 = dir.path().join("latin1.toml");
+        std::fs::write(&latin1, b"name = \"caf\xe9\"\n").expect("write theme");
+        let latin1 = latin1.to_str().expect("utf-8 temp path");
+        let message = load_theme(latin1).expect_err("not UTF-8").to_string();
+        assert!(
+            message.starts_with(&format!("theme {latin1}: the file is not UTF-8 text")),
+            "{message}"
+        );
+
+        let huge = dir.path().join("huge.toml");
+        std::fs::write(&huge, vec![b'#'; MAX_THEME_BYTES + 1]).expect("write theme");
+        let huge = huge.to_str().expect("utf-8 temp path");
+        let message = load_theme(huge).expect_err("too large").to_string();
+        assert!(
+            message.starts_with(&format!("theme {huge}: the file is over ")),
+            "{message}"
+        );
+
+        let folder = dir.path().to_str().expect("utf-8 temp path");
+        let message = load_theme(folder).expect_err("a directory").to_string();
+        assert!(
+            message.starts_with(&format!("theme {folder}: cannot read the file (")),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn load_of_an_unknown_name_lists_the_builtins() {
+        assert_eq!(
+            load_theme("nosuch")
+                .expect_err("neither built-in nor file")
+                .to_string(),
+            "theme nosuch: no built-in theme of that name (dark, light, high-contrast, colorblind) and no such file"
+        );
+    }
+
+    #[test]
+    fn device_resolution() {
+        let none = || Err::<usize, _>("no driver".to_string());
+        let two = || Ok::<usize, String>(2);
+        assert_eq!(resolve_device("auto", none).ok(), Some("cpu".into()));
+        assert_eq!(resolve_device("auto", two).ok(), Some("cuda:0".into()));
+        assert_eq!(resolve_device("cuda:1", two).ok(), Some("cuda:1".into()));
+        assert!(resolve_device("cuda:2", two).is_err());
+        assert!(resolve_device("cuda", none).is_err());
+        assert!(resolve_device("tpu", two).is_err());
+    }
+
+    #[test]
+    fn resolution_limits() {
+        assert!(check_resolution(0, 16, Mode::Train).is_err());
+        assert!(check_resolution(32, 1, Mode::Train).is_err());
+        assert!(check_resolution(32, 1, Mode::Eval).is_ok());
+        assert!(check_resolution(33, 1, Mode::Train).is_ok());
+        assert!(check_resolution(8, 2, Mode::Train).is_ok());
+        assert!(check_resolution(MAX_RESOLUTION + 1, 2, Mode::Train).is_err());
+    }
+
+    #[test]
+    fn command_specs() {
+        let specs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let parsed = parse_commands(&specs(&["train=python t.py --lr 0.1"]), &[])
+            .ok()
+            .unwrap();
+        assert_eq!(
+            parsed,
+            vec![("train".to_string(), "python t.py --lr 0.1".to_string())]
+        );
+        assert!(parse_commands(&specs(&["python t.py"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a b=x"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a="]), &[]).is_err());
+        assert!(parse_commands(&specs(&["a=x", "a=y"]), &[]).is_err());
+        assert!(parse_commands(&specs(&["libtorch=x"]), &[Impl::Libtorch]).is_err());
+    }
+
+    #[test]
+    fn the_cudnn_reason_says_what_is_missing() {
+        let none = cudnn_unavailable(|| Err("no NVIDIA driver (libcuda not found)".into()));
+        assert!(
+            none.contains("libcuda not found")
+                && none.starts_with("--impl cudnn needs an NVIDIA GPU")
+        );
+        assert!(cudnn_unavailable(|| Ok(1)).contains("not part of this build"));
+    }
+
+    #[test]
+    fn implementation_lists() {
+        assert_eq!(
+            parse_impls("libtorch, pytorch").ok(),
+            Some(vec![Impl::Libtorch, Impl::Pytorch])
+        );
+        let err = parse_impls("jax").err().unwrap().0;
+        assert!(err.contains("jax") && err.contains("torchscript"), "{err}");
+        assert!(parse_impls("pytorch,pytorch").is_err());
+        assert!(parse_impls(",").is_err());
+    }
+}

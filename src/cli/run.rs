@@ -1,0 +1,237 @@
+//! `golow run`: implementations (and your commands) side by side, in the live view or headless.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Args;
+use golow_protocol::config::{Impl, Mode, Schedule};
+
+use super::options::{
+    SessionOptions, Workload, check_batch_size, check_output_path, check_resolution,
+    parse_commands, parse_compare, parse_impls, positive, read_theme,
+};
+use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
+use crate::recording;
+use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
+use crate::state::{Summary, WorkerStatus};
+use crate::ui::app::App;
+use crate::ui::progress::Progress;
+use crate::ui::theme::Theme;
+
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+pub struct RunArgs {
+    /// No TUI: progress on stderr, summary table on stdout.
+    #[arg(long)]
+    headless: bool,
+    /// Colour theme: dark, light, high-contrast, colorblind, or a path to a theme file.
+    #[arg(long, default_value = "dark")]
+    theme: String,
+    /// Open the TUI on the compare view of these two workers, e.g. --compare libtorch,pytorch.
+    #[arg(long, value_name = "A,B")]
+    compare: Option<String>,
+    /// Comma-separated implementations: pytorch, torchscript, libtorch [default: libtorch,pytorch, or none when --cmd is given].
+    #[arg(long = "impl")]
+    impls: Option<String>,
+    /// Monitor your own command too: NAME='shell command' (repeatable). PyTorch scripts report their
+    /// optimiser steps with no code change.
+    #[arg(long = "cmd", value_name = "NAME=COMMAND")]
+    commands: Vec<String>,
+    #[arg(long, value_enum, default_value = "train")]
+    mode: Mode,
+    #[arg(long, default_value_t = 16)]
+    batch_size: i64,
+    /// Square input size in pixels [default: the dataset's own: synthetic 32, mnist 28, cifar10 32, stl10 96, pascal 224].
+    #[arg(long)]
+    resolution: Option<i64>,
+    /// Steps to run, warm-up included [default: 100].
+    #[arg(long, conflicts_with = "epochs")]
+    steps: Option<i64>,
+    /// Passes over the split the mode reads (training split for train, test split for eval).
+    #[arg(long)]
+    epochs: Option<i64>,
+    /// How workers that share the machine take turns [default: alternate, or parallel with --cmd].
+    #[arg(long, value_enum)]
+    schedule: Option<Schedule>,
+    #[command(flatten)]
+    session: SessionOptions,
+    /// Write the summary JSON here (README, "Summary JSON").
+    #[arg(long)]
+    summary_json: Option<PathBuf>,
+    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
+    record: Option<PathBuf>,
+    /// Do not record the session.
+    #[arg(long)]
+    no_record: bool,
+}
+
+/// The live view's own options; without them the run is headless.
+struct LiveOptions {
+    theme: Theme,
+    compare: Option<(String, String)>,
+}
+
+fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInput> {
+    let impls = match (&args.impls, args.commands.is_empty()) {
+        (Some(list), _) => parse_impls(list)?,
+        (None, true) => vec![Impl::Libtorch, Impl::Pytorch],
+        (None, false) => Vec::new(),
+    };
+    let commands = parse_commands(&args.commands, &impls)?;
+    let batch_size = check_batch_size(positive("--batch-size", args.batch_size)?)?;
+    let resolution = check_resolution(
+        args.resolution.unwrap_or(i64::from(default_resolution)),
+        u64::from(batch_size),
+        args.mode,
+    )?;
+    let length = match (args.steps, args.epochs) {
+        (_, Some(e)) => Length::Epochs(positive("--epochs", e)?),
+        (Some(s), None) => Length::Steps(positive("--steps", s)?),
+        (None, None) => Length::Steps(100),
+    };
+    args.session.check()?;
+    let schedule = match (args.schedule, commands.is_empty()) {
+        (Some(Schedule::Alternate), false) => {
+            return Err(BadInput(
+                "--cmd workers cannot take turns step by step: use --schedule parallel or sequential".into(),
+            ));
+        }
+        (Some(schedule), _) => schedule,
+        (None, true) => Schedule::Alternate,
+        (None, false) => Schedule::Parallel,
+    };
+    Ok(Workload {
+        impls,
+        commands,
+        mode: args.mode,
+        batch_size,
+        resolution,
+        length,
+        schedule,
+    })
+}
+
+/// Where the session is recorded, checked before anything runs.
+fn record_to(record: Option<PathBuf>, no_record: bool) -> Result<RecordTo, BadInput> {
+    match (record, no_record) {
+        (_, true) => Ok(RecordTo::Nowhere),
+        (None, false) => Ok(RecordTo::DefaultIn(PathBuf::from("recordings"))),
+        (Some(path), false) => {
+            check_output_path("--record", &path)?;
+            if path.exists() {
+                return Err(BadInput(format!(
+                    "--record {} exists: golow never overwrites a recording; choose another path",
+                    path.display()
+                )));
+            }
+            Ok(RecordTo::Path(path))
+        }
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<i32, Failure> {
+    let dataset = args.session.dataset()?;
+    let workload = workload(&args, dataset.default_resolution())?;
+    let workers = workload.workers();
+    let threads = args.session.threads(workload.schedule, workers.len())?;
+    if let Some(path) = &args.summary_json {
+        check_output_path("--summary-json", path)?;
+    }
+    let record = record_to(args.record, args.no_record)?;
+    let theme = read_theme(&args.theme)?;
+    let compare = args
+        .compare
+        .as_deref()
+        .map(|p| parse_compare(p, &workers))
+        .transpose()?;
+    let live = if args.headless {
+        None
+    } else {
+        if !std::io::stdout().is_terminal() {
+            return Err(BadInput(
+                "the live view needs a terminal: add --headless to run without one".into(),
+            )
+            .into());
+        }
+        Some(LiveOptions { theme, compare })
+    };
+    let interval = args.session.interval();
+    let plan = args.session.plan(dataset, workload, threads)?;
+    let session = Session::open(&plan, &record, std::env::args().collect(), interval).map_err(
+        |e| match e {
+            OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
+                BadInput(message).into()
+            }
+            OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
+        },
+    )?;
+    let finished = match &live {
+        Some(options) => watch(session, options)?,
+        None => {
+            let mut progress = Progress::new(std::io::stderr().is_terminal());
+            let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
+            let finished = session.run(&mut progress, control_rx);
+            drop(progress);
+            finished
+        }
+    };
+    let summary = finished.summary.map_err(failed)?;
+    print!("{}", crate::ui::report::table(&summary));
+    match finished.recorded {
+        Some(Ok(written)) => eprintln!(
+            "golow: recorded {} events ({} bytes) to {}",
+            written.events,
+            written.bytes,
+            written.path.display()
+        ),
+        Some(Err(e)) => return Err(failed(format!("the recording failed: {e}"))),
+        None => {}
+    }
+    write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
+    let stopped = summary
+        .workers
+        .iter()
+        .any(|w| w.status == WorkerStatus::Stopped);
+    let any_failed = summary
+        .workers
+        .iter()
+        .any(|w| w.status == WorkerStatus::Failed);
+    // Quitting the live view is the user's choice; an interrupted headless run is not a success.
+    Ok(if any_failed {
+        EXIT_WORKER_FAILED
+    } else if stopped && live.is_none() {
+        EXIT_INTERRUPTED
+    } else {
+        EXIT_OK
+    })
+}
+
+/// The session in the live view until the user quits.
+fn watch(session: Session, options: &LiveOptions) -> Result<crate::session::Finished, Failure> {
+    let mut app = App::new(options.theme.clone(), options.compare.clone());
+    let mut history = None;
+    if let Some(path) = session.recording() {
+        app = app.recording_to(path.display().to_string());
+        // Scrolling back past what memory holds reads the file being written.
+        history = recording::Player::open(path)
+            .ok()
+            .and_then(|player| recording::serve(player).ok());
+    }
+    let (running, records) = session
+        .start()
+        .map_err(|e| failed(format!("the session failed: {e}")))?;
+    let shown = crate::ui::live::run(app, records, running.controls.clone(), history);
+    let finished = running.finish();
+    shown.map_err(|e| failed(format!("the session failed: {e}")))?;
+    Ok(finished)
+}
+
+pub fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
+    crate::files::write_atomically(path, |file| {
+        std::io::Write::write_all(file, json.as_bytes())
+    })
+    .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
+}

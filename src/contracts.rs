@@ -1,0 +1,130 @@
+//! The contracts between the monitor's parts, in one place beside the wire contracts of golow-protocol (the event
+//! schema, configurations, the collector's windows and the worker channels). Parts meet only through these:
+//!
+//! - a running session hands every record it stamps to an [`Observer`] (the recorder, a progress display, the
+//!   channel to the UI), and takes [`Control`]s (from the UI or a sweep) to stop workers;
+//! - a viewer of a recording asks its player, over a [`PlayerLink`], for records up to a time or the state at one;
+//! - a running sweep tells whoever follows it what happened, as [`SweepUpdate`]s;
+//! - the recorder is handed the [`Machine`] a session runs on, as the telemetry found it.
+
+use std::sync::mpsc;
+
+use golow_protocol::event::Record;
+use serde::{Deserialize, Serialize};
+
+use crate::state::State;
+use crate::sweep::{Cell, Results};
+
+/// What the UI (or a sweep being stopped) may ask of a running session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Stop every worker (quit, or Ctrl-C).
+    StopAll,
+    /// Stop one worker, by its index in the session's worker list.
+    Stop(usize),
+}
+
+/// Anything that follows a session's records as the hub stamps them, on the session's thread.
+pub trait Observer {
+    fn on_record(&mut self, record: &Record);
+    /// Called at every sampling interval, records or not (for what must not wait for the next one).
+    fn tick(&mut self) {}
+}
+
+/// An observer that may be absent (a run with `--no-record`).
+impl<T: Observer> Observer for Option<T> {
+    fn on_record(&mut self, record: &Record) {
+        if let Some(observer) = self {
+            observer.on_record(record);
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(observer) = self {
+            observer.tick();
+        }
+    }
+}
+
+/// An observer lent for one session (a sweep's progress lives across its cells).
+impl<T: Observer + ?Sized> Observer for &mut T {
+    fn on_record(&mut self, record: &Record) {
+        (**self).on_record(record);
+    }
+
+    fn tick(&mut self) {
+        (**self).tick();
+    }
+}
+
+/// Two observers as one, each seeing every record in turn.
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    fn on_record(&mut self, record: &Record) {
+        self.0.on_record(record);
+        self.1.on_record(record);
+    }
+
+    fn tick(&mut self) {
+        self.0.tick();
+        self.1.tick();
+    }
+}
+
+/// Every record, into a channel (to the live view's thread).
+impl Observer for mpsc::Sender<Record> {
+    fn on_record(&mut self, record: &Record) {
+        let _ = self.send(record.clone());
+    }
+}
+
+/// What a viewer asks a recording's player: the viewer keeps the clock, the player reads the file on its own thread.
+pub enum PlayerRequest {
+    /// The records after the last ones sent, up to this time (ms).
+    Advance(f64),
+    /// The state as it was at this time (ms); later `Advance`s continue from there.
+    Seek(f64),
+}
+
+pub enum PlayerReply {
+    Records(Vec<Record>),
+    Reset(Box<State>),
+}
+
+/// The viewer's end of a player.
+pub struct PlayerLink {
+    pub requests: mpsc::Sender<PlayerRequest>,
+    pub replies: mpsc::Receiver<PlayerReply>,
+}
+
+/// What a running sweep tells whoever follows it.
+pub enum SweepUpdate {
+    /// A cell starts.
+    Started(Cell),
+    /// A worker of the running cell took a step.
+    Step,
+    /// The cell ended with this verdict ("ok", "pytorch oom", …); the results now hold its rows.
+    Ended(String, Results),
+    /// The sweep could not go on (its results could not be written, say).
+    Failed(String),
+}
+
+/// The machine a session runs on, as a recording's header states it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Machine {
+    pub host: String,
+    pub cpu: String,
+    pub cores: usize,
+    /// The GPUs NVML reported when the session started; empty without one.
+    pub gpus: Vec<MachineGpu>,
+    /// Why there are no GPUs, as NVML said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_unavailable: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MachineGpu {
+    pub index: u32,
+    pub name: String,
+    pub driver: String,
+    pub memory_total_bytes: u64,
+}
