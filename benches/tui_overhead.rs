@@ -6,7 +6,9 @@
 //!
 //! `GOLOW_BENCH_RUNS` (default 3 pairs), `GOLOW_BENCH_CPU_RUNS` (default 3 sessions per size, median
 //! reported) and `GOLOW_BENCH_CPU_SECONDS` (default 30) scale it; `GOLOW_BENCH_CPU_ARGS` replaces the
-//! CPU measurement's workload (default: the default comparison).
+//! CPU measurement's workload (default: the default comparison). `GOLOW_BENCH_BASELINE=PATH` names
+//! another build's `golow` (with its `golow-worker` and collector beside it): the CPU measurement then
+//! alternates the two builds session by session, and reports both.
 
 mod common;
 
@@ -18,12 +20,21 @@ use std::time::{Duration, Instant};
 
 const GOLOW: &str = env!("CARGO_BIN_EXE_golow");
 
+/// The builds whose monitor CPU is measured: this one, and a baseline to alternate with.
+fn builds() -> Vec<(&'static str, String)> {
+    let mut builds = vec![("this build", GOLOW.to_string())];
+    if let Ok(baseline) = std::env::var("GOLOW_BENCH_BASELINE") {
+        builds.push(("baseline", baseline));
+    }
+    builds
+}
+
 fn tmux(args: &[&str]) {
     let _ = Command::new("tmux").args(args).status();
 }
 
-/// The pid of the `golow` process (not its workers) started with `TMPDIR=dir`.
-fn golow_pid(dir: &Path) -> Option<u32> {
+/// The pid of the `golow` process (not its workers) started as `program` with `TMPDIR=dir`.
+fn golow_pid(program: &str, dir: &Path) -> Option<u32> {
     let marker = format!("TMPDIR={}", dir.display());
     std::fs::read_dir("/proc")
         .ok()?
@@ -31,10 +42,10 @@ fn golow_pid(dir: &Path) -> Option<u32> {
         .find_map(|entry| {
             let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let program = cmdline.split(|&b| b == 0).next()?;
+            let golow = cmdline.split(|&b| b == 0).next()?;
             let environ = std::fs::read(entry.path().join("environ")).ok()?;
             let has_marker = environ.split(|&b| b == 0).any(|v| v == marker.as_bytes());
-            (program == GOLOW.as_bytes() && has_marker).then_some(pid)
+            (golow == program.as_bytes() && has_marker).then_some(pid)
         })
 }
 
@@ -76,10 +87,11 @@ fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
 
 /// Runs golow in a 200×60 tmux terminal; returns when it exited.
 fn run_in_tmux(args: &str, dir: &Path, during: impl FnOnce(u32)) {
-    run_in_tmux_sized(args, dir, (200, 60), during)
+    run_in_tmux_sized(GOLOW, args, dir, (200, 60), during)
 }
 
 fn run_in_tmux_sized(
+    program: &str,
     args: &str,
     dir: &Path,
     (width, height): (u16, u16),
@@ -89,7 +101,7 @@ fn run_in_tmux_sized(
     let _ = std::fs::remove_file(&done);
     let session = session_name();
     let command = format!(
-        "cd {dir} && TMPDIR={dir} {GOLOW} run {args}; touch {done}",
+        "cd {dir} && TMPDIR={dir} {program} run {args}; touch {done}",
         dir = dir.display(),
         done = done.display()
     );
@@ -107,7 +119,7 @@ fn run_in_tmux_sized(
     ]);
     let mut pid = None;
     wait_until("golow to start", Duration::from_secs(60), || {
-        pid = golow_pid(dir);
+        pid = golow_pid(program, dir);
         pid.is_some() || done.exists()
     });
     if let Some(pid) = pid {
@@ -142,6 +154,36 @@ fn throughput(summary: &Path) -> f64 {
         .expect("throughput")
 }
 
+/// The `golow` process's own CPU over `seconds` of a session in a terminal of `size`, after 10 s to settle, in % of a
+/// core, and its share per thread.
+fn monitor_cpu(
+    program: &str,
+    workload: &str,
+    dir: &Path,
+    size: (u16, u16),
+    seconds: u64,
+) -> (f64, Vec<String>) {
+    let mut measured = 0.0;
+    let mut threads = Vec::new();
+    run_in_tmux_sized(program, workload, dir, size, |pid| {
+        std::thread::sleep(Duration::from_secs(10));
+        let (t0, threads0) = (Instant::now(), thread_ns(pid));
+        std::thread::sleep(Duration::from_secs(seconds));
+        let wall = t0.elapsed().as_secs_f64();
+        for (name, ns) in thread_ns(pid) {
+            let before = threads0
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |&(_, t)| t);
+            let share = (ns - before) as f64 / 1e9 / wall * 100.0;
+            measured += share;
+            threads.push(format!("{name} {share:.2}%"));
+        }
+        tmux(&["send-keys", "-t", &session_name(), "q"]);
+    });
+    (measured, threads)
+}
+
 fn main() {
     let dir: PathBuf = std::env::temp_dir().join(format!("golow-tui-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
@@ -152,42 +194,42 @@ fn main() {
     let cpu_workload =
         std::env::var("GOLOW_BENCH_CPU_ARGS").unwrap_or_else(|_| "--steps 100000".to_string());
     println!("monitor CPU workload: golow run {cpu_workload}");
+    let builds = builds();
     let mut cpu = 0.0f64;
     for size in [(120, 40), (200, 60)] {
-        let mut totals = Vec::new();
+        let mut totals: Vec<Vec<f64>> = vec![Vec::new(); builds.len()];
         for run in 1..=cpu_runs {
-            let mut measured = 0.0;
-            let mut threads = Vec::new();
-            run_in_tmux_sized(&cpu_workload, &dir, size, |pid| {
-                std::thread::sleep(Duration::from_secs(10));
-                let (t0, threads0) = (Instant::now(), thread_ns(pid));
-                std::thread::sleep(Duration::from_secs(seconds));
-                let wall = t0.elapsed().as_secs_f64();
-                for (name, ns) in thread_ns(pid) {
-                    let before = threads0
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map_or(0, |&(_, t)| t);
-                    let share = (ns - before) as f64 / 1e9 / wall * 100.0;
-                    measured += share;
-                    threads.push(format!("{name} {share:.2}%"));
-                }
-                tmux(&["send-keys", "-t", &session_name(), "q"]);
-            });
-            println!(
-                "  {}×{} session {run}: {measured:.2}% of a core ({})",
-                size.0,
-                size.1,
-                threads.join(", ")
-            );
-            totals.push(measured);
+            // Alternate which build goes first, so drift affects both alike.
+            let mut order: Vec<usize> = (0..builds.len()).collect();
+            if run % 2 == 0 {
+                order.reverse();
+            }
+            for b in order {
+                let (label, program) = &builds[b];
+                let (measured, threads) = monitor_cpu(program, &cpu_workload, &dir, size, seconds);
+                println!(
+                    "  {}×{} session {run} ({label}): {measured:.2}% of a core ({})",
+                    size.0,
+                    size.1,
+                    threads.join(", ")
+                );
+                totals[b].push(measured);
+            }
         }
-        let measured = median(&mut totals);
-        println!(
-            "monitor CPU at {}×{} (golow process alone, TUI at up to 10 frames/s, {seconds} s steady state, median of {cpu_runs} sessions): {measured:.2}% of a core (target ≤ 1%)",
-            size.0, size.1
-        );
-        cpu = cpu.max(measured);
+        for ((label, _), totals) in builds.iter().zip(&mut totals) {
+            let spread = (
+                totals.iter().copied().fold(f64::INFINITY, f64::min),
+                totals.iter().copied().fold(0.0, f64::max),
+            );
+            let measured = median(totals);
+            println!(
+                "monitor CPU at {}×{} ({label}; golow process alone, TUI at up to 10 frames/s, {seconds} s steady state, median of {cpu_runs} sessions, range {:.2}–{:.2}): {measured:.2}% of a core (target ≤ 1%)",
+                size.0, size.1, spread.0, spread.1
+            );
+            if *label == "this build" {
+                cpu = cpu.max(measured);
+            }
+        }
     }
 
     let runs = env_or("GOLOW_BENCH_RUNS", 3);

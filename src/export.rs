@@ -64,7 +64,11 @@ const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,
     memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent";
 
 fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
-    write!(out, "{CSV_COLUMNS}\r\n")?;
+    let mut csv = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(out);
+    let columns: Vec<&str> = CSV_COLUMNS.split(',').collect();
+    csv.write_record(&columns)?;
     for record in records {
         let numeric = matches!(
             record.body,
@@ -81,29 +85,21 @@ fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io:
         // A record's flat JSON form names its fields as the columns do, so every kind maps onto
         // the columns without a hand-written mapping that could drift from the schema.
         let fields = serde_json::to_value(&record)?;
-        for (i, column) in CSV_COLUMNS.split(',').enumerate() {
-            if i > 0 {
-                out.write_all(b",")?;
-            }
+        for column in &columns {
             // `gpu_index` is the records' `index`, renamed to say of what; no other column is.
             let key = column.strip_prefix("gpu_").unwrap_or(column);
-            write_csv_cell(out, fields.get(key))?;
+            csv.write_field(csv_cell(fields.get(key)).as_bytes())?;
         }
-        out.write_all(b"\r\n")?;
+        csv.write_record(None::<&[u8]>)?;
     }
-    Ok(())
+    csv.flush()
 }
 
-fn write_csv_cell(out: &mut impl Write, cell: Option<&Value>) -> io::Result<()> {
-    let text = match cell {
-        None | Some(Value::Null) => return Ok(()),
+fn csv_cell(cell: Option<&Value>) -> Cow<'_, str> {
+    match cell {
+        None | Some(Value::Null) => Cow::Borrowed(""),
         Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
         Some(other) => Cow::Owned(other.to_string()),
-    };
-    if text.contains([',', '"', '\r', '\n']) {
-        write!(out, "\"{}\"", text.replace('"', "\"\""))
-    } else {
-        out.write_all(text.as_bytes())
     }
 }
 

@@ -415,33 +415,7 @@ fn read_capped(path: &str) -> io::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A valid theme whose line numbers the tests below rely on.
-    const VALID: &str = "\
-name = \"sample\"
-
-[colors]
-background = \"#101820\"
-foreground = \"white\"
-muted = \"dark-gray\"
-border = \"gray\"
-title = \"light-cyan\"
-highlight = \"Yellow\"
-ok = \"green\"
-warning = \"light-yellow\"
-error = \"red\"
-implementations = [\"#FF8000\", \"blue\", \"reset\", \"magenta\"]
-";
-
-    /// `VALID` with line `line` (1-based) replaced.
-    fn edited(line: usize, replacement: &str) -> String {
-        VALID
-            .lines()
-            .enumerate()
-            .map(|(index, text)| if index + 1 == line { replacement } else { text })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
+    use crate::ui::theme::tests::{VALID, edited};
 
     #[test]
     fn builtin_names_load_the_builtin_themes() {

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
-pub use summary::{Summary, WorkerStatus, WorkerSummary};
+pub use summary::{Summary, SummaryConfig, WorkerStatus, WorkerSummary};
 
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
@@ -79,6 +79,19 @@ pub struct GpuDeviceState {
     pub pcie_tx_bytes_per_s: Series,
 }
 
+impl GpuDeviceState {
+    fn all(&self) -> [&Series; 6] {
+        [
+            &self.utilization,
+            &self.memory_used_bytes,
+            &self.power_watts,
+            &self.sm_clock_mhz,
+            &self.pcie_rx_bytes_per_s,
+            &self.pcie_tx_bytes_per_s,
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct GpuState {
     /// Why NVML cannot be used here, when it cannot.
@@ -128,14 +141,32 @@ pub struct WorkerState {
     /// Kernels, copies and the GPU time breakdown, from the CUPTI collector.
     pub gpu_activity: kernels::GpuActivity,
     /// Every per-process SM reading of the session (the series keeps only the recent ones).
-    pub gpu_sm_readings: (u64, f64),
+    pub gpu_sm_readings: Mean,
+}
+
+/// The mean of every value added, in constant memory.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mean {
+    count: u64,
+    sum: f64,
+}
+
+impl Mean {
+    pub fn add(&mut self, value: f64) {
+        self.count += 1;
+        self.sum += value;
+    }
+
+    /// `None` before the first value.
+    pub fn get(&self) -> Option<f64> {
+        (self.count > 0).then(|| self.sum / self.count as f64)
+    }
 }
 
 impl WorkerState {
     /// The worker's mean SM utilisation over the session (NVML, per process); `None` without readings.
     pub fn gpu_sm_percent_mean(&self) -> Option<f64> {
-        let (n, sum) = self.gpu_sm_readings;
-        (n > 0).then(|| sum / n as f64)
+        self.gpu_sm_readings.get()
     }
 
     fn new(name: &str) -> WorkerState {
@@ -249,14 +280,7 @@ impl State {
     /// has dropped a point): an earlier window needs the recording.
     pub fn complete_from_s(&self) -> f64 {
         let workers = self.workers.iter().flat_map(|w| w.series.all());
-        let devices = self.gpu.devices.iter().flat_map(|d| {
-            [
-                &d.utilization,
-                &d.memory_used_bytes,
-                &d.power_watts,
-                &d.sm_clock_mhz,
-            ]
-        });
+        let devices = self.gpu.devices.iter().flat_map(GpuDeviceState::all);
         workers
             .chain(devices)
             .filter_map(Series::complete_from)
@@ -422,8 +446,7 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
                 sm_percent.map(f64::from),
             );
             if let Some(sm) = sm_percent {
-                worker.gpu_sm_readings.0 += 1;
-                worker.gpu_sm_readings.1 += f64::from(*sm);
+                worker.gpu_sm_readings.add(f64::from(*sm));
             }
         }
         Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps),
@@ -504,6 +527,25 @@ mod tests {
             state.apply(&Record::new(i as f64, Some(worker.into()), body));
         }
         state
+    }
+
+    #[test]
+    fn every_series_that_dropped_points_says_where_memory_starts() {
+        let mut state = State::default();
+        assert_eq!(state.complete_from_s(), 0.0);
+        // PCIe readings only: more than a series holds.
+        for i in 0..SERIES_CAPACITY as u32 + 100 {
+            state.apply(&Record::new(
+                f64::from(i) * 100.0,
+                None,
+                Body::GpuPcie {
+                    index: 0,
+                    rx_bytes_per_s: Some(1),
+                    tx_bytes_per_s: None,
+                },
+            ));
+        }
+        assert!(state.complete_from_s() > 0.0);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Percentiles, ProcessEnd, State, WorkerState};
-use golow_protocol::config::{Mode, Model, Schedule};
+use golow_protocol::config::{Mode, Model, Schedule, SessionConfig};
 use golow_protocol::event::ExitStatus;
 
 pub const SUMMARY_VERSION: u32 = 1;
@@ -27,6 +27,21 @@ pub struct SummaryConfig {
     pub schedule: Schedule,
     /// `--cmd` workers: name → shell command.
     pub commands: std::collections::BTreeMap<String, String>,
+}
+
+impl From<&SessionConfig> for SummaryConfig {
+    fn from(c: &SessionConfig) -> SummaryConfig {
+        SummaryConfig {
+            model: c.model,
+            dataset: c.dataset.clone(),
+            mode: c.mode,
+            batch_size: c.batch_size,
+            resolution: c.resolution,
+            device: c.device.clone(),
+            schedule: c.schedule,
+            commands: c.commands.clone(),
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -83,16 +98,7 @@ impl Summary {
     pub fn from_state(state: &State) -> Summary {
         Summary {
             golow_summary: SUMMARY_VERSION,
-            config: state.session.as_ref().map(|c| SummaryConfig {
-                model: c.model,
-                dataset: c.dataset.clone(),
-                mode: c.mode,
-                batch_size: c.batch_size,
-                resolution: c.resolution,
-                device: c.device.clone(),
-                schedule: c.schedule,
-                commands: c.commands.clone(),
-            }),
+            config: state.session.as_ref().map(SummaryConfig::from),
             workers: state
                 .workers
                 .iter()

@@ -407,23 +407,17 @@ impl Results {
     }
 
     pub fn to_csv(&self) -> String {
-        let mut out = CSV_COLUMNS.join(",");
-        out.push('\n');
-        for row in &self.rows {
-            let fields: Vec<String> = row.csv_fields().iter().map(|f| csv_field(f)).collect();
-            out.push_str(&fields.join(","));
-            out.push('\n');
-        }
-        out
-    }
-}
-
-/// RFC 4180: quoted when it holds a comma, a quote or a line break.
-fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
-    } else {
-        value.to_string()
+        let mut csv = csv::Writer::from_writer(Vec::new());
+        let written = csv
+            .write_record(CSV_COLUMNS)
+            .and_then(|()| {
+                self.rows
+                    .iter()
+                    .try_for_each(|row| csv.write_record(row.csv_fields()))
+            })
+            .and_then(|()| csv.into_inner().map_err(|e| e.into_error().into()));
+        let bytes = written.expect("CSV into memory cannot fail");
+        String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
     }
 }
 

@@ -14,6 +14,7 @@ use super::compare;
 use super::keys::{self, Command};
 use super::panes::{self, Pane};
 use super::render::{self, fill};
+use super::report::{Describe, describe};
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration};
@@ -538,28 +539,9 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         .add_modifier(Modifier::BOLD);
     let mut first = vec![Span::styled(" golow ", bold)];
     if let Some(c) = &state.session {
-        let gpu_name = state
-            .gpu
-            .devices
-            .first()
-            .map(|d| format!(" ({})", d.name))
-            .unwrap_or_default();
-        let what = if c.workers.len() > c.commands.len() {
-            format!(
-                "{} {} · {} {} px · batch {} · ",
-                c.model.name(),
-                c.mode.name(),
-                c.dataset,
-                c.resolution,
-                c.batch_size
-            )
-        } else {
-            "your commands · ".to_string()
-        };
-        first.push(Span::styled(
-            format!("{what}{}{gpu_name} · {} · ", c.device, c.schedule.name()),
-            view.text(),
-        ));
+        let gpu = state.gpu.devices.first().map(|d| d.name.as_str());
+        let described = describe(&c.into(), c.workers.len(), Describe::Header { gpu });
+        first.push(Span::styled(format!("{described} · "), view.text()));
     }
     first.push(Span::styled(duration(marks.now_s), view.text()));
     match marks.origin {

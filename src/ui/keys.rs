@@ -357,6 +357,33 @@ mod tests {
         );
     }
 
+    /// The README's table between `<!-- keys: NAME …-->` and `<!-- /keys -->`.
+    fn readme_table(name: &str) -> &'static str {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find(&format!("<!-- keys: {name}"))
+            .unwrap_or_else(|| panic!("README has no '<!-- keys: {name}' table"));
+        let table = &readme[start..];
+        let table = &table[table.find('\n').map_or(table.len(), |i| i + 1)..];
+        &table[..table.find("<!-- /keys -->").unwrap_or(table.len())]
+    }
+
+    #[test]
+    fn the_readme_key_tables_are_the_key_map() {
+        let tables = [
+            ("live", markdown(of(Live))),
+            ("replay", markdown(only_in(Replay, Live))),
+            ("sweep", markdown(of(Sweep))),
+        ];
+        for (name, table) in tables {
+            assert_eq!(
+                readme_table(name),
+                table,
+                "README's {name} keys differ from the key map, which reads:\n{table}"
+            );
+        }
+    }
+
     #[test]
     fn every_binding_with_a_footer_word_applies_where_it_is_shown() {
         for b in BINDINGS {

@@ -1,6 +1,50 @@
-//! The tables printed at the end of a headless run and of a sweep.
+//! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
-use crate::state::{Percentiles, Summary, WorkerStatus};
+use crate::state::{Percentiles, Summary, SummaryConfig, WorkerStatus};
+
+/// Where a session's description goes.
+pub enum Describe<'a> {
+    /// The live view's header: compact, with the first GPU's name.
+    Header { gpu: Option<&'a str> },
+    /// Above the summary table: the commands spelled out.
+    Table,
+}
+
+/// What a session of `workers` runs: the built-in workers' model, mode, dataset, resolution and batch (or, when
+/// only `--cmd` workers run, the commands), then the device and the schedule, joined by " · ".
+pub fn describe(c: &SummaryConfig, workers: usize, form: Describe) -> String {
+    let (model, mode) = (c.model.name(), c.mode.name());
+    let builtin = workers > c.commands.len();
+    let mut parts = Vec::new();
+    match form {
+        Describe::Header { .. } if builtin => parts.extend([
+            format!("{model} {mode}"),
+            format!("{} {} px", c.dataset, c.resolution),
+            format!("batch {}", c.batch_size),
+        ]),
+        Describe::Header { .. } => parts.push("your commands".to_string()),
+        Describe::Table => {
+            if builtin {
+                parts.extend([
+                    format!("{model} {mode} on {}", c.dataset),
+                    format!("{} px", c.resolution),
+                    format!("batch {}", c.batch_size),
+                ]);
+            }
+            parts.extend(
+                c.commands
+                    .iter()
+                    .map(|(name, command)| format!("{name}: {command}")),
+            );
+        }
+    }
+    parts.push(match form {
+        Describe::Header { gpu: Some(gpu) } => format!("{} ({gpu})", c.device),
+        _ => c.device.clone(),
+    });
+    parts.push(c.schedule.name().to_string());
+    parts.join(" · ")
+}
 
 fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
     p.map(|p| format!("{:.3}", pick(&p)))
@@ -15,21 +59,8 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn table(summary: &Summary) -> String {
     let mut out = String::new();
     if let Some(c) = &summary.config {
-        let builtin = summary.workers.len() > c.commands.len();
-        if builtin {
-            out.push_str(&format!(
-                "{} {} on {} · {} px · batch {} · ",
-                c.model.name(),
-                c.mode.name(),
-                c.dataset,
-                c.resolution,
-                c.batch_size,
-            ));
-        }
-        for (name, command) in &c.commands {
-            out.push_str(&format!("{name}: {command} · "));
-        }
-        out.push_str(&format!("{} · {}\n", c.device, c.schedule.name()));
+        out.push_str(&describe(c, summary.workers.len(), Describe::Table));
+        out.push('\n');
     }
     out.push_str(&format!(
         "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>9}\n",

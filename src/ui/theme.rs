@@ -468,12 +468,12 @@ fn parse_color(text: &str) -> Option<Color> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashSet;
 
     /// A valid theme whose line numbers the error tests below rely on.
-    const VALID: &str = "\
+    pub(crate) const VALID: &str = "\
 name = \"sample\"
 
 [colors]
@@ -491,7 +491,7 @@ implementations = [\"#FF8000\", \"blue\", \"reset\", \"magenta\"]
 
     /// `VALID` with line `line` (1-based) replaced; an empty replacement keeps
     /// the line as a blank so the other lines keep their numbers.
-    fn edited(line: usize, replacement: &str) -> String {
+    pub(crate) fn edited(line: usize, replacement: &str) -> String {
         VALID
             .lines()
             .enumerate()
