@@ -261,6 +261,23 @@ fn a_python_without_torch() {
 }
 
 #[test]
+fn an_unknown_export_format_names_the_known_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(
+        tmp.path(),
+        &["export", "x.golow", "--format", "xml", "-o", "out.xml"],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'xml'") && stderr.contains("chrome-trace, csv, json"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("out.xml").exists());
+}
+
+#[test]
 fn summary_into_a_missing_directory() {
     let tmp = tempfile::tempdir().unwrap();
     let out = golow(

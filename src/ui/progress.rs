@@ -2,20 +2,25 @@
 //! tenth of a worker's run otherwise. It folds the records it is handed into a state of its own, the one fold
 //! every view uses.
 
+use std::time::{Duration, Instant};
+
 use golow_protocol::event::{Body, Record};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::contracts::Observer;
 use crate::state::{Activity, State, WorkerState};
 
-/// A terminal's lines are redrawn at most this often.
+/// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often.
 const REDRAW_HZ: u8 = 10;
+const REDRAW: Duration = Duration::from_millis(100);
 const BAR_WIDTH: usize = 24;
 
 pub struct Progress {
     state: State,
     /// On a terminal: a line per worker, redrawn in place.
     lines: Option<(MultiProgress, Vec<ProgressBar>)>,
+    /// When the terminal's lines were last made.
+    last_redraw: Option<Instant>,
     /// Otherwise: the tenth of its run each worker was last reported at.
     reported_tenths: Vec<u64>,
 }
@@ -31,6 +36,7 @@ impl Progress {
         Progress {
             state: State::default(),
             lines,
+            last_redraw: None,
             reported_tenths: Vec::new(),
         }
     }
@@ -40,6 +46,7 @@ impl Progress {
     }
 
     fn redraw(&mut self) {
+        self.last_redraw = Some(Instant::now());
         let total = self.total();
         let Some((multi, bars)) = self.lines.as_mut() else {
             return;
@@ -106,12 +113,15 @@ fn line(w: &WorkerState, total: u64) -> String {
 impl Observer for Progress {
     fn on_record(&mut self, record: &Record) {
         self.state.apply(record);
+        let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
         match &self.lines {
-            Some(_) => self.redraw(),
+            Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
+                self.redraw()
+            }
             None if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) => {
                 self.report_tenths()
             }
-            None => {}
+            Some(_) | None => {}
         }
     }
 }
