@@ -1,5 +1,6 @@
 //! Colour themes: the built-in ones embedded from `themes/*.toml`, or a user's
-//! TOML file in the same format (documented at the top of each built-in file).
+//! TOML file in the same format (documented at the top of each built-in file),
+//! which the CLI reads and hands to [`parse`].
 //!
 //! The file's structure (which fields exist, which are required, their types)
 //! is declared once, by the serde types `ThemeFile` and `Colors`. Every message
