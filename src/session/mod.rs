@@ -107,16 +107,15 @@ impl Session {
             interval,
         } = self;
         let (recorder, sink) = recording.unzip();
-        let state = hub::run_blocking(
-            prepared.session.clone(),
-            prepared.workers.clone(),
-            interval,
-            &mut (observer, sink),
-            controls,
-        );
+        let prepare::Prepared {
+            _dir: session_dir,
+            session,
+            workers,
+        } = prepared;
+        let state = hub::run_blocking(session, workers, interval, &mut (observer, sink), controls);
         // The sink went with the hub: the recorder writes what is queued and its index.
         let recorded = recorder.map(Recorder::finish);
-        drop(prepared);
+        drop(session_dir);
         Finished {
             summary: state
                 .map(|state| Summary::from_state(&state))

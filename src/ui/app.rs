@@ -648,19 +648,16 @@ fn help_lines() -> Vec<String> {
 fn joined_within(lead: &str, items: &[String], width: usize) -> Vec<String> {
     let indent = " ".repeat(lead.chars().count());
     let mut lines = vec![lead.to_string()];
-    let mut first_on_line = true;
-    for item in items {
+    for (i, item) in items.iter().enumerate() {
         let line = lines.last_mut().expect("one line at least");
-        let separator = if first_on_line { "" } else { " · " };
-        if !first_on_line
-            && line.chars().count() + separator.chars().count() + item.chars().count() > width
-        {
+        if i == 0 {
+            line.push_str(item);
+        } else if line.chars().count() + " · ".chars().count() + item.chars().count() > width {
             lines.push(format!("{indent}{item}"));
         } else {
-            line.push_str(separator);
+            line.push_str(" · ");
             line.push_str(item);
         }
-        first_on_line = false;
     }
     lines
 }
