@@ -5,9 +5,11 @@
 //!   channel to the UI), and takes [`Control`]s (from the UI or a sweep) to stop workers;
 //! - a viewer of a recording asks its player, over a [`PlayerLink`], for records up to a time or the state at one;
 //! - a running sweep tells whoever follows it what happened, as [`SweepUpdate`]s;
-//! - the recorder is handed the [`Machine`] a session runs on, as the telemetry found it.
+//! - the recorder is handed the [`Machine`] a session runs on, as the telemetry found it;
+//! - whatever feeds a full-screen view (a session, a player, a sweep) rings the view's [`Bell`] once it has sent
+//!   something, so that the view sleeps until then.
 
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use golow_protocol::event::Record;
 use serde::{Deserialize, Serialize};
@@ -70,10 +72,24 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     }
 }
 
-/// Every record, into a channel (to the live view's thread).
-impl Observer for mpsc::Sender<Record> {
-    fn on_record(&mut self, record: &Record) {
-        let _ = self.send(record.clone());
+/// Rung by whatever feeds a view once it has sent something. A view sleeps until a key or a ring rather than
+/// waking on a timer of its own: the moments it runs are the moments its feed ran anyway, which is what keeps a
+/// monitor's wake-ups from preempting the workers it watches more often than it must.
+#[derive(Clone)]
+pub struct Bell(Arc<dyn Fn() + Send + Sync>);
+
+impl Bell {
+    pub fn new(ring: impl Fn() + Send + Sync + 'static) -> Bell {
+        Bell(Arc::new(ring))
+    }
+
+    /// A bell no one hears: for a feed no view follows.
+    pub fn silent() -> Bell {
+        Bell::new(|| {})
+    }
+
+    pub fn ring(&self) {
+        (self.0)();
     }
 }
 

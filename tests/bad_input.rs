@@ -396,3 +396,20 @@ fn sweep_bad_input_is_one_line() {
         );
     }
 }
+
+#[test]
+fn live_view_and_pinning_options_out_of_range() {
+    rejects(&["--fps", "0"], "--fps must be between 1 and 30 (got 0)");
+    rejects(
+        &["--fps", "100"],
+        "--fps must be between 1 and 30 (got 100)",
+    );
+    rejects(
+        &["--monitor-cpu", "4096"],
+        "--monitor-cpu 4096: this machine has CPUs 0 to",
+    );
+    rejects(
+        &["--monitor-cpu", "-1"],
+        "--monitor-cpu -1: this machine has CPUs 0 to",
+    );
+}

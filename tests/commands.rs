@@ -95,3 +95,36 @@ fn a_failing_command_is_reported_with_its_exit_code_and_stderr() {
         "{w}"
     );
 }
+
+#[test]
+fn monitor_cpu_pins_golow_but_not_the_processes_it_starts() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        cpus >= 2,
+        "this test needs two CPUs to tell pinned from not"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let seen = tmp.path().join("affinity");
+    // The worker's shell is golow's child: $PPID is golow.
+    let command = format!(
+        "aff=grep -h Cpus_allowed_list /proc/self/status /proc/$PPID/status > {}",
+        seen.display()
+    );
+    let last = (cpus - 1).to_string();
+    let out = headless(tmp.path(), &["--cmd", &command, "--monitor-cpu", &last])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lists: Vec<String> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().last().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(lists.len(), 2, "{lists:?}");
+    assert_eq!(lists[1], last, "golow runs on the CPU it was given");
+    assert_eq!(
+        lists[0],
+        format!("0-{last}"),
+        "what golow starts runs on every CPU"
+    );
+}

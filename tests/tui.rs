@@ -57,6 +57,23 @@ impl Tmux {
         ]);
     }
 
+    /// Presses q and waits for the command to write its exit code into `done`; returns it.
+    fn quit(&self, done: &std::path::Path, timeout: Duration) -> String {
+        self.keys("q");
+        let deadline = Instant::now() + timeout;
+        while !done.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "no exit within {timeout:?} of q:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The shell may have created the file and not yet written it.
+        std::thread::sleep(Duration::from_millis(200));
+        std::fs::read_to_string(done).unwrap().trim().to_string()
+    }
+
     /// Waits until the screen satisfies `done`, or fails with the last screen.
     fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + timeout;
@@ -142,24 +159,8 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
         s.contains("libtorch stopped")
     });
 
-    tmux.keys("q");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "golow did not exit after q:\n{}",
-            tmux.screen()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    let code = std::fs::read_to_string(&done).unwrap();
-    assert_eq!(
-        code.trim(),
-        "0",
-        "exit code after q; screen:\n{}",
-        tmux.screen()
-    );
+    let code = tmux.quit(&done, Duration::from_secs(60));
+    assert_eq!(code, "0", "exit code after q; screen:\n{}", tmux.screen());
     let s = common::summary(&summary);
     for worker in ["libtorch", "pytorch"] {
         let w = common::worker(&s, worker);
@@ -203,6 +204,78 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
     replay_moves_through_time(recording);
 }
 
+/// The pid of the process started as `program` with `TMPDIR=dir`.
+fn pid_in(program: &str, dir: &std::path::Path) -> Option<u32> {
+    let marker = format!("TMPDIR={}", dir.display());
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_string_lossy().parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let ours = cmdline.split(|&b| b == 0).next()? == program.as_bytes()
+                && environ.split(|&b| b == 0).any(|v| v == marker.as_bytes());
+            ours.then_some(pid)
+        })
+}
+
+/// A field of every thread of `pid`'s status file.
+fn per_thread(pid: u32, field: &str) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field))
+                .map(|v| v.trim().to_string())
+        })
+        .collect()
+}
+
+/// Sleeps that a wake-up ended, over every thread of `pid`.
+fn wakeups(pid: u32) -> u64 {
+    per_thread(pid, "voluntary_ctxt_switches:")
+        .iter()
+        .filter_map(|v| v.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn the_live_view_sleeps_until_something_changes_and_stays_on_the_cpu_it_is_given() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        cpus >= 2,
+        "this test needs two CPUs to tell pinned from not"
+    );
+    let last = (cpus - 1).to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let done = tmp.path().join("exit-code");
+    let golow = env!("CARGO_BIN_EXE_golow");
+    let command = format!(
+        "cd {tmp} && TMPDIR={tmp} {golow} run --impl libtorch --model resnet18 --batch-size 4 --steps 20 --no-record \
+         --monitor-cpu {last}; echo $? > {done}; sleep 30",
+        tmp = tmp.path().display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 120, 40);
+    tmux.wait_for("the session's end", Duration::from_secs(120), |s| {
+        s.contains("ENDED")
+    });
+    let pid = pid_in(golow, tmp.path()).expect("golow is still showing the ended session");
+    for cpus in per_thread(pid, "Cpus_allowed_list:") {
+        assert_eq!(cpus, last, "every thread of golow on --monitor-cpu {last}");
+    }
+    // Nothing arrives and nothing is pressed: a view on a timer of its own would wake 10 times a second.
+    let before = wakeups(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let woken = wakeups(pid) - before;
+    assert!(woken <= 3, "{woken} wake-ups in 3 s with nothing to show");
+    assert_eq!(tmux.quit(&done, Duration::from_secs(30)), "0");
+}
+
 /// The position shown on the timeline bar, in seconds ("▶ 1× 00:00:03 / 00:00:20").
 fn position(screen: &str) -> Option<u64> {
     let line = screen.lines().find(|l| l.contains(" / 00:"))?;
@@ -240,14 +313,7 @@ fn replay_moves_through_time(recording: &std::path::Path) {
     tmux.wait_for("4× playback to move on", Duration::from_secs(10), |s| {
         s.contains("4×") && position(s).is_some_and(|p| p >= 2 && p <= end_position)
     });
-    tmux.keys("q");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done.exists() {
-        assert!(Instant::now() < deadline, "replay did not exit after q");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "0");
+    assert_eq!(tmux.quit(&done, Duration::from_secs(10)), "0");
 }
 
 /// The sweep view in a real terminal: curves fill in as cells finish; q stops the sweep mid-way (exit 130, the
@@ -274,18 +340,7 @@ fn the_sweep_view_fills_in_stops_on_q_and_replays() {
         "{screen}"
     );
     assert!(screen.contains("cell 1/4 batch 4 at 32 px: ok"), "{screen}");
-    tmux.keys("q");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the sweep did not stop:\n{}",
-            tmux.screen()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(std::fs::read_to_string(&done).unwrap().trim(), "130");
+    assert_eq!(tmux.quit(&done, Duration::from_secs(60)), "130");
     let results = common::summary(&dir.join("results.json"));
     let rows = results["rows"].as_array().unwrap();
     assert!((1..4).contains(&rows.len()), "{rows:?}");

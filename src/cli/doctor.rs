@@ -106,6 +106,17 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     };
     let (worker_ok, worker) = worker_report();
     println!("{worker}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 {
+        println!(
+            "CPU cores: {cores} (a worker's threads fill them by default, and golow's wake-ups then preempt them: \
+             --threads {} --monitor-cpu {} gives golow a core of its own; README, \"The observer effect\")",
+            cores - 1,
+            cores - 1
+        );
+    } else {
+        println!("CPU cores: 1");
+    }
     match crate::telemetry::cuda::device_count() {
         Ok(n) => println!("CUDA driver: {n} device(s)"),
         Err(e) => println!("CUDA driver: {e}"),

@@ -57,6 +57,10 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
+    /// Run golow itself on this CPU only (its workers keep every CPU); with --threads one below the core count it
+    /// leaves the workers' CPUs alone (README, "The observer effect").
+    #[arg(long, value_name = "N")]
+    monitor_cpu: Option<i64>,
 }
 
 /// What one session runs besides its options: `golow run`'s workers and sizes, or a sweep's at one cell.
@@ -85,6 +89,25 @@ impl Workload {
 impl SessionOptions {
     pub fn dataset(&self) -> Result<DatasetSpec, BadInput> {
         DatasetSpec::parse(&self.dataset).map_err(|e| BadInput(e.to_string()))
+    }
+
+    /// Pins golow's own threads with `--monitor-cpu`; call it before the session starts a thread.
+    pub fn pin_monitor(&self) -> Result<(), BadInput> {
+        let Some(cpu) = self.monitor_cpu else {
+            return Ok(());
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let usable = usize::try_from(cpu).ok().filter(|&c| c < cpus);
+        let pinned =
+            usable.map(|c| crate::session::affinity::pin_monitor(c).map_err(|e| e.to_string()));
+        match pinned {
+            Some(Ok(())) => Ok(()),
+            Some(Err(why)) => Err(BadInput(format!("--monitor-cpu {cpu}: {why}"))),
+            None => Err(BadInput(format!(
+                "--monitor-cpu {cpu}: this machine has CPUs 0 to {}",
+                cpus - 1
+            ))),
+        }
     }
 
     /// The numbers: warm-up steps, sampling interval and learning rate.

@@ -12,6 +12,7 @@ use super::{BadInput, EXIT_OK, Failure, failed};
 use crate::recording::{self, Player};
 use crate::state::Summary;
 use crate::sweep::{RESULTS_JSON, Results};
+use crate::ui::Wakes;
 use crate::ui::app::App;
 use crate::ui::sweep_view::SweepView;
 use crate::ui::theme::Theme;
@@ -89,10 +90,11 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         player.recording().duration_ms(),
         args.file.display().to_string(),
     );
-    recording::serve(player)
+    let wakes = Wakes::default();
+    recording::serve(player, wakes.bell())
         .and_then(|link| {
             let app = App::new(theme, compare).replaying(timeline);
-            crate::ui::playback::run(app, link)
+            crate::ui::playback::run(app, link, wakes)
         })
         .map_err(|e| failed(format!("the replay failed: {e}")))?;
     Ok(EXIT_OK)

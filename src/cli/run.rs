@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use golow_protocol::config::{Impl, Mode, Schedule};
@@ -14,6 +15,7 @@ use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, fa
 use crate::recording;
 use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
 use crate::state::{Summary, WorkerStatus};
+use crate::ui::Wakes;
 use crate::ui::app::App;
 use crate::ui::progress::Progress;
 use crate::ui::theme::Theme;
@@ -30,6 +32,10 @@ pub struct RunArgs {
     /// Open the TUI on the compare view of these two workers, e.g. --compare libtorch,pytorch.
     #[arg(long, value_name = "A,B")]
     compare: Option<String>,
+    /// The most frames a second the TUI draws (1 to 30); it draws only when something on screen changed, and never
+    /// more often than the sampling interval brings news.
+    #[arg(long, default_value_t = 10)]
+    fps: i64,
     /// Comma-separated implementations: pytorch, torchscript, libtorch [default: libtorch,pytorch, or none when --cmd is given].
     #[arg(long = "impl")]
     impls: Option<String>,
@@ -70,6 +76,18 @@ pub struct RunArgs {
 struct LiveOptions {
     theme: Theme,
     compare: Option<(String, String)>,
+    frame: Duration,
+}
+
+const MAX_FPS: i64 = 30;
+
+fn frame_of(fps: i64) -> Result<Duration, BadInput> {
+    if !(1..=MAX_FPS).contains(&fps) {
+        return Err(BadInput(format!(
+            "--fps must be between 1 and {MAX_FPS} (got {fps})"
+        )));
+    }
+    Ok(Duration::from_secs(1) / fps as u32)
 }
 
 fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInput> {
@@ -145,6 +163,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         .as_deref()
         .map(|p| parse_compare(p, &workers))
         .transpose()?;
+    let frame = frame_of(args.fps)?;
     let live = if args.headless {
         None
     } else {
@@ -154,10 +173,15 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             )
             .into());
         }
-        Some(LiveOptions { theme, compare })
+        Some(LiveOptions {
+            theme,
+            compare,
+            frame,
+        })
     };
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
+    args.session.pin_monitor()?;
     let session = Session::open(&plan, &record, std::env::args().collect(), interval).map_err(
         |e| match e {
             OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
@@ -210,18 +234,20 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
 /// The session in the live view until the user quits.
 fn watch(session: Session, options: &LiveOptions) -> Result<crate::session::Finished, Failure> {
     let mut app = App::new(options.theme.clone(), options.compare.clone());
+    let wakes = Wakes::default();
     let mut history = None;
     if let Some(path) = session.recording() {
         app = app.recording_to(path.display().to_string());
         // Scrolling back past what memory holds reads the file being written.
         history = recording::Player::open(path)
             .ok()
-            .and_then(|player| recording::serve(player).ok());
+            .and_then(|player| recording::serve(player, wakes.bell()).ok());
     }
     let (running, records) = session
-        .start()
+        .start(wakes.bell())
         .map_err(|e| failed(format!("the session failed: {e}")))?;
-    let shown = crate::ui::live::run(app, records, running.controls.clone(), history);
+    let controls = running.controls.clone();
+    let shown = crate::ui::live::run(app, records, controls, history, wakes, options.frame);
     let finished = running.finish();
     shown.map_err(|e| failed(format!("the session failed: {e}")))?;
     Ok(finished)

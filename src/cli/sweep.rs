@@ -15,6 +15,7 @@ use crate::session::Length;
 use crate::sweep::progress::{StderrProgress, Tracker};
 use crate::sweep::run::{Outcome, StopHandle, Sweep};
 use crate::sweep::{Cell, RESULTS_CSV, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
+use crate::ui::Wakes;
 use crate::ui::sweep_view::SweepView;
 
 /// Axis values per sweep: enough for 8 … 65536 in powers of two and then some.
@@ -143,6 +144,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let threads = args.session.threads(Schedule::Alternate, 1)?;
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
+    args.session.pin_monitor()?;
     let s = &plan.session;
     let config = SweepConfig {
         impls: s.workers.clone(),
@@ -194,9 +196,11 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         (outcome, results)
     } else {
         let view = SweepView::new(theme, results.clone());
-        let (running, updates) = crate::sweep::run::start(sweep, results)
+        let wakes = Wakes::default();
+        let (running, updates) = crate::sweep::run::start(sweep, results, wakes.bell())
             .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
-        let shown = crate::ui::sweep_screen::run(view, tracker, updates, running.stop.clone());
+        let shown =
+            crate::ui::sweep_screen::run(view, tracker, updates, running.stop.clone(), wakes);
         let ended = running
             .finish()
             .map_err(|e| failed(format!("the sweep view failed: {e}")))?;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use super::reader::{FrameRecords, OpenError, Recording};
-use crate::contracts::{PlayerLink, PlayerReply, PlayerRequest};
+use crate::contracts::{Bell, PlayerLink, PlayerReply, PlayerRequest};
 use crate::state::State;
 use golow_protocol::event::Record;
 
@@ -232,9 +232,9 @@ impl Player {
     }
 }
 
-/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away. A
-/// recording still being written is read on to its current end before each seek.
-pub fn serve(mut player: Player) -> std::io::Result<PlayerLink> {
+/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and ringing `bell`
+/// after each answer. A recording still being written is read on to its current end before each seek.
+pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<PlayerLink> {
     let (requests, incoming) = mpsc::channel();
     let (answers, replies) = mpsc::channel();
     std::thread::Builder::new()
@@ -251,6 +251,7 @@ pub fn serve(mut player: Player) -> std::io::Result<PlayerLink> {
                 if answers.send(reply).is_err() {
                     return;
                 }
+                bell.ring();
             }
         })?;
     Ok(PlayerLink { requests, replies })

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
-use super::schedule::{Action, Scheduler, TURN_STEPS};
+use super::schedule::{Action, Scheduler};
+use super::ticker::Ticker;
 use crate::contracts::{Control, Observer};
 use crate::state::State;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
@@ -46,14 +47,18 @@ pub fn run_blocking(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    Ok(runtime.block_on(run(session, workers, interval, observer, controls)))
+    runtime.block_on(async {
+        let ticks = Ticker::new(interval)?;
+        Ok(run(session, workers, interval, ticks, observer, controls).await)
+    })
 }
 
 /// Runs the workers to their end (or until the user stops them) and returns the final state.
-pub async fn run(
+async fn run(
     session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
     interval: Duration,
+    mut ticks: Ticker,
     observer: &mut (dyn Observer + Send),
     mut controls: mpsc::UnboundedReceiver<Control>,
 ) -> State {
@@ -70,8 +75,6 @@ pub async fn run(
     let (tx, mut rx) = mpsc::unbounded_channel::<Incoming>();
     let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
     let mut proc_sampler = ProcSampler::default();
-    let mut proc_clock = tokio::time::interval(interval);
-    proc_clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let _gpu_sampler = match NvmlSource::open() {
         Ok(source) => {
             let gpu_tx = tx.clone();
@@ -142,9 +145,9 @@ pub async fn run(
                         }
                     }
                 }
-                Action::Grant(i) => {
+                Action::Grant(i, steps) => {
                     if let Some(worker) = launched[i].as_mut() {
-                        worker.grant(TURN_STEPS).await;
+                        worker.grant(steps).await;
                     }
                 }
             }
@@ -174,7 +177,7 @@ pub async fn run(
                 hub.publish(Some(worker), body);
                 pending.extend(reaction);
             }
-            _ = proc_clock.tick() => {
+            _ = ticks.tick() => {
                 hub.observer.tick();
                 let Some(pids) = watched_pids(&watched) else { continue };
                 for (worker, body) in proc_sampler.sample(&pids) {

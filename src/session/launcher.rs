@@ -129,7 +129,7 @@ pub fn spawn(
         cmd.env(collector::INJECTION_ENV, library)
             .env(collector::FD_ENV, COLLECTOR_FD.to_string());
     }
-    // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl) run.
+    // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl, sched_setaffinity) run.
     unsafe {
         cmd.pre_exec(move || {
             // Lift the descriptors above the targets first, so moving one cannot clobber another.
@@ -149,7 +149,7 @@ pub fn spawn(
             }
             // A worker must not outlive its monitor.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
+            super::affinity::unpin_child()
         });
     }
     let mut child = cmd.spawn()?;

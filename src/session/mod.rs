@@ -3,6 +3,7 @@
 //! header → run the hub until the workers end → finish the recording → summarise. Callers only choose who follows
 //! the records ([`Session::run`] on this thread, or [`Session::start`] on a thread of its own for the live view).
 
+pub mod affinity;
 mod hub;
 mod launcher;
 mod lines;
@@ -10,6 +11,7 @@ mod prepare;
 pub mod programs;
 pub mod python;
 mod schedule;
+mod ticker;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 pub use prepare::{Length, Plan, PrepareError};
 
-use crate::contracts::{Control, Observer};
+use crate::contracts::{Bell, Control, Observer};
 use crate::recording::{self, Recorder, Sink, Written, format::Header};
 use crate::state::Summary;
 
@@ -125,17 +127,50 @@ impl Session {
     }
 
     /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on
-    /// it: its records come out of the returned channel, and controls go in through [`Running::controls`].
-    pub fn start(self) -> io::Result<(Running, mpsc::Receiver<Record>)> {
+    /// it: its records come out of the returned channel, `bell` rings once per sampling tick that brought some,
+    /// and controls go in through [`Running::controls`].
+    pub fn start(self, bell: Bell) -> io::Result<(Running, mpsc::Receiver<Record>)> {
         let (records, incoming) = mpsc::channel();
         let (controls, control_rx) = unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
             .spawn(move || {
-                let mut forward = records;
+                let mut forward = ToView {
+                    records,
+                    bell,
+                    unrung: false,
+                };
                 self.run(&mut forward, control_rx)
             })?;
         Ok((Running { controls, thread }, incoming))
+    }
+}
+
+/// Every record, into the channel to a view's thread. The view is rung at the hub's tick, not at every record: the
+/// hub is awake then anyway, and a step that came between two ticks shows at most one sampling interval late.
+struct ToView {
+    records: mpsc::Sender<Record>,
+    bell: Bell,
+    /// Records were sent since the last ring.
+    unrung: bool,
+}
+
+impl Observer for ToView {
+    fn on_record(&mut self, record: &Record) {
+        self.unrung |= self.records.send(record.clone()).is_ok();
+    }
+
+    fn tick(&mut self) {
+        if std::mem::take(&mut self.unrung) {
+            self.bell.ring();
+        }
+    }
+}
+
+/// The last records (the session's end among them) come after the last tick.
+impl Drop for ToView {
+    fn drop(&mut self) {
+        self.tick();
     }
 }
 

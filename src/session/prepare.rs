@@ -1,6 +1,7 @@
 //! Everything a session needs before its first worker starts, made once and shared by every worker:
 //! the decoded data cache, the initial weights, the scripted model and the Python worker's sources.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -105,6 +106,10 @@ fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> PrepareError + '
 
 /// Runs a preparation step to completion; its stderr tail explains a failure.
 fn run_step(what: &str, command: &mut Command) -> Result<(), PrepareError> {
+    // SAFETY: only sched_setaffinity runs between fork and exec.
+    unsafe {
+        command.pre_exec(super::affinity::unpin_child);
+    }
     let output = command.output().map_err(setup(what))?;
     if output.status.success() {
         return Ok(());

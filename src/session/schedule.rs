@@ -5,13 +5,16 @@ use golow_protocol::config::Schedule;
 
 /// Steps granted per turn in the alternating schedule.
 pub const TURN_STEPS: u64 = 1;
+/// A worker left alone (the only one, or the last one running) has no one to take turns with: it is granted the
+/// rest of its run at once, rather than waiting for the monitor after every step.
+pub const ALONE: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
     /// Start worker i's process.
     Spawn(usize),
-    /// Let worker i run its next turn.
-    Grant(usize),
+    /// Let worker i run its next turn, of this many steps.
+    Grant(usize, u64),
 }
 
 #[derive(Debug)]
@@ -111,7 +114,12 @@ impl Scheduler {
         self.ready[j] = false;
         self.running = Some(j);
         self.next = (j + 1) % n;
-        vec![Action::Grant(j)]
+        let steps = if self.ended.iter().filter(|&&e| !e).count() == 1 {
+            ALONE
+        } else {
+            TURN_STEPS
+        };
+        vec![Action::Grant(j, steps)]
     }
 }
 
@@ -125,13 +133,31 @@ mod tests {
         let mut s = Scheduler::new(Schedule::Alternate, 2);
         assert_eq!(s.start(), vec![Spawn(0), Spawn(1)]);
         assert_eq!(s.on_turn_end(1), vec![]);
-        assert_eq!(s.on_turn_end(0), vec![Grant(0)]);
-        assert_eq!(s.on_turn_end(0), vec![Grant(1)]);
-        assert_eq!(s.on_turn_end(1), vec![Grant(0)]);
-        // 0 finishes its run and exits: 1 carries on alone.
-        assert_eq!(s.on_exit(0), vec![Grant(1)]);
-        assert_eq!(s.on_turn_end(1), vec![Grant(1)]);
+        assert_eq!(s.on_turn_end(0), vec![Grant(0, TURN_STEPS)]);
+        assert_eq!(s.on_turn_end(0), vec![Grant(1, TURN_STEPS)]);
+        assert_eq!(s.on_turn_end(1), vec![Grant(0, TURN_STEPS)]);
+        // 0 finishes its run and exits while 1 waits: 1 runs the rest of its steps at once.
+        assert_eq!(s.on_turn_end(0), vec![Grant(1, TURN_STEPS)]);
+        assert_eq!(s.on_exit(0), vec![]);
+        assert_eq!(s.on_turn_end(1), vec![Grant(1, ALONE)]);
         assert_eq!(s.on_exit(1), vec![]);
+    }
+
+    #[test]
+    fn a_lone_worker_runs_without_turns_once_loaded() {
+        let mut s = Scheduler::new(Schedule::Alternate, 1);
+        assert_eq!(s.start(), vec![Spawn(0)]);
+        assert_eq!(s.on_turn_end(0), vec![Grant(0, ALONE)]);
+        assert_eq!(s.on_exit(0), vec![]);
+    }
+
+    #[test]
+    fn the_last_worker_running_gets_the_rest_when_another_exits_mid_turn() {
+        let mut s = Scheduler::new(Schedule::Alternate, 2);
+        s.start();
+        s.on_turn_end(0);
+        assert_eq!(s.on_turn_end(1), vec![Grant(0, TURN_STEPS)]);
+        assert_eq!(s.on_exit(0), vec![Grant(1, ALONE)]);
     }
 
     #[test]
@@ -140,8 +166,8 @@ mod tests {
         s.start();
         assert_eq!(s.on_turn_end(0), vec![]);
         assert_eq!(s.on_exit(2), vec![]);
-        assert_eq!(s.on_turn_end(1), vec![Grant(0)]);
-        assert_eq!(s.on_exit(0), vec![Grant(1)]);
+        assert_eq!(s.on_turn_end(1), vec![Grant(0, TURN_STEPS)]);
+        assert_eq!(s.on_exit(0), vec![Grant(1, ALONE)]);
     }
 
     #[test]

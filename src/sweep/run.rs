@@ -12,7 +12,7 @@ use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::contracts::{Control, Observer, SweepUpdate};
+use crate::contracts::{Bell, Control, Observer, SweepUpdate};
 use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
 use crate::state::WorkerStatus;
 
@@ -134,10 +134,11 @@ impl Running {
 }
 
 /// Starts [`run`] on its own thread; what happens comes out of the returned channel, which disconnects when the
-/// sweep has ended.
+/// sweep has ended, and `bell` rings when something was sent (steps at the session's tick).
 pub fn start(
     sweep: Sweep,
     mut results: Results,
+    bell: Bell,
 ) -> std::io::Result<(Running, mpsc::Receiver<SweepUpdate>)> {
     let stop = Arc::new(StopHandle::default());
     let (updates, incoming) = mpsc::channel();
@@ -145,36 +146,60 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("golow-sweep".into())
         .spawn(move || {
-            let mut forward = Forward(updates);
+            let mut forward = Forward {
+                updates,
+                bell,
+                unrung: false,
+            };
             let outcome = run(&sweep, &mut results, &mut forward, &stopper);
             if let Err(why) = &outcome {
-                let _ = forward.0.send(SweepUpdate::Failed(why.clone()));
+                forward.send(SweepUpdate::Failed(why.clone()));
             }
+            // The channel disconnects as the thread ends: the view hears of it at the next ring.
+            drop(forward.updates);
+            forward.bell.ring();
             (outcome, results)
         })?;
     Ok((Running { stop, thread }, incoming))
 }
 
-/// Tells the sweep view what happens.
-struct Forward(mpsc::Sender<SweepUpdate>);
+/// Tells the sweep view what happens: cells at once, steps at the session's tick.
+struct Forward {
+    updates: mpsc::Sender<SweepUpdate>,
+    bell: Bell,
+    /// Steps were sent since the last ring.
+    unrung: bool,
+}
+
+impl Forward {
+    fn send(&mut self, update: SweepUpdate) {
+        let _ = self.updates.send(update);
+        self.unrung = false;
+        self.bell.ring();
+    }
+}
 
 impl Observer for Forward {
     fn on_record(&mut self, record: &Record) {
         if matches!(record.body, Body::Step(_)) {
-            let _ = self.0.send(SweepUpdate::Step);
+            self.unrung |= self.updates.send(SweepUpdate::Step).is_ok();
+        }
+    }
+
+    fn tick(&mut self) {
+        if std::mem::take(&mut self.unrung) {
+            self.bell.ring();
         }
     }
 }
 
 impl Reporter for Forward {
     fn start_cell(&mut self, cell: Cell) {
-        let _ = self.0.send(SweepUpdate::Started(cell));
+        self.send(SweepUpdate::Started(cell));
     }
 
     fn end_cell(&mut self, verdict: &str, results: &Results) {
-        let _ = self
-            .0
-            .send(SweepUpdate::Ended(verdict.to_string(), results.clone()));
+        self.send(SweepUpdate::Ended(verdict.to_string(), results.clone()));
     }
 }
 

@@ -129,6 +129,13 @@ impl App {
         self
     }
 
+    pub fn timeline(&self) -> Option<&Timeline> {
+        match &self.origin {
+            Origin::Replay(timeline) => Some(timeline),
+            Origin::Live { .. } => None,
+        }
+    }
+
     pub fn timeline_mut(&mut self) -> Option<&mut Timeline> {
         match &mut self.origin {
             Origin::Replay(timeline) => Some(timeline),

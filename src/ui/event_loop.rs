@@ -1,8 +1,11 @@
-//! The one loop every full-screen view runs in: take in what arrived, draw at most [`FRAME`] times a second and
-//! only when something changed, and wait for input from the one [`input`](super::input) source in between. The
-//! view never waits on what it shows (a session, a player, a sweep: they run on threads of their own).
+//! The one loop every full-screen view runs in. It sleeps until something happens — a key, a click or a resize
+//! from the [`input`](super::input) reader, a ring of the [`Bell`] its feed (a session, a player, a sweep) rings
+//! once it sent something, or a moment the view asked for — then takes in what arrived and draws at most once a
+//! frame, only when something changed. It never wakes on a timer of its own: on a machine whose workers fill every
+//! core, each needless wake-up preempts one of them.
 
 use std::io;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use ratatui::Frame;
@@ -10,8 +13,9 @@ use ratatui::layout::Rect;
 
 use super::input::{self, Input};
 use super::render::terminal;
+use crate::contracts::Bell;
 
-/// 10 frames a second: smooth enough to watch, cheap enough to leave open all day.
+/// 10 frames a second at most, unless the user asks otherwise (`--fps`).
 pub const FRAME: Duration = Duration::from_millis(100);
 
 /// A view the loop can run.
@@ -26,38 +30,95 @@ pub trait FullScreen {
     fn done(&self) -> bool {
         false
     }
+    /// When the view must be updated although nothing arrived (a clock of its own that moves); `None` when only
+    /// what arrives changes it.
+    fn next_update(&self) -> Option<Instant> {
+        None
+    }
 }
 
-/// Runs `view` on the terminal until it leaves or is done.
-pub fn run(view: &mut impl FullScreen) -> io::Result<()> {
+/// Why the loop woke.
+pub enum Wake {
+    Input(Input),
+    /// The view's feed sent something.
+    Ring,
+    /// The terminal can no longer be read.
+    InputLost(io::Error),
+}
+
+/// What wakes a view: make it first, hand its [`bell`](Wakes::bell) to what feeds the view, then run the view.
+pub struct Wakes {
+    sender: Sender<Wake>,
+    receiver: Receiver<Wake>,
+}
+
+impl Default for Wakes {
+    fn default() -> Wakes {
+        let (sender, receiver) = mpsc::channel();
+        Wakes { sender, receiver }
+    }
+}
+
+impl Wakes {
+    pub fn bell(&self) -> Bell {
+        let sender = self.sender.clone();
+        Bell::new(move || {
+            let _ = sender.send(Wake::Ring);
+        })
+    }
+
+    /// The next wake-up, waiting at most until `deadline` (for ever without one); `None` when it passed. The loop
+    /// holds a sender, so the channel never disconnects.
+    fn next(&self, deadline: Option<Instant>) -> Option<Wake> {
+        match deadline {
+            None => self.receiver.recv().ok(),
+            Some(at) => self
+                .receiver
+                .recv_timeout(at.saturating_duration_since(Instant::now()))
+                .ok(),
+        }
+    }
+}
+
+/// Runs `view` on the terminal until it leaves or is done, drawing at most once per `frame`.
+pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Result<()> {
     let (guard, mut terminal) = terminal::open()?;
+    let _following = input::follow(wakes.sender.clone())?;
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
-    loop {
+    // A frame is due a little early: a feed that rings once a frame would otherwise find it due a hair late, and
+    // the loop would wake again for it.
+    let early = frame / 8;
+    'view: loop {
+        let woke = Instant::now();
         dirty |= view.update();
-        if dirty && last_draw.is_none_or(|t| t.elapsed() >= FRAME) {
-            terminal.draw(|frame| view.draw(frame))?;
-            last_draw = Some(Instant::now());
+        if dirty && last_draw.is_none_or(|t| woke + early >= t + frame) {
+            terminal.draw(|f| view.draw(f))?;
+            last_draw = Some(woke);
             dirty = false;
         }
         if view.done() {
             break;
         }
-        // Nothing to draw: sleep a whole frame (what arrives cannot wake the poll, and need not sooner).
-        // Something to draw: wake when the next frame is due.
-        let wait = match last_draw {
-            Some(t) if dirty => FRAME.saturating_sub(t.elapsed()),
-            _ => FRAME,
-        };
-        let Some(input) = input::next(wait)? else {
-            continue;
-        };
-        dirty = true;
-        if let Input::Resize(width, height) = input {
-            terminal.resize(Rect::new(0, 0, width, height))?;
-        }
-        if !view.on_input(input) {
-            break;
+        let frame_owed = last_draw.filter(|_| dirty).map(|t| t + frame);
+        let deadline = frame_owed.into_iter().chain(view.next_update()).min();
+        let first = wakes.next(deadline);
+        // Everything already queued is taken in at once: one update and at most one frame for a burst.
+        let queued = std::iter::from_fn(|| wakes.receiver.try_recv().ok());
+        for wake in first.into_iter().chain(queued) {
+            match wake {
+                Wake::Ring => {}
+                Wake::InputLost(e) => return Err(e),
+                Wake::Input(input) => {
+                    dirty = true;
+                    if let Input::Resize(width, height) = input {
+                        terminal.resize(Rect::new(0, 0, width, height))?;
+                    }
+                    if !view.on_input(input) {
+                        break 'view;
+                    }
+                }
+            }
         }
     }
     drop(terminal);

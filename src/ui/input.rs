@@ -1,10 +1,13 @@
-//! The one source of terminal input for every full-screen view: key presses, mouse events and resizes, each
-//! waited for at most as long as the view can wait.
+//! The one source of terminal input for every full-screen view: key presses, mouse events and resizes, read on a
+//! thread of their own that sleeps until there is input, and handed to the view that follows them.
 
 use std::io;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::sync::mpsc::Sender;
 
 use crossterm::event::{self, Event, KeyEvent, KeyEventKind, MouseEvent};
+
+use super::event_loop::Wake;
 
 pub enum Input {
     Key(KeyEvent),
@@ -12,16 +15,71 @@ pub enum Input {
     Resize(u16, u16),
 }
 
-/// The next input within `wait`, or `None`. Key releases and repeats (on terminals that report them) and focus
-/// or paste events are not input to golow's views.
-pub fn next(wait: Duration) -> io::Result<Option<Input>> {
-    if !event::poll(wait)? {
-        return Ok(None);
-    }
-    Ok(match event::read()? {
+/// Key releases and repeats (on terminals that report them) and focus or paste events are not input to golow's
+/// views.
+fn input_of(event: Event) -> Option<Input> {
+    match event {
         Event::Key(key) if key.kind == KeyEventKind::Press => Some(Input::Key(key)),
         Event::Mouse(mouse) => Some(Input::Mouse(mouse)),
         Event::Resize(width, height) => Some(Input::Resize(width, height)),
         _ => None,
-    })
+    }
+}
+
+/// Where input goes: the open view's loop, if any.
+static FOLLOWER: Mutex<Option<Sender<Wake>>> = Mutex::new(None);
+/// Whether the reader thread runs. It is started once and reads for the life of the process: crossterm's reader
+/// cannot be interrupted, and a second reader would wait on the first.
+static READING: Mutex<bool> = Mutex::new(false);
+
+/// Input goes to `view` until the returned guard is dropped.
+pub struct Following(());
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        if let Ok(mut follower) = FOLLOWER.lock() {
+            *follower = None;
+        }
+    }
+}
+
+pub fn follow(view: Sender<Wake>) -> io::Result<Following> {
+    if let Ok(mut follower) = FOLLOWER.lock() {
+        *follower = Some(view);
+    }
+    let mut reading = READING
+        .lock()
+        .map_err(|_| io::Error::other("input reader"))?;
+    if !*reading {
+        std::thread::Builder::new()
+            .name("golow-input".into())
+            .spawn(read_forever)?;
+        *reading = true;
+    }
+    Ok(Following(()))
+}
+
+fn read_forever() {
+    loop {
+        let wake = match event::read() {
+            Ok(event) => match input_of(event) {
+                Some(input) => Wake::Input(input),
+                None => continue,
+            },
+            Err(e) => Wake::InputLost(e),
+        };
+        let lost = matches!(wake, Wake::InputLost(_));
+        if let Ok(follower) = FOLLOWER.lock()
+            && let Some(view) = follower.as_ref()
+        {
+            let _ = view.send(wake);
+        }
+        if lost {
+            // Nothing more can be read now; a view that follows later starts a reader anew.
+            if let Ok(mut reading) = READING.lock() {
+                *reading = false;
+            }
+            return;
+        }
+    }
 }

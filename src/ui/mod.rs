@@ -7,6 +7,7 @@ pub mod changes;
 mod chart;
 mod compare;
 mod event_loop;
+pub use event_loop::Wakes;
 mod input;
 pub mod keys;
 pub mod live;

@@ -1,6 +1,7 @@
 //! The replay view: the same app and panes as a live session, fed by a recording's player instead of a session.
-//! The timeline keeps a virtual clock; each update asks the player for the records up to it, and a jump asks for
-//! the state at the new time. The player reads the file on its own thread.
+//! The timeline keeps a virtual clock, which moves once a frame while it plays; each update asks the player for the
+//! records up to it, and a jump asks for the state at the new time. The player reads the file on its own thread and
+//! rings the view's bell with each answer.
 
 use std::io;
 use std::time::Instant;
@@ -9,20 +10,22 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::app::{Action, App};
-use super::event_loop::{self, FullScreen};
+use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
 use crate::contracts::{PlayerLink, PlayerReply, PlayerRequest};
 use crate::state::State;
 
-/// Shows the recording `player` reads until the user quits. `app` must be `replaying` a timeline.
-pub fn run(app: App, player: PlayerLink) -> io::Result<()> {
+/// Shows the recording `player` reads until the user quits. `app` must be `replaying` a timeline; the player rings
+/// `wakes`' bell.
+pub fn run(app: App, player: PlayerLink, wakes: Wakes) -> io::Result<()> {
     let _ = player.requests.send(PlayerRequest::Seek(0.0));
-    event_loop::run(&mut Playback {
+    let mut playback = Playback {
         app,
         player,
         state: State::default(),
         last_tick: Instant::now(),
-    })
+    };
+    event_loop::run(&mut playback, wakes, FRAME)
 }
 
 struct Playback {
@@ -58,6 +61,11 @@ impl FullScreen for Playback {
     fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
         self.app.draw(frame, &self.state);
         vec![frame.area()]
+    }
+
+    fn next_update(&self) -> Option<Instant> {
+        let playing = self.app.timeline().is_some_and(|t| t.playing);
+        playing.then(|| self.last_tick + FRAME)
     }
 
     fn on_input(&mut self, input: Input) -> bool {

@@ -10,15 +10,17 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::contracts::Observer;
 use crate::state::{Activity, State, WorkerState};
 
-/// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often.
-const REDRAW_HZ: u8 = 10;
-const REDRAW: Duration = Duration::from_millis(100);
+/// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often (and
+/// at once when a worker ends); a line whose text is unchanged (a /proc reading shows on none) is not redrawn at all.
+/// Twice a second is as often as a line can be read, and each redraw wakes the terminal while the workers run.
+const REDRAW_HZ: u8 = 2;
+const REDRAW: Duration = Duration::from_millis(500);
 const BAR_WIDTH: usize = 24;
 
 pub struct Progress {
     state: State,
-    /// On a terminal: a line per worker, redrawn in place.
-    lines: Option<(MultiProgress, Vec<ProgressBar>)>,
+    /// On a terminal: a line per worker, redrawn in place, with the text it shows.
+    lines: Option<(MultiProgress, Vec<(ProgressBar, String)>)>,
     /// When the terminal's lines were last made.
     last_redraw: Option<Instant>,
     /// Otherwise: the tenth of its run each worker was last reported at.
@@ -27,12 +29,12 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(tty: bool) -> Progress {
-        let lines = tty.then(|| {
-            (
-                MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)),
-                Vec::new(),
-            )
-        });
+        Progress::drawing_to(tty.then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)))
+    }
+
+    /// Lines redrawn in place on `terminal`, or a line per tenth without one.
+    fn drawing_to(terminal: Option<ProgressDrawTarget>) -> Progress {
+        let lines = terminal.map(|target| (MultiProgress::with_draw_target(target), Vec::new()));
         Progress {
             state: State::default(),
             lines,
@@ -54,9 +56,17 @@ impl Progress {
         for (i, w) in self.state.workers.iter().enumerate() {
             if i == bars.len() {
                 let style = ProgressStyle::with_template("{msg}").expect("a plain template");
-                bars.push(multi.add(ProgressBar::no_length().with_style(style)));
+                bars.push((
+                    multi.add(ProgressBar::no_length().with_style(style)),
+                    String::new(),
+                ));
             }
-            bars[i].set_message(line(w, total));
+            let text = line(w, total);
+            let (bar, shown) = &mut bars[i];
+            if text != *shown {
+                bar.set_message(text.clone());
+                *shown = text;
+            }
         }
     }
 
@@ -130,7 +140,87 @@ impl Drop for Progress {
     /// Leaves the last lines on the terminal for the summary that follows.
     fn drop(&mut self) {
         if let Some((_, bars)) = &self.lines {
-            bars.iter().for_each(ProgressBar::abandon);
+            bars.iter().for_each(|(bar, _)| bar.abandon());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use golow_protocol::samples::every_body;
+
+    use super::*;
+
+    /// A terminal that counts the frames drawn on it.
+    #[derive(Debug)]
+    struct Counting(Arc<AtomicUsize>);
+
+    impl indicatif::TermLike for Counting {
+        fn width(&self) -> u16 {
+            200
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_str(&self, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn body(pick: fn(&Body) -> bool) -> Body {
+        every_body().into_iter().find(pick).expect("a sample body")
+    }
+
+    #[test]
+    fn a_reading_that_changes_no_line_draws_nothing_and_a_step_does() {
+        let frames = Arc::new(AtomicUsize::new(0));
+        let terminal = ProgressDrawTarget::term_like(Box::new(Counting(frames.clone())));
+        let mut progress = Progress::drawing_to(Some(terminal));
+        let mut feed = |body: Body| {
+            // Past the 100 ms limit, every record may redraw.
+            progress.last_redraw = None;
+            progress.on_record(&Record::new(0.0, Some("libtorch".into()), body));
+        };
+        feed(body(|b| matches!(b, Body::SessionStart(_))));
+        feed(body(|b| matches!(b, Body::WorkerStarted { .. })));
+        feed(body(|b| matches!(b, Body::Hello(_))));
+        feed(body(|b| matches!(b, Body::Step(_))));
+        let drawn = frames.load(Ordering::SeqCst);
+        assert!(drawn > 0, "the worker's line was drawn");
+        for _ in 0..10 {
+            feed(body(|b| matches!(b, Body::Process { .. })));
+        }
+        assert_eq!(
+            frames.load(Ordering::SeqCst),
+            drawn,
+            "readings redrew lines that show none of them"
+        );
+        feed(body(|b| matches!(b, Body::Step(_))));
+        assert!(
+            frames.load(Ordering::SeqCst) > drawn,
+            "a step moves the line"
+        );
     }
 }

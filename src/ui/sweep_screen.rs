@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-use super::event_loop::{self, FullScreen};
+use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
 use super::keys::{self, Command};
 use super::sweep_view::SweepView;
@@ -22,14 +22,15 @@ use crate::sweep::run::StopHandle;
 const CLOCK: Duration = Duration::from_secs(1);
 
 /// Shows a running sweep until it ends and the user quits, or the user stops it: `updates` come from the sweep
-/// (and disconnect when it ends), `stop` ends it early.
+/// (and disconnect when it ends), which rings `wakes`' bell; `stop` ends it early.
 pub fn run(
     view: SweepView,
     tracker: Tracker,
     updates: Receiver<SweepUpdate>,
     stop: Arc<StopHandle>,
+    wakes: Wakes,
 ) -> io::Result<()> {
-    event_loop::run(&mut Running {
+    let mut running = Running {
         view,
         tracker,
         updates: Some(updates),
@@ -37,13 +38,14 @@ pub fn run(
         stopping: false,
         failed: None,
         clock: Instant::now(),
-    })
+    };
+    event_loop::run(&mut running, wakes, FRAME)
 }
 
 /// Shows a recorded sweep until the user quits.
 pub fn show(mut view: SweepView, dir: &std::path::Path) -> io::Result<()> {
     view.finish(&format!("recorded sweep {}", dir.display()));
-    event_loop::run(&mut Recorded(view))
+    event_loop::run(&mut Recorded(view), Wakes::default(), FRAME)
 }
 
 struct Running {
@@ -120,6 +122,10 @@ impl FullScreen for Running {
         self.stopping = true;
         self.stop.stop();
         true
+    }
+
+    fn next_update(&self) -> Option<Instant> {
+        self.updates.as_ref().map(|_| self.clock + CLOCK)
     }
 
     /// A stopped sweep closes the view by itself once its running cell has ended.
