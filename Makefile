@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON ?= python3
 STAMP := $(VENV)/.golow-installed
 
-.PHONY: build run test monitor-alone gpu-test bench lint clean
+.PHONY: build run test monitor-alone gpu-test gpu-bundle gpu-bundle-check bench lint clean
 
 # The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
 # (LIBTORCH in .cargo/config.toml).
@@ -27,6 +27,7 @@ test: build
 	cargo test --release -p golow --features plain-render --lib --test ui_snapshots
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 	$(MAKE) --no-print-directory monitor-alone
+	$(MAKE) --no-print-directory gpu-bundle-check
 
 # The monitor alone, as someone who only replays recordings installs it: it builds with no libtorch to be found
 # (torch-sys's build would fail on this LIBTORCH), depends on no torch crate, and links no torch library and no
@@ -42,6 +43,30 @@ monitor-alone:
 # The #[ignore]d tests that need an NVIDIA GPU (tests/gpu.rs), with the CUPTI collector in every worker.
 gpu-test: build
 	cargo test --release --test gpu -- --ignored --test-threads 1
+
+# Everything a GPU machine needs and nothing else, within the 64 MiB the device carries: the binaries stripped, the
+# GPU tests built, the runner (gpu/run) as the one entry point.
+BUNDLE := gpu-bundle
+BUNDLE_LIMIT := 67108864
+gpu-bundle: build
+	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
+	strip -o $(BUNDLE)/golow target/release/golow
+	strip -o $(BUNDLE)/golow-worker target/release/golow-worker
+	strip --strip-unneeded -o $(BUNDLE)/libgolow_cupti.so target/release/libgolow_cupti.so
+	strip -o $(BUNDLE)/gpu-tests "$$(cargo test --release --test gpu --no-run --message-format=json \
+		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
+	cp gpu/run gpu/figures.py $(BUNDLE)/
+	@size=$$(du -sb $(BUNDLE) | cut -f1); echo "$(BUNDLE)/: $$size bytes (the device carries $(BUNDLE_LIMIT))"; \
+		if [ $$size -ge $(BUNDLE_LIMIT) ]; then echo "$(BUNDLE)/ is too large for the device"; exit 1; fi
+
+# The bundle's runner on this machine: a dry run that says, phase by phase, what it would measure.
+gpu-bundle-check: gpu-bundle
+	@out=$$(mktemp -d) && $(BUNDLE)/run --dry-run $$out/out \
+		&& for phase in smoke measure overhead record; do \
+			grep -q "^## $$phase: " $$out/out/report.md || { echo "the dry run's report has no $$phase phase"; exit 1; }; \
+		done \
+		&& grep -q "would run" $$out/out/report.md && test -s $$out/out/logs-and-summaries.tar.gz \
+		&& rm -rf $$out && echo "$(BUNDLE)/run --dry-run writes its report"
 
 # abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
 bench: build
