@@ -207,7 +207,7 @@ pub fn family_of(kernel: &str) -> &'static str {
         "winograd",
     ]) {
         "convolution"
-    } else if has(&["gemm", "cutlass", "cublas"]) {
+    } else if has(&["gemm", "cutlass", "cublas", "nvjet"]) {
         "GEMM"
     } else if has(&["bn_", "batch_norm", "batchnorm"]) {
         "batch norm"
@@ -401,5 +401,10 @@ mod tests {
         assert_eq!(elementwise.top_grid, Some(([512, 2, 1], 40)));
         assert_eq!(family_of("cudnn::bn_fw_tr_1C11_kernel_NCHW"), "batch norm");
         assert_eq!(family_of("mystery"), "other");
+        // cuBLAS's GEMMs on Hopper.
+        assert_eq!(
+            family_of("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN"),
+            "GEMM"
+        );
     }
 }
