@@ -83,13 +83,69 @@ impl Bell {
         Bell(Arc::new(ring))
     }
 
-    /// A bell no one hears: for a feed no view follows.
-    pub fn silent() -> Bell {
-        Bell::new(|| {})
-    }
-
     pub fn ring(&self) {
         (self.0)();
+    }
+}
+
+/// A channel to a view's thread with the view's bell. What comes as it happens is sent and rung at once; what comes
+/// often (records, steps) is sent and rung at the session's next tick, when the hub is awake anyway. Dropping the
+/// feed closes the channel and rings, so that the view hears of the end.
+pub struct Feed<T> {
+    sender: Option<mpsc::Sender<T>>,
+    bell: Bell,
+    /// Something was sent since the last ring.
+    unrung: bool,
+}
+
+impl<T> Feed<T> {
+    pub fn new(sender: mpsc::Sender<T>, bell: Bell) -> Feed<T> {
+        Feed {
+            sender: Some(sender),
+            bell,
+            unrung: false,
+        }
+    }
+
+    /// Sends `item`; the view hears of it at the next tick.
+    pub fn send_at_tick(&mut self, item: T) {
+        let sent = self.sender.as_ref().is_some_and(|s| s.send(item).is_ok());
+        self.unrung |= sent;
+    }
+
+    /// Sends `item` and rings now.
+    pub fn send_now(&mut self, item: T) {
+        if let Some(sender) = &self.sender {
+            let _ = sender.send(item);
+        }
+        self.unrung = false;
+        self.bell.ring();
+    }
+
+    /// Rings when something was sent since the last ring.
+    pub fn tick(&mut self) {
+        if std::mem::take(&mut self.unrung) {
+            self.bell.ring();
+        }
+    }
+}
+
+impl<T> Drop for Feed<T> {
+    fn drop(&mut self) {
+        drop(self.sender.take());
+        self.bell.ring();
+    }
+}
+
+/// Every record, into the live view's channel, rung once per sampling tick that brought some: a step that came
+/// between two ticks shows at most one sampling interval late.
+impl Observer for Feed<Record> {
+    fn on_record(&mut self, record: &Record) {
+        self.send_at_tick(record.clone());
+    }
+
+    fn tick(&mut self) {
+        Feed::tick(self);
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 pub use prepare::{Length, Plan, PrepareError};
 
-use crate::contracts::{Bell, Control, Observer};
+use crate::contracts::{Bell, Control, Feed, Observer};
 use crate::recording::{self, Recorder, Sink, Written, format::Header};
 use crate::state::Summary;
 
@@ -135,42 +135,10 @@ impl Session {
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
             .spawn(move || {
-                let mut forward = ToView {
-                    records,
-                    bell,
-                    unrung: false,
-                };
+                let mut forward = Feed::new(records, bell);
                 self.run(&mut forward, control_rx)
             })?;
         Ok((Running { controls, thread }, incoming))
-    }
-}
-
-/// Every record, into the channel to a view's thread. The view is rung at the hub's tick, not at every record: the
-/// hub is awake then anyway, and a step that came between two ticks shows at most one sampling interval late.
-struct ToView {
-    records: mpsc::Sender<Record>,
-    bell: Bell,
-    /// Records were sent since the last ring.
-    unrung: bool,
-}
-
-impl Observer for ToView {
-    fn on_record(&mut self, record: &Record) {
-        self.unrung |= self.records.send(record.clone()).is_ok();
-    }
-
-    fn tick(&mut self) {
-        if std::mem::take(&mut self.unrung) {
-            self.bell.ring();
-        }
-    }
-}
-
-/// The last records (the session's end among them) come after the last tick.
-impl Drop for ToView {
-    fn drop(&mut self) {
-        self.tick();
     }
 }
 

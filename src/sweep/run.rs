@@ -12,7 +12,7 @@ use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::contracts::{Bell, Control, Observer, SweepUpdate};
+use crate::contracts::{Bell, Control, Feed, Observer, SweepUpdate};
 use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
 use crate::state::WorkerStatus;
 
@@ -146,60 +146,41 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("golow-sweep".into())
         .spawn(move || {
-            let mut forward = Forward {
-                updates,
-                bell,
-                unrung: false,
-            };
+            let mut forward = Forward(Feed::new(updates, bell));
             let outcome = run(&sweep, &mut results, &mut forward, &stopper);
             if let Err(why) = &outcome {
-                forward.send(SweepUpdate::Failed(why.clone()));
+                forward.0.send_now(SweepUpdate::Failed(why.clone()));
             }
-            // The channel disconnects as the thread ends: the view hears of it at the next ring.
-            drop(forward.updates);
-            forward.bell.ring();
+            // Dropping the feed disconnects the channel and rings: the view hears that the sweep ended.
+            drop(forward);
             (outcome, results)
         })?;
     Ok((Running { stop, thread }, incoming))
 }
 
 /// Tells the sweep view what happens: cells at once, steps at the session's tick.
-struct Forward {
-    updates: mpsc::Sender<SweepUpdate>,
-    bell: Bell,
-    /// Steps were sent since the last ring.
-    unrung: bool,
-}
-
-impl Forward {
-    fn send(&mut self, update: SweepUpdate) {
-        let _ = self.updates.send(update);
-        self.unrung = false;
-        self.bell.ring();
-    }
-}
+struct Forward(Feed<SweepUpdate>);
 
 impl Observer for Forward {
     fn on_record(&mut self, record: &Record) {
         if matches!(record.body, Body::Step(_)) {
-            self.unrung |= self.updates.send(SweepUpdate::Step).is_ok();
+            self.0.send_at_tick(SweepUpdate::Step);
         }
     }
 
     fn tick(&mut self) {
-        if std::mem::take(&mut self.unrung) {
-            self.bell.ring();
-        }
+        self.0.tick();
     }
 }
 
 impl Reporter for Forward {
     fn start_cell(&mut self, cell: Cell) {
-        self.send(SweepUpdate::Started(cell));
+        self.0.send_now(SweepUpdate::Started(cell));
     }
 
     fn end_cell(&mut self, verdict: &str, results: &Results) {
-        self.send(SweepUpdate::Ended(verdict.to_string(), results.clone()));
+        self.0
+            .send_now(SweepUpdate::Ended(verdict.to_string(), results.clone()));
     }
 }
 
