@@ -97,17 +97,17 @@ impl SessionOptions {
             return Ok(());
         };
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let usable = usize::try_from(cpu).ok().filter(|&c| c < cpus);
-        let pinned =
-            usable.map(|c| crate::session::affinity::pin_monitor(c).map_err(|e| e.to_string()));
-        match pinned {
-            Some(Ok(())) => Ok(()),
-            Some(Err(why)) => Err(BadInput(format!("--monitor-cpu {cpu}: {why}"))),
-            None => Err(BadInput(format!(
-                "--monitor-cpu {cpu}: this machine has CPUs 0 to {}",
-                cpus - 1
-            ))),
-        }
+        let index = usize::try_from(cpu)
+            .ok()
+            .filter(|&c| c < cpus)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "--monitor-cpu {cpu}: this machine has CPUs 0 to {}",
+                    cpus - 1
+                ))
+            })?;
+        crate::session::affinity::pin_monitor(index)
+            .map_err(|why| BadInput(format!("--monitor-cpu {cpu}: {why}")))
     }
 
     /// The numbers: warm-up steps, sampling interval and learning rate.
