@@ -287,13 +287,39 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
     assert_eq!(out.status.code(), Some(0), "{report}{}", text(&out.stderr));
     assert!(report.contains("(torch 2.11.0"), "{report}");
     assert!(report.contains("libtorch 2.11.0"), "{report}");
-    assert!(report.contains("NVML"), "{report}");
+    // Everything a GPU run depends on is named, found or missing, with the verdict last.
+    for need in [
+        "NVIDIA driver (libcuda)",
+        "NVML (libnvidia-ml)",
+        "torch with CUDA (python)",
+        "libcupti",
+        "libtorch with CUDA (golow-worker)",
+        "cuDNN",
+        "CUPTI collector",
+    ] {
+        assert!(
+            report.contains(&format!("  ok       {need}: "))
+                || report.contains(&format!("  missing  {need}: ")),
+            "{need}: {report}"
+        );
+    }
     assert!(
-        report.contains("CUPTI collector: /") && report.contains("libgolow_cupti.so"),
+        report.contains("  ok       CUPTI collector: /") && report.contains("libgolow_cupti.so"),
         "{report}"
     );
+    assert!(
+        report.lines().count() <= 24,
+        "more than one screen: {report}"
+    );
     if !std::path::Path::new("/dev/nvidiactl").exists() {
-        assert!(report.contains("no NVIDIA GPU — NVML:"), "{report}");
+        assert!(
+            report.contains("  missing  NVML (libnvidia-ml): no NVIDIA GPU — NVML:"),
+            "{report}"
+        );
+        assert!(
+            report.contains("GPU runs: not possible here; missing NVIDIA driver (libcuda), NVML"),
+            "{report}"
+        );
     }
 }
 

@@ -1,7 +1,7 @@
 //! `golow doctor`: what golow finds on this machine, one line per component, each with the reason when
-//! something is missing.
+//! something is missing, then everything a run on a GPU depends on, found or missing, in one screen.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clap::Args;
@@ -16,39 +16,155 @@ pub struct DoctorArgs {
     python: Option<PathBuf>,
 }
 
-fn nvml_report() -> Vec<String> {
+/// One thing a run on a GPU depends on: what it found, or why it is missing.
+struct Need {
+    what: &'static str,
+    found: Result<String, String>,
+    /// Lines under it (the GPUs NVML lists).
+    details: Vec<String>,
+}
+
+impl Need {
+    fn new(what: &'static str, found: Result<String, String>) -> Need {
+        Need {
+            what,
+            found,
+            details: Vec::new(),
+        }
+    }
+}
+
+fn nvml_need() -> Need {
     let nvml = match nvml_wrapper::Nvml::init() {
         Ok(n) => n,
-        Err(e) => return vec![format!("NVML: no NVIDIA GPU — NVML: {e}")],
+        Err(e) => {
+            let found = Err(format!("no NVIDIA GPU — NVML: {e}"));
+            return Need::new("NVML (libnvidia-ml)", found);
+        }
     };
     let driver = nvml
         .sys_driver_version()
         .unwrap_or_else(|e| format!("unknown ({e})"));
     let count = nvml.device_count().unwrap_or(0);
-    let mut lines = vec![format!("NVML: driver {driver}, {count} GPU(s)")];
-    for i in 0..count {
-        let line = match nvml.device_by_index(i) {
+    let gpus = (0..count)
+        .map(|i| match nvml.device_by_index(i) {
             Ok(d) => {
                 let name = d.name().unwrap_or_else(|e| format!("unknown ({e})"));
                 let memory = d
                     .memory_info()
                     .map(|m| format!("{:.1} GiB", m.total as f64 / (1u64 << 30) as f64));
                 format!(
-                    "  GPU {i}: {name}, {}",
+                    "GPU {i}: {name}, {}",
                     memory.unwrap_or_else(|e| format!("memory unknown ({e})"))
                 )
             }
-            Err(e) => format!("  GPU {i}: {e}"),
-        };
-        lines.push(line);
+            Err(e) => format!("GPU {i}: {e}"),
+        })
+        .collect();
+    let found = Ok(format!("driver {driver}, {count} GPU(s)"));
+    Need {
+        details: gpus,
+        ..Need::new("NVML (libnvidia-ml)", found)
     }
-    lines
 }
 
-fn worker_report() -> (bool, String) {
+/// What the python's torch says of CUDA, and where the libcupti beside its CUDA libraries is.
+const TORCH_CUDA_PROBE: &str = r#"
+import glob, json, os, torch
+dirs = [os.path.join(os.path.dirname(torch.__file__), "lib")]
+try:
+    import nvidia
+    dirs += [d for root in nvidia.__path__ for d in sorted(glob.glob(os.path.join(root, "*", "lib")))]
+except ImportError:
+    pass
+cupti = sorted(p for d in dirs for p in glob.glob(os.path.join(d, "libcupti.so*")))
+print(json.dumps({"cuda": torch.version.cuda, "devices": torch.cuda.device_count(), "cupti": cupti[:1]}))
+"#;
+
+fn torch_needs(python: &Path) -> [Need; 2] {
+    let probe = Command::new(python)
+        .args(["-c", TORCH_CUDA_PROBE])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| serde_json::from_slice::<serde_json::Value>(&out.stdout).ok());
+    let Some(probe) = probe else {
+        let why = || {
+            Err(format!(
+                "python {} cannot say (see above)",
+                python.display()
+            ))
+        };
+        return [
+            Need::new("torch with CUDA (python)", why()),
+            Need::new("libcupti", why()),
+        ];
+    };
+    let torch = match (
+        probe["cuda"].as_str(),
+        probe["devices"].as_u64().unwrap_or(0),
+    ) {
+        (None, _) => Err("this torch is built without CUDA".to_string()),
+        (Some(cuda), 0) => Err(format!("CUDA {cuda} build, but it sees no device")),
+        (Some(cuda), n) => Ok(format!("CUDA {cuda}, {n} device(s)")),
+    };
+    let cupti = match std::env::var_os(golow_protocol::collector::LIBRARY_ENV) {
+        Some(path) if Path::new(&path).is_file() => Ok(format!(
+            "{} (from {})",
+            Path::new(&path).display(),
+            golow_protocol::collector::LIBRARY_ENV
+        )),
+        Some(path) => Err(format!(
+            "{} names {}, which is not a file",
+            golow_protocol::collector::LIBRARY_ENV,
+            Path::new(&path).display()
+        )),
+        None => probe["cupti"][0]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                format!(
+                    "none beside torch's CUDA libraries (install nvidia-cuda-cupti, or set {})",
+                    golow_protocol::collector::LIBRARY_ENV
+                )
+            }),
+    };
+    [
+        Need::new("torch with CUDA (python)", torch),
+        Need::new("libcupti", cupti),
+    ]
+}
+
+fn worker_needs(probe: Option<&serde_json::Value>) -> [Need; 2] {
+    let Some(probe) = probe else {
+        let why = || Err("golow-worker does not start (see above)".to_string());
+        return [
+            Need::new("libtorch with CUDA (golow-worker)", why()),
+            Need::new("cuDNN", why()),
+        ];
+    };
+    let cuda = match (
+        probe["cuda_available"].as_bool(),
+        probe["cuda_devices"].as_i64(),
+    ) {
+        (Some(true), Some(n)) => Ok(format!("{n} device(s)")),
+        _ => Err("libtorch sees no CUDA device".to_string()),
+    };
+    let cudnn = match &probe["cudnn_version"] {
+        serde_json::Value::Null => Err("not available to libtorch".to_string()),
+        version => Ok(format!("version {version}")),
+    };
+    [
+        Need::new("libtorch with CUDA (golow-worker)", cuda),
+        Need::new("cuDNN", cudnn),
+    ]
+}
+
+/// Whether the worker starts, its line, and what its probe said.
+fn worker_report() -> (bool, String, Option<serde_json::Value>) {
     let program = match programs::worker() {
         Ok(p) => p,
-        Err(e) => return (false, format!("golow-worker: {e}")),
+        Err(e) => return (false, format!("golow-worker: {e}"), None),
     };
     match Command::new(&program).arg("probe").output() {
         Ok(out) if out.status.success() => {
@@ -59,19 +175,14 @@ fn worker_report() -> (bool, String) {
                     .map(|v| v.to_string().trim_matches('"').to_string())
                     .unwrap_or_else(|| "?".into())
             };
-            (
-                true,
-                format!(
-                    "golow-worker: {} (libtorch {}, tch {}, CUDA available: {}, CUDA devices: {}, cuDNN: {}, threads: {})",
-                    program.display(),
-                    field("libtorch"),
-                    field("tch"),
-                    field("cuda_available"),
-                    field("cuda_devices"),
-                    field("cudnn_version"),
-                    field("threads"),
-                ),
-            )
+            let line = format!(
+                "golow-worker: {} (libtorch {}, tch {}, threads: {})",
+                program.display(),
+                field("libtorch"),
+                field("tch"),
+                field("threads"),
+            );
+            (true, line, Some(probe))
         }
         Ok(out) => {
             let last = crate::session::last_stderr_line(&out);
@@ -82,11 +193,13 @@ fn worker_report() -> (bool, String) {
                     program.display(),
                     out.status
                 ),
+                None,
             )
         }
         Err(e) => (
             false,
             format!("golow-worker: cannot run {}: {e}", program.display()),
+            None,
         ),
     }
 }
@@ -104,7 +217,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
             false
         }
     };
-    let (worker_ok, worker) = worker_report();
+    let (worker_ok, worker, probe) = worker_report();
     println!("{worker}");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores > 1 {
@@ -117,20 +230,42 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     } else {
         println!("CPU cores: 1");
     }
-    match crate::telemetry::cuda::device_count() {
-        Ok(n) => println!("CUDA driver: {n} device(s)"),
-        Err(e) => println!("CUDA driver: {e}"),
-    }
-    for line in nvml_report() {
-        println!("{line}");
-    }
+    let driver = match crate::telemetry::cuda::device_count() {
+        Ok(0) => Err("the driver sees no device".to_string()),
+        Ok(n) => Ok(format!("{n} device(s)")),
+        Err(e) => Err(e),
+    };
+    let nvml = nvml_need();
     // Which libcupti it loads is decided inside each worker, beside the CUDA that worker loaded.
-    match programs::collector() {
-        Ok(path) => println!(
-            "CUPTI collector: {} (injected into workers that initialise CUDA; --no-cupti turns it off)",
-            path.display()
-        ),
-        Err(e) => println!("CUPTI collector: {e}"),
+    let collector = programs::collector()
+        .map(|path| format!("{} (--no-cupti turns it off)", path.display()))
+        .map_err(|e| e.to_string());
+    let mut needs = vec![Need::new("NVIDIA driver (libcuda)", driver), nvml];
+    needs.extend(torch_needs(&python));
+    needs.extend(worker_needs(probe.as_ref()));
+    needs.push(Need::new("CUPTI collector", collector));
+    println!("A run on a GPU needs:");
+    for need in &needs {
+        match &need.found {
+            Ok(found) => println!("  ok       {}: {found}", need.what),
+            Err(why) => println!("  missing  {}: {why}", need.what),
+        }
+        for line in &need.details {
+            println!("           {line}");
+        }
+    }
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|n| n.found.is_err())
+        .map(|n| n.what)
+        .collect();
+    if missing.is_empty() {
+        println!("GPU runs: ready (--device cuda)");
+    } else {
+        println!(
+            "GPU runs: not possible here; missing {}",
+            missing.join(", ")
+        );
     }
     Ok(if python_ok && worker_ok {
         EXIT_OK
