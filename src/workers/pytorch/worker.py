@@ -176,6 +176,9 @@ def main():
         device = torch.device(cfg["device"])
         if device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"{cfg['device']} requested but torch sees no CUDA device")
+        if device.type == "cuda" and device.index is not None:
+            # CUDA events and the current stream belong to the current device, which must be the one computed on.
+            torch.cuda.set_device(device)
         torch.set_num_threads(cfg["threads"])
         events.emit(dict(type="hello", pid=os.getpid(), device=cfg["device"], config=cfg, versions=versions(device),
                          **{"impl": "pytorch"}))

@@ -3,7 +3,10 @@
 
 use std::time::Instant;
 
-use cudarc::runtime::{result::event, sys};
+use cudarc::runtime::{
+    result::{device, event},
+    sys,
+};
 
 /// Marks, in order: before the copy, after the copy (= before compute), after compute.
 pub const MARKS: usize = 3;
@@ -20,14 +23,19 @@ pub struct RegionTimes {
 }
 
 impl StepClock {
-    pub fn new(cuda: bool) -> Result<StepClock, String> {
-        if !cuda {
+    /// A clock for work on `cuda_device` (a device index), or on the host when `None`.
+    pub fn new(cuda_device: Option<usize>) -> Result<StepClock, String> {
+        let Some(index) = cuda_device else {
             return Ok(StepClock::Host([Instant::now(); MARKS]));
-        }
+        };
         // SAFETY: only asks the dynamic loader whether libcudart can be opened.
         if !unsafe { sys::is_culib_present() } {
             return Err("CUDA runtime library (libcudart) not found".to_string());
         }
+        // Events belong to the current device, and the null stream they are recorded on is that device's: both
+        // must be the device libtorch computes on.
+        let ordinal = i32::try_from(index).map_err(|_| format!("no CUDA device {index}"))?;
+        device::set(ordinal).map_err(|e| format!("cudaSetDevice({index}): {e:?}"))?;
         let mut events = [std::ptr::null_mut(); MARKS];
         for e in &mut events {
             *e = event::create(sys::cudaEventDefault)

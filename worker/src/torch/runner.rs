@@ -114,7 +114,10 @@ impl Runner<'_> {
         };
         net.set_train(train);
         let cuda = self.device.is_cuda();
-        let mut clock = StepClock::new(cuda)?;
+        let mut clock = StepClock::new(match self.device {
+            Device::Cuda(index) => Some(index),
+            _ => None,
+        })?;
         let pinned = (config.pinned && cuda).then_some(self.device);
         let batch = config.batch_size as usize;
         let mut order = Vec::new();
