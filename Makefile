@@ -49,9 +49,12 @@ gpu-test: build
 BUNDLE := gpu-bundle
 BUNDLE_LIMIT := 67108864
 gpu-bundle: build
+	@command -v patchelf >/dev/null || (apt-get update -qq && apt-get install -y -qq patchelf)
 	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
 	strip -o $(BUNDLE)/golow target/release/golow
 	strip -o $(BUNDLE)/golow-worker target/release/golow-worker
+	@# The worker's RUNPATH names this machine's venv; there, the runner's LD_LIBRARY_PATH finds torch.
+	patchelf --remove-rpath $(BUNDLE)/golow-worker
 	strip --strip-unneeded -o $(BUNDLE)/libgolow_cupti.so target/release/libgolow_cupti.so
 	strip -o $(BUNDLE)/gpu-tests "$$(cargo test --release --test gpu --no-run --message-format=json \
 		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
@@ -66,6 +69,8 @@ gpu-bundle-check: gpu-bundle
 			grep -q "^## $$phase: " $$out/out/report.md || { echo "the dry run's report has no $$phase phase"; exit 1; }; \
 		done \
 		&& grep -q "would run" $$out/out/report.md && test -s $$out/out/logs-and-summaries.tar.gz \
+		&& { ! readelf -d $(BUNDLE)/golow-worker | grep -qE 'RUNPATH|RPATH' \
+			|| { echo "the bundle's golow-worker carries a RUNPATH"; exit 1; }; } \
 		&& rm -rf $$out && echo "$(BUNDLE)/run --dry-run writes its report"
 
 # abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
