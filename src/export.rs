@@ -330,6 +330,7 @@ mod tests {
             seed: 7,
             pinned: false,
             optimiser: Optimiser::default(),
+            monotonic_origin_ns: None,
         })
     }
 

@@ -89,25 +89,8 @@ fn every_worker_is_measured_by_the_collector() {
 fn pinned_batches_are_copied_from_pinned_memory() {
     let tmp = tempfile::tempdir().unwrap();
     session(tmp.path(), "libtorch", "eval", &["--pinned"]);
-    let json = tmp.path().join("session.json");
-    let out = Command::new(golow())
-        .args(["export", "session.golow", "--format", "json", "-o"])
-        .arg(&json)
-        .current_dir(tmp.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let exported: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     let mut pinned_bytes = 0;
-    for record in exported["records"].as_array().unwrap() {
-        if record["type"] != "kernels" {
-            continue;
-        }
+    for record in exported_records(tmp.path(), "kernels") {
         for copy in record["copies"].as_array().unwrap() {
             if copy["kind"] == "host_to_device" && copy["src"] == "pinned" {
                 pinned_bytes += copy["bytes"].as_u64().unwrap();
@@ -118,5 +101,86 @@ fn pinned_batches_are_copied_from_pinned_memory() {
     assert!(
         pinned_bytes >= 40 * 32 * 3 * 224 * 224 * 4,
         "{pinned_bytes}"
+    );
+}
+
+/// The `json` export's records of one type.
+fn exported_records(tmp: &Path, kind: &str) -> Vec<serde_json::Value> {
+    let json = tmp.join("session.json");
+    let out = Command::new(golow())
+        .args(["export", "session.golow", "--format", "json", "-o"])
+        .arg(&json)
+        .current_dir(tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    exported["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == kind)
+        .cloned()
+        .collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn alternating_workers_each_show_the_gpu_share_of_their_own_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = session(tmp.path(), "pytorch,libtorch", "train", &[]);
+    // Counted over the whole schedule, each of two alternating workers would show at most half.
+    for w in workers(&s) {
+        let busy = w["gpu_breakdown"]["busy"].as_f64().unwrap();
+        assert!(busy > 0.5, "{}: busy {busy}", w["impl"]);
+    }
+    let windows = exported_records(tmp.path(), "kernels");
+    assert!(!windows.is_empty());
+    for w in &windows {
+        assert!(w["monotonic_start_ns"].is_u64(), "{w}");
+        assert_eq!(w["invalid_records"], 0, "{w}");
+        assert_eq!(w["dropped_windows"], 0, "{w}");
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_worker_stopped_by_golow_still_sends_its_last_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(golow())
+        .current_dir(tmp.path())
+        .args(["run", "--headless", "--impl", "libtorch", "--mode", "train"])
+        .args(["--model", "resnet50", "--dataset", "synthetic"])
+        .args([
+            "--resolution",
+            "224",
+            "--batch-size",
+            "32",
+            "--steps",
+            "100000",
+        ])
+        .args(["--device", "cuda", "--record", "session.golow"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(15));
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    child.wait().unwrap();
+    let last = |kind: &str| {
+        exported_records(tmp.path(), kind)
+            .iter()
+            .filter_map(|r| r["t_ms"].as_f64())
+            .fold(f64::NAN, f64::max)
+    };
+    // Windows are sent a window late, so only the collector's last flush at SIGTERM covers the final steps.
+    let (step, window) = (last("step"), last("kernels"));
+    assert!(
+        window > step,
+        "last window at {window} ms, last step at {step} ms"
     );
 }

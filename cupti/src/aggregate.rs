@@ -179,15 +179,28 @@ impl KernelEntry {
         self.count = self.count.saturating_add(1);
         self.total_ns = self.total_ns.saturating_add(duration_ns);
         self.max_ns = self.max_ns.max(duration_ns);
+        self.add_shape(launch);
+    }
+
+    fn add_shape(&mut self, launch: Shape) {
         let tracked = self.shapes.len();
         match self
             .shapes
             .iter_mut()
             .find(|s| s.grid == launch.grid && s.block == launch.block)
         {
-            Some(shape) => shape.count = shape.count.saturating_add(1),
+            Some(shape) => shape.count = shape.count.saturating_add(launch.count),
             None if tracked < MAX_SHAPES => self.shapes.push(launch),
             None => {}
+        }
+    }
+
+    fn absorb(&mut self, later: KernelEntry) {
+        self.count = self.count.saturating_add(later.count);
+        self.total_ns = self.total_ns.saturating_add(later.total_ns);
+        self.max_ns = self.max_ns.max(later.max_ns);
+        for shape in later.shapes {
+            self.add_shape(shape);
         }
     }
 
@@ -224,21 +237,97 @@ impl KernelEntry {
     }
 }
 
+/// Statistics of the activity that started in one window.
+#[derive(Debug, Default)]
+struct Tally {
+    kernels: HashMap<String, KernelEntry>,
+    other_kernels: Option<KernelEntry>,
+    copies: BTreeMap<(CopyKind, MemoryKind), CopyStats>,
+}
+
+impl Tally {
+    /// Counts a launch under its name while the tally has room for names, or under one it must keep anyway (a name
+    /// the window before it kept, so that the two still agree when merged).
+    fn kernel(
+        &mut self,
+        name: &str,
+        duration_ns: u64,
+        launch: Shape,
+        max_names: usize,
+        keep: bool,
+    ) {
+        let entry = if let Some(entry) = self.kernels.get_mut(name) {
+            entry
+        } else if keep || self.kernels.len() < max_names {
+            self.kernels.entry(name.to_owned()).or_default()
+        } else {
+            self.other_kernels.get_or_insert_with(KernelEntry::default)
+        };
+        entry.record(duration_ns, launch);
+    }
+
+    fn copy(&mut self, kind: CopyKind, src: MemoryKind, count: u64, bytes: u64, total_ns: u64) {
+        let stats = self.copies.entry((kind, src)).or_insert(CopyStats {
+            kind,
+            src,
+            count: 0,
+            bytes: 0,
+            total_ns: 0,
+        });
+        stats.count = stats.count.saturating_add(count);
+        stats.bytes = stats.bytes.saturating_add(bytes);
+        stats.total_ns = stats.total_ns.saturating_add(total_ns);
+    }
+
+    fn absorb(&mut self, later: Tally, max_names: usize) {
+        let other = later.other_kernels.map(|e| (None, e));
+        for (name, entry) in later
+            .kernels
+            .into_iter()
+            .map(|(n, e)| (Some(n), e))
+            .chain(other)
+        {
+            let into = match name {
+                Some(name)
+                    if self.kernels.contains_key(&name) || self.kernels.len() < max_names =>
+                {
+                    self.kernels.entry(name).or_default()
+                }
+                _ => self.other_kernels.get_or_insert_with(KernelEntry::default),
+            };
+            into.absorb(entry);
+        }
+        for c in later.copies.into_values() {
+            self.copy(c.kind, c.src, c.count, c.bytes, c.total_ns);
+        }
+    }
+
+    fn into_lists(self) -> (Vec<KernelStats>, Vec<CopyStats>) {
+        let other = self.other_kernels.map(|e| (OTHER_KERNELS.to_owned(), e));
+        let entries = self.kernels.into_iter().chain(other);
+        let mut kernels: Vec<KernelStats> = entries.map(|(name, e)| e.into_stats(name)).collect();
+        kernels.sort_by(|a, b| (b.total_ns, &a.name).cmp(&(a.total_ns, &b.name)));
+        (kernels, self.copies.into_values().collect())
+    }
+}
+
 /// Accumulates activity records and cuts windows.
 ///
-/// Statistics count an activity in the window open when its record arrives, which is the window it started in
-/// unless CUPTI delivers it after that window was cut; the breakdown only ever counts time inside the window.
+/// CUPTI delivers a record only once its buffer is handed back, so the collector cuts a window a window late, and
+/// records arriving before the cut that started after it are held for the next window. Statistics count an activity
+/// in the window it started in, unless CUPTI delivers it after that window was cut (then in the open one); the
+/// breakdown only ever counts time inside the window. Records without valid times are skipped and counted.
 #[derive(Debug)]
 pub struct Aggregator {
     window_ns: u64,
     max_kernel_names: usize,
     start: WindowStart,
-    kernels: HashMap<String, KernelEntry>,
-    other_kernels: Option<KernelEntry>,
-    copies: BTreeMap<(CopyKind, MemoryKind), CopyStats>,
+    open: Tally,
+    ahead: Tally,
     kernel_spans: Spans,
     copy_spans: Spans,
     dropped_records: u64,
+    invalid_records: u64,
     display_names: HashMap<String, String>,
 }
 
@@ -248,12 +337,12 @@ impl Aggregator {
             window_ns,
             max_kernel_names,
             start: WindowStart::Unknown,
-            kernels: HashMap::new(),
-            other_kernels: None,
-            copies: BTreeMap::new(),
+            open: Tally::default(),
+            ahead: Tally::default(),
             kernel_spans: Spans::default(),
             copy_spans: Spans::default(),
             dropped_records: 0,
+            invalid_records: 0,
             display_names: HashMap::new(),
         }
     }
@@ -269,9 +358,10 @@ impl Aggregator {
     }
 
     pub fn kernel(&mut self, k: KernelActivity) {
-        let Some(duration_ns) = k.end_ns.checked_sub(k.start_ns) else {
+        let Some(duration_ns) = self.valid(k.start_ns, k.end_ns) else {
             return;
         };
+        let ahead = self.next_cut().is_some_and(|cut| k.start_ns >= cut);
         let lo = self.open_at(k.start_ns);
         self.kernel_spans.insert(lo, k.end_ns);
         if self.display_names.len() >= MAX_CACHED_NAMES && !self.display_names.contains_key(&k.name)
@@ -289,36 +379,46 @@ impl Aggregator {
             shared_bytes: k.static_shared_bytes.saturating_add(k.dynamic_shared_bytes),
             count: 1,
         };
-        if let Some(entry) = self.kernels.get_mut(name.as_str()) {
-            entry.record(duration_ns, launch);
-        } else if self.kernels.len() < self.max_kernel_names {
-            self.kernels
-                .entry(name.clone())
-                .or_default()
-                .record(duration_ns, launch);
+        let max_names = self.max_kernel_names;
+        if ahead {
+            let keep = self.open.kernels.contains_key(name.as_str());
+            self.ahead
+                .kernel(name, duration_ns, launch, max_names, keep);
         } else {
-            self.other_kernels
-                .get_or_insert_with(KernelEntry::default)
-                .record(duration_ns, launch);
+            self.open
+                .kernel(name, duration_ns, launch, max_names, false);
         }
     }
 
     pub fn copy(&mut self, c: CopyActivity) {
-        let Some(duration_ns) = c.end_ns.checked_sub(c.start_ns) else {
+        let Some(duration_ns) = self.valid(c.start_ns, c.end_ns) else {
             return;
         };
+        let ahead = self.next_cut().is_some_and(|cut| c.start_ns >= cut);
         let lo = self.open_at(c.start_ns);
         self.copy_spans.insert(lo, c.end_ns);
-        let stats = self.copies.entry((c.kind, c.src)).or_insert(CopyStats {
-            kind: c.kind,
-            src: c.src,
-            count: 0,
-            bytes: 0,
-            total_ns: 0,
-        });
-        stats.count = stats.count.saturating_add(1);
-        stats.bytes = stats.bytes.saturating_add(c.bytes);
-        stats.total_ns = stats.total_ns.saturating_add(duration_ns);
+        self.tally(ahead)
+            .copy(c.kind, c.src, 1, c.bytes, duration_ns);
+    }
+
+    /// Where an activity's statistics go: the open window, or the next one when it started after the open one.
+    fn tally(&mut self, ahead: bool) -> &mut Tally {
+        if ahead {
+            &mut self.ahead
+        } else {
+            &mut self.open
+        }
+    }
+
+    /// The duration of an activity whose times CUPTI filled in; `None`, counted, for one it did not.
+    fn valid(&mut self, start_ns: u64, end_ns: u64) -> Option<u64> {
+        match end_ns.checked_sub(start_ns) {
+            Some(duration) if start_ns > 0 && duration > 0 => Some(duration),
+            _ => {
+                self.invalid_records = self.invalid_records.saturating_add(1);
+                None
+            }
+        }
     }
 
     /// CUPTI reported that `n` records were dropped (buffer full).
@@ -329,7 +429,8 @@ impl Aggregator {
     /// Closes the window [start, end) and returns its aggregate.
     ///
     /// Time after `end` of activity straddling it stays for the next window's breakdown. An `end` before the
-    /// window's start (a clock going backwards) yields an empty window rather than a negative one.
+    /// window's start (a clock going backwards) yields an empty window rather than a negative one; an `end` past
+    /// the window's length (at exit, or after the process was stopped) takes everything started so far.
     pub fn cut(&mut self, end_ns: u64) -> KernelWindow {
         let start = match self.start {
             WindowStart::Unknown => end_ns,
@@ -339,21 +440,25 @@ impl Aggregator {
         let kernel_spans = self.kernel_spans.take_before(end);
         let copy_spans = self.copy_spans.take_before(end);
         let breakdown = breakdown(end - start, &kernel_spans, &copy_spans);
-        let other = self
-            .other_kernels
-            .take()
-            .map(|e| (OTHER_KERNELS.to_owned(), e));
-        let entries = self.kernels.drain().chain(other);
-        let mut kernels: Vec<KernelStats> = entries.map(|(name, e)| e.into_stats(name)).collect();
-        kernels.sort_by(|a, b| (b.total_ns, &a.name).cmp(&(a.total_ns, &b.name)));
+        let mut tally = std::mem::take(&mut self.open);
+        if self.next_cut().is_none_or(|cut| end > cut) {
+            tally.absorb(std::mem::take(&mut self.ahead), self.max_kernel_names);
+        } else {
+            self.open = std::mem::take(&mut self.ahead);
+        }
+        let (kernels, copies) = tally.into_lists();
         self.start = WindowStart::Cut(end);
         KernelWindow {
             window_start_ns: start,
             window_end_ns: end,
             kernels,
-            copies: std::mem::take(&mut self.copies).into_values().collect(),
+            copies,
             breakdown,
             dropped_records: std::mem::take(&mut self.dropped_records),
+            invalid_records: std::mem::take(&mut self.invalid_records),
+            dropped_windows: 0,
+            monotonic_start_ns: None,
+            monotonic_end_ns: None,
         }
     }
 
@@ -370,13 +475,20 @@ impl Aggregator {
 }
 
 /// Display name: demangled (Itanium `_Z…`), without template arguments, parameter list or a leading `void `,
-/// at most 64 characters (cut with `…`).
+/// at most 64 characters (cut with `…`). PyTorch's generic elementwise kernels keep the operation they run, from
+/// their template arguments (`vectorized_elementwise_kernel (clamp_scalar)`), or ReLU, fills and adds would be one.
 pub fn display_name(raw: &str) -> String {
     let demangled = demangle(raw);
-    let name = demangled.as_deref().unwrap_or(raw).trim();
-    let name = name.strip_prefix("void ").unwrap_or(name);
-    let name = strip_arguments(name);
-    let name = name.trim();
+    let full = demangled.as_deref().unwrap_or(raw).trim();
+    let full = full.strip_prefix("void ").unwrap_or(full);
+    let mut name = strip_arguments(full).trim().to_owned();
+    if (name.ends_with("elementwise_kernel") || name.ends_with("elementwise_kernel_with_index"))
+        && let Some(operation) = full
+            .find('<')
+            .and_then(|at| elementwise_operation(&full[at..]))
+    {
+        name = format!("{name} ({operation})");
+    }
     if name.is_empty() {
         "(unnamed)".to_owned()
     } else if name.chars().count() > MAX_DISPLAY_CHARS {
@@ -385,8 +497,29 @@ pub fn display_name(raw: &str) -> String {
             .chain(std::iter::once('…'))
             .collect()
     } else {
-        name.to_owned()
+        name
     }
+}
+
+/// The operation an elementwise kernel's template arguments name: the function that launched it
+/// (`launch_clamp_scalar`, `threshold_kernel_cuda`, `…_kernel_impl`), else its functor (`FillFunctor`).
+fn elementwise_operation(arguments: &str) -> Option<&str> {
+    let words: Vec<&str> = arguments
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    // gpu_kernel_impl is the launcher every elementwise operation goes through, not an operation.
+    let launcher = words
+        .iter()
+        .filter(|w| !w.starts_with("gpu_kernel"))
+        .find_map(|w| {
+            w.strip_prefix("launch_")
+                .or_else(|| w.strip_suffix("_kernel_cuda"))
+                .or_else(|| w.strip_suffix("_kernel_impl"))
+        });
+    launcher
+        .or_else(|| words.iter().copied().find(|w| w.contains("Functor")))
+        .filter(|w| !w.is_empty())
 }
 
 fn demangle(raw: &str) -> Option<String> {
@@ -432,12 +565,18 @@ mod tests {
     use super::*;
 
     const WINDOW: u64 = 1_000;
+    /// CUPTI's clock is never 0 for a real record (0 marks a missing time), so the tests' time starts later.
+    const T0: u64 = 1_000_000;
+
+    fn at(ns: u64) -> u64 {
+        T0.saturating_add(ns)
+    }
 
     fn kernel(name: &str, start_ns: u64, end_ns: u64, stream: u32) -> KernelActivity {
         KernelActivity {
             name: name.to_owned(),
-            start_ns,
-            end_ns,
+            start_ns: at(start_ns),
+            end_ns: at(end_ns),
             grid: [1, 1, 1],
             block: [128, 1, 1],
             registers_per_thread: 32,
@@ -454,8 +593,8 @@ mod tests {
             src: MemoryKind::Pinned,
             dst: MemoryKind::Device,
             bytes: 4096,
-            start_ns,
-            end_ns,
+            start_ns: at(start_ns),
+            end_ns: at(end_ns),
             stream: 7,
             device: 0,
         }
@@ -464,14 +603,14 @@ mod tests {
     /// Cuts [0, 1000) after feeding the activity, so that fractions read as per-mille of ns.
     fn window(kernels: &[(u64, u64)], copies: &[(u64, u64)]) -> KernelWindow {
         let mut agg = Aggregator::new(WINDOW, 8);
-        agg.kernel(kernel("origin", 0, 0, 0));
+        agg.cut(at(0));
         for (i, &(start, end)) in kernels.iter().enumerate() {
             agg.kernel(kernel("k", start, end, u32::try_from(i).unwrap_or(0)));
         }
         for &(start, end) in copies {
             agg.copy(h2d(start, end));
         }
-        agg.cut(WINDOW)
+        agg.cut(at(WINDOW))
     }
 
     fn assert_breakdown(b: Breakdown, busy: f64, copy: f64) {
@@ -483,7 +622,7 @@ mod tests {
     #[test]
     fn overlapping_kernels_on_two_streams_count_once() {
         let w = window(&[(0, 100), (50, 150)], &[]);
-        assert_eq!((w.window_start_ns, w.window_end_ns), (0, WINDOW));
+        assert_eq!((w.window_start_ns, w.window_end_ns), (at(0), at(WINDOW)));
         assert_breakdown(w.breakdown, 0.15, 0.0);
         let k = w.kernels.iter().find(|k| k.name == "k").unwrap();
         assert_eq!((k.count, k.total_ns, k.max_ns), (2, 200, 100));
@@ -518,31 +657,31 @@ mod tests {
         agg.kernel(kernel("a", 0, 100, 0));
         agg.kernel(kernel("a", 900, 1_200, 0));
         agg.copy(h2d(950, 1_500));
-        let first = agg.cut(1_000);
+        let first = agg.cut(at(1_000));
         assert_breakdown(first.breakdown, 0.2, 0.0);
         assert_eq!(
             (first.kernels[0].count, first.kernels[0].total_ns),
             (2, 400)
         );
-        assert_eq!(agg.next_cut(), Some(2_000));
-        let second = agg.cut(2_000);
+        assert_eq!(agg.next_cut(), Some(at(2_000)));
+        let second = agg.cut(at(2_000));
         assert_eq!(
             (second.window_start_ns, second.window_end_ns),
-            (1_000, 2_000)
+            (at(1_000), at(2_000))
         );
         assert_breakdown(second.breakdown, 0.2, 0.3);
         assert!(second.kernels.is_empty() && second.copies.is_empty());
-        assert_breakdown(agg.cut(3_000).breakdown, 0.0, 0.0);
+        assert_breakdown(agg.cut(at(3_000)).breakdown, 0.0, 0.0);
     }
 
     #[test]
     fn late_records_count_but_only_inside_the_open_window() {
         let mut agg = Aggregator::new(WINDOW, 8);
         agg.kernel(kernel("a", 500, 600, 0));
-        assert_eq!(agg.next_cut(), Some(1_500));
-        agg.cut(1_000);
+        assert_eq!(agg.next_cut(), Some(at(1_500)));
+        agg.cut(at(1_000));
         agg.kernel(kernel("late", 800, 1_100, 0));
-        let w = agg.cut(2_000);
+        let w = agg.cut(at(2_000));
         assert_breakdown(w.breakdown, 0.1, 0.0);
         assert_eq!(
             (w.kernels[0].name.as_str(), w.kernels[0].total_ns),
@@ -568,7 +707,7 @@ mod tests {
         for x in 0..40 {
             agg.kernel(launch([100 + x, 1, 1], [32, 1, 1], 0));
         }
-        let w = agg.cut(100);
+        let w = agg.cut(at(100));
         let k = &w.kernels[0];
         assert_eq!(
             (k.grid, k.block, k.shared_bytes, k.registers_per_thread),
@@ -587,7 +726,7 @@ mod tests {
         agg.kernel(kernel("third", 0, 30, 0));
         agg.kernel(kernel("fourth", 0, 40, 0));
         agg.kernel(kernel("short", 0, 10, 0));
-        let w = agg.cut(1_000);
+        let w = agg.cut(at(1_000));
         let names: Vec<_> = w
             .kernels
             .iter()
@@ -598,7 +737,7 @@ mod tests {
             [("long", 1, 500), (OTHER_KERNELS, 2, 70), ("short", 2, 20)]
         );
         agg.kernel(kernel("third", 1_000, 1_010, 0));
-        assert_eq!(agg.cut(2_000).kernels[0].name, "third");
+        assert_eq!(agg.cut(at(2_000)).kernels[0].name, "third");
     }
 
     #[test]
@@ -606,8 +745,8 @@ mod tests {
         let mut agg = Aggregator::new(WINDOW, 8);
         agg.dropped(3);
         agg.dropped(u64::MAX);
-        assert_eq!(agg.cut(10).dropped_records, u64::MAX);
-        assert_eq!(agg.cut(20).dropped_records, 0);
+        assert_eq!(agg.cut(at(10)).dropped_records, u64::MAX);
+        assert_eq!(agg.cut(at(20)).dropped_records, 0);
     }
 
     #[test]
@@ -616,7 +755,7 @@ mod tests {
         let cases = [
             (
                 "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEENS_6detail5ArrayIPcLi1EEEEEviT0_T1_",
-                elementwise,
+                "at::native::vectorized_elementwise_kernel (FillFunctor)",
             ),
             (
                 "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnn::bn_fw_tr_1C11_args<float, float, int>)",
@@ -624,6 +763,14 @@ mod tests {
             ),
             (
                 "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&)::{lambda()#1}>(int, float)",
+                "at::native::vectorized_elementwise_kernel (clamp_scalar)",
+            ),
+            (
+                "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}>(at::TensorIteratorBase&, at::native::threshold_kernel_impl<float> const&)::{lambda(int)#1}>(int, float)",
+                "at::native::elementwise_kernel (threshold)",
+            ),
+            (
+                "void at::native::vectorized_elementwise_kernel<4>(int)",
                 elementwise,
             ),
             (
@@ -645,26 +792,105 @@ mod tests {
     }
 
     #[test]
+    fn records_without_valid_times_are_skipped_and_counted() {
+        let mut agg = Aggregator::new(WINDOW, 8);
+        let zero = KernelActivity {
+            start_ns: 0,
+            ..kernel("zero", 0, 100, 0)
+        };
+        agg.kernel(zero);
+        agg.kernel(kernel("empty", 300, 300, 0));
+        agg.copy(h2d(400, 350));
+        assert_eq!(agg.next_cut(), None);
+        agg.kernel(kernel("k", 500, 600, 0));
+        let w = agg.cut(at(1_500));
+        assert_eq!((w.window_start_ns, w.invalid_records), (at(500), 3));
+        assert_eq!(w.kernels.len(), 1);
+        assert_breakdown(w.breakdown, 0.1, 0.0);
+        assert_eq!(agg.cut(at(2_500)).invalid_records, 0);
+    }
+
+    #[test]
+    fn a_window_cut_late_leaves_what_started_after_it_to_the_next() {
+        let mut agg = Aggregator::new(WINDOW, 8);
+        agg.kernel(kernel("a", 0, 100, 0));
+        agg.kernel(kernel("b", 1_000, 1_200, 0));
+        agg.copy(h2d(1_500, 1_600));
+        let first = agg.cut(at(1_000));
+        assert_eq!(first.kernels.len(), 1);
+        assert_eq!(
+            (first.kernels[0].name.as_str(), first.copies.len()),
+            ("a", 0)
+        );
+        assert_breakdown(first.breakdown, 0.1, 0.0);
+        let second = agg.cut(at(2_000));
+        assert_eq!(second.kernels[0].name, "b");
+        assert_eq!(second.copies[0].count, 1);
+        assert_breakdown(second.breakdown, 0.2, 0.1);
+    }
+
+    #[test]
+    fn a_cut_past_the_window_takes_everything_started_before_it() {
+        let mut agg = Aggregator::new(WINDOW, 1);
+        agg.kernel(kernel("a", 0, 100, 0));
+        agg.kernel(kernel("b", 1_500, 1_600, 0));
+        agg.kernel(kernel("a", 1_700, 1_800, 0));
+        let w = agg.cut(at(2_000));
+        let counts: Vec<_> = w
+            .kernels
+            .iter()
+            .map(|k| (k.name.as_str(), k.count))
+            .collect();
+        assert_eq!(counts, [("a", 2), (OTHER_KERNELS, 1)]);
+        assert_breakdown(w.breakdown, 0.15, 0.0);
+        assert!(agg.cut(at(3_000)).kernels.is_empty());
+    }
+
+    #[test]
+    fn memsets_count_as_memory_traffic() {
+        let mut agg = Aggregator::new(WINDOW, 8);
+        agg.cut(at(0));
+        agg.kernel(kernel("k", 0, 100, 0));
+        agg.copy(CopyActivity {
+            kind: CopyKind::Memset,
+            src: MemoryKind::Device,
+            dst: MemoryKind::Device,
+            ..h2d(200, 250)
+        });
+        let w = agg.cut(at(WINDOW));
+        assert_breakdown(w.breakdown, 0.1, 0.05);
+        assert_eq!((w.copies[0].kind, w.copies[0].count), (CopyKind::Memset, 1));
+    }
+
+    #[test]
     fn garbage_never_panics() {
         let mut agg = Aggregator::new(u64::MAX, 1);
         agg.kernel(kernel("backwards", 10, 5, 0));
         agg.copy(h2d(10, 5));
-        let w = agg.cut(100);
+        let w = agg.cut(at(100));
         assert!(w.kernels.is_empty() && w.copies.is_empty());
+        assert_eq!(w.invalid_records, 2);
         assert_breakdown(w.breakdown, 0.0, 0.0);
-        agg.kernel(kernel("_Z", u64::MAX, u64::MAX, 0));
-        agg.kernel(kernel("_ZZZ<<>>((", 0, u64::MAX, 1));
-        agg.kernel(kernel("x", u64::MAX - 1, u64::MAX, 2));
+        let raw = |name: &str, start_ns, end_ns| KernelActivity {
+            start_ns,
+            end_ns,
+            ..kernel(name, 0, 0, 0)
+        };
+        agg.kernel(raw("_Z", u64::MAX, u64::MAX));
+        agg.kernel(raw("_ZZZ<<>>((", 1, u64::MAX));
+        agg.kernel(raw("x", u64::MAX - 1, u64::MAX));
         let huge = CopyActivity {
             bytes: u64::MAX,
-            ..h2d(0, u64::MAX)
+            start_ns: 1,
+            end_ns: u64::MAX,
+            ..h2d(0, 0)
         };
         agg.copy(huge.clone());
         agg.copy(huge);
         assert_eq!(agg.next_cut(), Some(u64::MAX));
         let w = agg.cut(50);
-        assert_eq!((w.window_start_ns, w.window_end_ns), (100, 100));
-        assert_eq!(w.copies[0].bytes, u64::MAX);
+        assert_eq!((w.window_start_ns, w.window_end_ns), (at(100), at(100)));
+        assert_eq!((w.copies[0].bytes, w.invalid_records), (u64::MAX, 1));
         let w = agg.cut(u64::MAX);
         assert_breakdown(w.breakdown, 1.0, 0.0);
         agg.cut(0);
@@ -689,7 +915,7 @@ mod tests {
     fn window_serialises_in_snake_case() {
         let mut agg = Aggregator::new(WINDOW, 8);
         agg.copy(h2d(0, 10));
-        let w = agg.cut(10);
+        let w = agg.cut(at(10));
         let json = serde_json::to_string(&w).unwrap();
         assert!(
             json.contains(r#""kind":"host_to_device","src":"pinned""#),

@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 pub const SUCCESS: u32 = 0;
 pub const KIND_MEMCPY: u32 = 1;
+pub const KIND_MEMSET: u32 = 2;
 pub const KIND_CONCURRENT_KERNEL: u32 = 10;
+/// `cuptiActivityFlushAll`'s flags: hand back the buffers whose records are all complete, or every buffer (at the
+/// end only: CUPTI stops reading a buffer at its first incomplete record, so the records after it are lost).
+pub const FLUSH_COMPLETED: u32 = 0;
 pub const FLUSH_FORCED: u32 = 1;
 
 pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -136,12 +140,10 @@ impl Api {
         unsafe { (self.disable)(kind) };
     }
 
-    /// Hands every buffer holding records back through the completion callback, the partly filled ones too.
-    pub fn flush(&self) -> Result<(), Failure> {
+    /// Hands buffers holding records back through the completion callback, the partly filled ones too.
+    pub fn flush(&self, flag: u32) -> Result<(), Failure> {
         // SAFETY: plain call with a flag.
-        self.check("cuptiActivityFlushAll", unsafe {
-            (self.flush_all)(FLUSH_FORCED)
-        })
+        self.check("cuptiActivityFlushAll", unsafe { (self.flush_all)(flag) })
     }
 
     /// CUPTI's clock, the one activity records are stamped with.

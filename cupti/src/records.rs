@@ -1,11 +1,11 @@
 //! Reading CUPTI activity records. CUPTI hands out the newest version of each record its release knows
-//! (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy5` for CUDA 13); each version only appends fields, so the
+//! (`CUpti_ActivityKernel10`, `CUpti_ActivityMemcpy5`, `CUpti_ActivityMemset4` for CUDA 13); each version only appends fields, so the
 //! collector reads the leading fields that every version since CUDA 11 shares, and never the whole struct.
 
 use std::ffi::{CStr, c_char};
 
 use crate::aggregate::{CopyActivity, KernelActivity};
-use crate::api::{KIND_CONCURRENT_KERNEL, KIND_MEMCPY};
+use crate::api::{KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET};
 use golow_protocol::collector::{CopyKind, MemoryKind};
 
 /// The leading fields of `CUpti_ActivityKernel4` and every later version.
@@ -44,6 +44,22 @@ struct CopyPrefix {
     device_id: u32,
     _context_id: u32,
     stream_id: u32,
+}
+
+/// The leading fields of `CUpti_ActivityMemset` and every later version.
+#[repr(C)]
+struct MemsetPrefix {
+    _kind: u32,
+    _value: u32,
+    bytes: u64,
+    start: u64,
+    end: u64,
+    device_id: u32,
+    _context_id: u32,
+    stream_id: u32,
+    _correlation_id: u32,
+    _flags: u16,
+    memory_kind: u16,
 }
 
 pub enum Activity {
@@ -98,6 +114,21 @@ pub unsafe fn decode(record: *const u8) -> Option<Activity> {
                 device: c.device_id,
             }))
         }
+        KIND_MEMSET => {
+            // SAFETY: a memset record is at least as long as the prefix every version shares.
+            let m = unsafe { record.cast::<MemsetPrefix>().read_unaligned() };
+            let memory = memory_kind(u8::try_from(m.memory_kind).unwrap_or(u8::MAX));
+            Some(Activity::Copy(CopyActivity {
+                kind: CopyKind::Memset,
+                src: memory,
+                dst: memory,
+                bytes: m.bytes,
+                start_ns: m.start,
+                end_ns: m.end,
+                stream: m.stream_id,
+                device: m.device_id,
+            }))
+        }
         _ => None,
     }
 }
@@ -127,7 +158,9 @@ mod tests {
     use std::mem::{MaybeUninit, offset_of};
     use std::ptr::addr_of_mut;
 
-    use cudarc::cupti::sys::{CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy5};
+    use cudarc::cupti::sys::{
+        CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy5, CUpti_ActivityMemset4,
+    };
 
     use super::*;
 
@@ -169,6 +202,19 @@ mod tests {
             offset_of!(CopyPrefix, stream_id),
             offset_of!(CUpti_ActivityMemcpy5, streamId)
         );
+        assert_eq!(
+            offset_of!(MemsetPrefix, end),
+            offset_of!(CUpti_ActivityMemset4, end)
+        );
+        assert_eq!(
+            offset_of!(MemsetPrefix, stream_id),
+            offset_of!(CUpti_ActivityMemset4, streamId)
+        );
+        assert_eq!(
+            offset_of!(MemsetPrefix, memory_kind),
+            offset_of!(CUpti_ActivityMemset4, memoryKind)
+        );
+        assert!(size_of::<MemsetPrefix>() <= size_of::<CUpti_ActivityMemset4>());
         assert!(size_of::<KernelPrefix>() <= size_of::<CUpti_ActivityKernel10>());
         assert!(size_of::<CopyPrefix>() <= size_of::<CUpti_ActivityMemcpy5>());
     }
@@ -251,10 +297,35 @@ mod tests {
     }
 
     #[test]
+    fn a_device_memset_decodes_as_memory_traffic() {
+        let mut raw = MaybeUninit::<CUpti_ActivityMemset4>::zeroed();
+        let p = raw.as_mut_ptr();
+        // SAFETY: writing fields of a zeroed record through raw pointers; zero is a valid value of every field.
+        let record = unsafe {
+            addr_of_mut!((*p).kind).write(CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET);
+            addr_of_mut!((*p).bytes).write(4 << 20);
+            addr_of_mut!((*p).start).write(2_000);
+            addr_of_mut!((*p).end).write(2_600);
+            addr_of_mut!((*p).streamId).write(7);
+            addr_of_mut!((*p).memoryKind).write(3);
+            raw.assume_init()
+        };
+        // SAFETY: a whole record of the newest layout.
+        let Some(Activity::Copy(m)) = (unsafe { decode((&raw const record).cast()) }) else {
+            panic!("not decoded as memory traffic");
+        };
+        assert_eq!((m.kind, m.dst), (CopyKind::Memset, MemoryKind::Device));
+        assert_eq!(
+            (m.bytes, m.start_ns, m.end_ns, m.stream),
+            (4 << 20, 2_000, 2_600, 7)
+        );
+    }
+
+    #[test]
     fn other_kinds_and_odd_values_are_harmless() {
-        let memset = [2u32, 0, 0, 0, 0, 0, 0, 0];
-        // SAFETY: a record-sized buffer whose kind is MEMSET.
-        assert!(unsafe { decode(memset.as_ptr().cast()) }.is_none());
+        let overhead = [17u32, 0, 0, 0, 0, 0, 0, 0];
+        // SAFETY: a record-sized buffer whose kind is OVERHEAD.
+        assert!(unsafe { decode(overhead.as_ptr().cast()) }.is_none());
         assert_eq!(copy_kind(200), CopyKind::Other);
         assert_eq!(memory_kind(0), MemoryKind::Other);
     }

@@ -10,10 +10,30 @@ pub const INJECTION_ENV: &str = "CUDA_INJECTION64_PATH";
 pub const FD_ENV: &str = "GOLOW_CUPTI_FD";
 /// Window length in milliseconds (default 1000).
 pub const WINDOW_ENV: &str = "GOLOW_CUPTI_WINDOW_MS";
+/// The inode of the socket at `FD_ENV`: a descendant that inherited the variables but reuses the descriptor for
+/// something else (torchrun's TCPStore, say) must not be written to.
+pub const INODE_ENV: &str = "GOLOW_CUPTI_INODE";
 /// A libcupti to load instead of searching for one.
 pub const LIBRARY_ENV: &str = "GOLOW_CUPTI_LIB";
 /// The largest message the collector sends; the monitor reads messages into a buffer this large.
 pub const MAX_MESSAGE_BYTES: usize = 192 * 1024;
+
+/// The host's CLOCK_MONOTONIC in nanoseconds: the clock the monitor's `Instant` reads on Linux and the collector
+/// places its windows on.
+pub fn monotonic_now_ns() -> Option<u64> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+        return None;
+    }
+    u64::try_from(now.tv_sec)
+        .ok()?
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::try_from(now.tv_nsec).ok()?)
+}
 
 /// One message from the collector.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +58,8 @@ pub enum CopyKind {
     HostToDevice,
     DeviceToHost,
     DeviceToDevice,
+    /// A memset on the device: memory traffic without a source, which HTA counts with the copies.
+    Memset,
     Other,
 }
 
@@ -61,6 +83,18 @@ pub struct KernelWindow {
     pub copies: Vec<CopyStats>,
     pub breakdown: Breakdown,
     pub dropped_records: u64,
+    /// Records CUPTI completed without valid times (start 0, or an end not after the start), skipped.
+    #[serde(default)]
+    pub invalid_records: u64,
+    /// Windows before this one that could not be sent (the socket refused them), lost.
+    #[serde(default)]
+    pub dropped_windows: u64,
+    /// The window's bounds on the host's CLOCK_MONOTONIC, which the monitor stamps its records with, so that a
+    /// window can be set against the steps and turns it overlaps. Absent in recordings made before golow sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monotonic_start_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monotonic_end_ns: Option<u64>,
 }
 
 /// Kernels sharing a display name, aggregated over one window.

@@ -165,6 +165,10 @@ pub struct SessionConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// The session's time 0 on the host's CLOCK_MONOTONIC, set by the monitor as it starts the clock its records
+    /// are stamped with; it places the collector's windows among the steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monotonic_origin_ns: Option<u64>,
 }
 
 /// Reads a worker's configuration file; a worker's only input besides the data cache and weights.

@@ -182,6 +182,11 @@ pub enum Body {
         rx_bytes_per_s: Option<u64>,
         tx_bytes_per_s: Option<u64>,
     },
+    /// NVML's per-process readings cannot be attributed to the workers (inside a PID namespace it reports the
+    /// host's process IDs); device readings go on.
+    GpuProcessesUnavailable {
+        reason: String,
+    },
     /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
     /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample).
     GpuProcess {

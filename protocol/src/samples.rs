@@ -61,6 +61,7 @@ pub fn every_body() -> Vec<Body> {
             seed: 1,
             pinned: true,
             optimiser: Optimiser::default(),
+            monotonic_origin_ns: Some(5_000_000_000),
         }),
         Body::WorkerStarted {
             pid: 42,
@@ -120,6 +121,9 @@ pub fn every_body() -> Vec<Body> {
             power_watts: Some(512.25),
             sm_clock_mhz: None,
         },
+        Body::GpuProcessesUnavailable {
+            reason: "NVML reports the host's process IDs".into(),
+        },
         Body::GpuProcess {
             pid: 42,
             index: 0,
@@ -155,6 +159,10 @@ pub fn every_body() -> Vec<Body> {
                 idle: 0.09375,
             },
             dropped_records: 0,
+            invalid_records: 3,
+            dropped_windows: 1,
+            monotonic_start_ns: Some(5_000_001_000),
+            monotonic_end_ns: Some(6_000_001_000),
         }),
         Body::Collector(CollectorStatus {
             active: false,

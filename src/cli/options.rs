@@ -198,6 +198,7 @@ impl SessionOptions {
                 lr: self.lr,
                 ..Optimiser::default()
             },
+            monotonic_origin_ns: None,
         };
         Ok(Plan {
             impls: workload.impls,

@@ -26,6 +26,7 @@ fn config() -> SessionConfig {
         seed: 0,
         pinned: false,
         optimiser: Optimiser::default(),
+        monotonic_origin_ns: None,
     }
 }
 

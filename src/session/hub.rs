@@ -55,7 +55,7 @@ pub fn run_blocking(
 
 /// Runs the workers to their end (or until the user stops them) and returns the final state.
 async fn run(
-    session: SessionConfig,
+    mut session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
     interval: Duration,
     mut ticks: Ticker,
@@ -63,8 +63,10 @@ async fn run(
     mut controls: mpsc::UnboundedReceiver<Control>,
 ) -> State {
     let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
+    let start = Instant::now();
+    session.monotonic_origin_ns = golow_protocol::collector::monotonic_now_ns();
     let mut hub = Hub {
-        start: Instant::now(),
+        start,
         state: State::default(),
         names,
         observer,

@@ -125,9 +125,10 @@ pub fn spawn(
     } else {
         cmd.env_remove(CONTROL_FD_ENV);
     }
-    if let Some((library, _)) = &collector {
+    if let Some((library, (_, socket))) = &collector {
         cmd.env(collector::INJECTION_ENV, library)
-            .env(collector::FD_ENV, COLLECTOR_FD.to_string());
+            .env(collector::FD_ENV, COLLECTOR_FD.to_string())
+            .env(collector::INODE_ENV, cupti::inode(socket)?.to_string());
     }
     // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl, sched_setaffinity) run.
     unsafe {

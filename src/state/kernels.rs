@@ -9,6 +9,8 @@ use golow_protocol::event::{Breakdown, CollectorStatus, CopyKind, KernelWindow, 
 pub const MAX_KERNEL_NAMES: usize = 256;
 /// Distinct grids kept per kernel.
 const MAX_GRIDS: usize = 16;
+/// Measured steps remembered for placing windows: windows arrive within seconds of their steps.
+const MAX_STEP_SPANS: usize = 4096;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KernelTotals {
@@ -87,27 +89,75 @@ pub struct GpuActivity {
     pub kernels: BTreeMap<String, KernelTotals>,
     pub copies: BTreeMap<(CopyKind, MemoryKind), CopyTotals>,
     pub dropped_records: u64,
+    /// Records the collector skipped for want of valid times, and windows it could not send.
+    pub invalid_records: u64,
+    pub dropped_windows: u64,
     pub windows: u64,
+    /// The worker's measured steps as (start, end) in session seconds, oldest first.
+    steps: std::collections::VecDeque<(f64, f64)>,
     busy_ns: f64,
     copy_ns: f64,
     window_ns: f64,
 }
 
 impl GpuActivity {
-    /// Folds a window that arrived when the worker had run `steps_so_far` steps.
-    pub fn apply(&mut self, window: &KernelWindow, steps_so_far: u64) {
+    /// Notes a measured step that ended at `end_s` (session seconds) after `duration_s`.
+    pub fn stepped(&mut self, end_s: f64, duration_s: f64) {
+        if !(end_s.is_finite() && duration_s.is_finite() && duration_s > 0.0) {
+            return;
+        }
+        if self.steps.len() >= MAX_STEP_SPANS {
+            self.steps.pop_front();
+        }
+        self.steps.push_back((end_s - duration_s, end_s));
+    }
+
+    /// Seconds of measured steps inside [from, to), forgetting the steps that ended before `from`.
+    fn stepping_between(&mut self, from: f64, to: f64) -> f64 {
+        while self.steps.front().is_some_and(|&(_, end)| end < from) {
+            self.steps.pop_front();
+        }
+        self.steps
+            .iter()
+            .map(|&(start, end)| (end.min(to) - start.max(from)).max(0.0))
+            .sum()
+    }
+
+    /// Folds a window that arrived when the worker had run `steps_so_far` steps. With the session's origin on the
+    /// host's monotonic clock (`origin_ns`) and the window placed on it, the breakdown counts only the window's
+    /// time inside measured steps, so that neither start-up nor other workers' turns read as idle time.
+    pub fn apply(&mut self, window: &KernelWindow, steps_so_far: u64, origin_ns: Option<u64>) {
         self.windows += 1;
         self.per_step.add(window, steps_so_far);
         self.dropped_records = self.dropped_records.saturating_add(window.dropped_records);
+        self.invalid_records = self.invalid_records.saturating_add(window.invalid_records);
+        self.dropped_windows = self.dropped_windows.saturating_add(window.dropped_windows);
         let len = window.window_end_ns.saturating_sub(window.window_start_ns) as f64;
         let b = &window.breakdown;
         if [b.busy, b.copy]
             .iter()
             .all(|f| f.is_finite() && (0.0..=1.0).contains(f))
         {
-            self.busy_ns += b.busy * len;
-            self.copy_ns += b.copy * len;
-            self.window_ns += len;
+            let (busy, copy) = (b.busy * len, b.copy * len);
+            match (
+                origin_ns,
+                window.monotonic_start_ns,
+                window.monotonic_end_ns,
+            ) {
+                (Some(origin), Some(start), Some(end)) => {
+                    let seconds = |t: u64| (t as f64 - origin as f64) / 1e9;
+                    let held = (self.stepping_between(seconds(start), seconds(end)) * 1e9).min(len);
+                    let busy = busy.min(held);
+                    self.busy_ns += busy;
+                    self.copy_ns += copy.min(held - busy);
+                    self.window_ns += held;
+                }
+                _ => {
+                    self.busy_ns += busy;
+                    self.copy_ns += copy;
+                    self.window_ns += len;
+                }
+            }
         }
         for k in &window.kernels {
             if !self.kernels.contains_key(&k.name) && self.kernels.len() >= MAX_KERNEL_NAMES {
@@ -303,6 +353,10 @@ mod tests {
                 idle: 0.95 - busy,
             },
             dropped_records: 3,
+            invalid_records: 1,
+            dropped_windows: 0,
+            monotonic_start_ns: None,
+            monotonic_end_ns: None,
         }
     }
 
@@ -320,10 +374,12 @@ mod tests {
                 0.8,
             ),
             0,
+            None,
         );
         a.apply(
             &window(1_000_000_000, &[("relu", 30, 15_000, [512, 2, 1])], 0.4),
             0,
+            None,
         );
         let relu = &a.kernels["relu"];
         assert_eq!((relu.count, relu.total_ns), (40, 20_000));
@@ -339,7 +395,54 @@ mod tests {
             a.copies[&(CopyKind::HostToDevice, MemoryKind::Pinned)].bytes,
             2 << 20
         );
-        assert_eq!(a.dropped_records, 6);
+        assert_eq!((a.dropped_records, a.invalid_records), (6, 2));
+    }
+
+    /// A window placed at `[from_s, from_s + 1)` session seconds, for a session whose origin is 10 s.
+    fn placed(from_s: u64, busy: f64) -> (KernelWindow, Option<u64>) {
+        let origin = 10_000_000_000;
+        let mut w = window(0, &[("gemm", 10, 1_000, [8, 8, 1])], busy);
+        w.monotonic_start_ns = Some(origin + from_s * 1_000_000_000);
+        w.monotonic_end_ns = Some(origin + (from_s + 1) * 1_000_000_000);
+        (w, Some(origin))
+    }
+
+    #[test]
+    fn the_breakdown_counts_only_time_inside_measured_steps() {
+        let mut a = GpuActivity::default();
+        // Start-up: a window without a measured step does not count.
+        let (startup, origin) = placed(0, 0.9);
+        a.apply(&startup, 0, origin);
+        assert_eq!(a.breakdown(), None);
+        // Alternating with two others, the worker held a third of the next window, and its GPU was busy for 0.25 s.
+        a.stepped(1.2, 0.1);
+        a.stepped(1.3, 0.1);
+        a.stepped(1.5, 0.133_333_333_333_333_33);
+        let (turn, origin) = placed(1, 0.25);
+        a.apply(&turn, 5, origin);
+        let b = a.breakdown().unwrap();
+        assert!((b.busy - 0.75).abs() < 1e-6, "{b:?}");
+        assert!((b.copy - 0.05 / (1.0 / 3.0)).abs() < 1e-6, "{b:?}");
+        // Steps before a window are forgotten once a later window is placed.
+        a.stepped(2.5, 0.5);
+        let (next, origin) = placed(2, 0.5);
+        a.apply(&next, 7, origin);
+        assert_eq!(a.steps.len(), 1);
+        // Without a placement (older recordings) the whole window counts.
+        let mut old = GpuActivity::default();
+        old.apply(&startup, 0, None);
+        assert!((old.breakdown().unwrap().busy - 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn remembered_steps_stay_bounded() {
+        let mut a = GpuActivity::default();
+        for i in 0..(MAX_STEP_SPANS + 10) {
+            a.stepped(i as f64, 0.5);
+        }
+        a.stepped(f64::NAN, 1.0);
+        a.stepped(1.0, -1.0);
+        assert_eq!(a.steps.len(), MAX_STEP_SPANS);
     }
 
     #[test]
@@ -347,7 +450,11 @@ mod tests {
         let mut a = GpuActivity::default();
         for i in 0..(MAX_KERNEL_NAMES as u64 + 50) {
             let name = format!("k{i}");
-            a.apply(&window(i, &[(&name, 1, u64::MAX, [1, 1, 1])], f64::NAN), 0);
+            a.apply(
+                &window(i, &[(&name, 1, u64::MAX, [1, 1, 1])], f64::NAN),
+                0,
+                None,
+            );
         }
         assert_eq!(a.kernels.len(), MAX_KERNEL_NAMES);
         assert_eq!(a.breakdown(), None);
@@ -357,11 +464,11 @@ mod tests {
     fn per_step_figures_skip_start_up_and_the_window_of_the_first_step() {
         let mut a = GpuActivity::default();
         let launches = |n| window(0, &[("relu", n, 1_000, [1, 1, 1])], 0.5);
-        a.apply(&launches(999), 0);
-        a.apply(&launches(999), 3);
+        a.apply(&launches(999), 0, None);
+        a.apply(&launches(999), 3, None);
         assert_eq!(a.per_step.kernel_launches(), None);
-        a.apply(&launches(40), 7);
-        a.apply(&launches(60), 13);
+        a.apply(&launches(40), 7, None);
+        a.apply(&launches(60), 13, None);
         // 100 launches over the 10 steps run since the window of step 3; each window copied 1 MiB.
         assert_eq!(a.per_step.kernel_launches(), Some(10.0));
         assert_eq!(a.per_step.h2d_bytes(), Some(f64::from(2 << 20) / 10.0));
@@ -392,6 +499,7 @@ mod tests {
                 0.5,
             ),
             0,
+            None,
         );
         let families = a.families();
         let names: Vec<&str> = families.iter().map(|f| f.name).collect();

@@ -96,6 +96,8 @@ impl GpuDeviceState {
 pub struct GpuState {
     /// Why NVML cannot be used here, when it cannot.
     pub unavailable: Option<String>,
+    /// Why per-process readings (memory, SM share per worker) are missing though the devices are read.
+    pub processes_unavailable: Option<String>,
     pub devices: Vec<GpuDeviceState>,
 }
 
@@ -215,6 +217,7 @@ impl WorkerState {
             if timed.is_finite() && timed > 0.0 {
                 self.timed_ms += timed;
             }
+            self.gpu_activity.stepped(t, timed / 1e3);
         }
         self.last_step = Some(step.clone());
     }
@@ -229,6 +232,7 @@ impl WorkerState {
         if let Some(ms) = step.interval_ms {
             self.step_time.record_ms(ms);
             self.series.step_ms.push(t, ms);
+            self.gpu_activity.stepped(t, ms / 1e3);
         }
     }
 
@@ -315,6 +319,9 @@ impl State {
             }
             Body::SessionEnd => self.ended = true,
             Body::GpuUnavailable { reason } => self.gpu.unavailable = Some(reason.clone()),
+            Body::GpuProcessesUnavailable { reason } => {
+                self.gpu.processes_unavailable = Some(reason.clone());
+            }
             Body::GpuInfo {
                 index,
                 name,
@@ -366,8 +373,9 @@ impl State {
             body => {
                 let Some(name) = &record.worker else { return };
                 let warmup = self.session.as_ref().map_or(0, |s| s.warmup);
+                let origin_ns = self.session.as_ref().and_then(|s| s.monotonic_origin_ns);
                 if let Some(worker) = self.worker_mut(name) {
-                    apply_worker_event(worker, t, body, warmup);
+                    apply_worker_event(worker, t, body, warmup, origin_ns);
                 }
             }
         }
@@ -394,7 +402,13 @@ fn push_some(series: &mut Series, t: f64, value: Option<f64>) {
     }
 }
 
-fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64) {
+fn apply_worker_event(
+    worker: &mut WorkerState,
+    t: f64,
+    body: &Body,
+    warmup: u64,
+    origin_ns: Option<u64>,
+) {
     match body {
         Body::WorkerStarted { pid, .. } => worker.pid = Some(*pid),
         Body::Hello(hello) => {
@@ -449,7 +463,7 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
                 worker.gpu_sm_readings.add(f64::from(*sm));
             }
         }
-        Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps),
+        Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps, origin_ns),
         Body::Collector(status) => worker.gpu_activity.collector = Some(status.clone()),
         Body::WorkerExited {
             exit_code,
@@ -467,6 +481,7 @@ fn apply_worker_event(worker: &mut WorkerState, t: f64, body: &Body, warmup: u64
         | Body::SessionStart(_)
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }
+        | Body::GpuProcessesUnavailable { .. }
         | Body::GpuInfo { .. }
         | Body::GpuDevice { .. }
         | Body::GpuPcie { .. } => {}
@@ -582,22 +597,62 @@ mod tests {
         assert_eq!(w.gpu_breakdown, None);
     }
 
+    fn kernel_window(busy: f64, monotonic_start_ns: Option<u64>) -> Body {
+        Body::Kernels(golow_protocol::event::KernelWindow {
+            window_start_ns: 0,
+            window_end_ns: 1_000_000_000,
+            kernels: Vec::new(),
+            copies: Vec::new(),
+            breakdown: golow_protocol::event::Breakdown {
+                busy,
+                copy: 0.1,
+                idle: 0.9 - busy,
+            },
+            dropped_records: 0,
+            invalid_records: 0,
+            dropped_windows: 0,
+            monotonic_start_ns,
+            monotonic_end_ns: monotonic_start_ns.map(|s| s + 1_000_000_000),
+        })
+    }
+
+    #[test]
+    fn a_placed_window_counts_the_time_of_the_steps_the_session_measured() {
+        let origin = 7_000_000_000;
+        let session = golow_protocol::samples::every_body()
+            .into_iter()
+            .find_map(|b| match b {
+                Body::SessionStart(config) => Some(config),
+                _ => None,
+            })
+            .unwrap();
+        let session = SessionConfig {
+            workers: vec!["libtorch".into()],
+            warmup: 1,
+            monotonic_origin_ns: Some(origin),
+            ..session
+        };
+        let mut state = State::default();
+        let at = |t_ms: f64, body: Body| Record::new(t_ms, Some("libtorch".into()), body);
+        state.apply(&Record::new(0.0, None, Body::SessionStart(session)));
+        // A warm-up step, then two measured steps of 1 ms copy + 99 ms compute in [2.0, 2.2) s.
+        state.apply(&at(1_900.0, step(0, 99.0, true)));
+        state.apply(&at(2_100.0, step(1, 99.0, false)));
+        state.apply(&at(2_200.0, step(2, 99.0, false)));
+        state.apply(&at(
+            3_500.0,
+            kernel_window(0.1, Some(origin + 2_000_000_000)),
+        ));
+        let b = state.workers[0].gpu_activity.breakdown().unwrap();
+        assert!(
+            (b.busy - 0.5).abs() < 1e-6 && (b.copy - 0.5).abs() < 1e-6,
+            "{b:?}"
+        );
+    }
+
     #[test]
     fn kernel_windows_give_the_summary_its_gpu_breakdown() {
-        let window = |busy: f64| {
-            Body::Kernels(golow_protocol::event::KernelWindow {
-                window_start_ns: 0,
-                window_end_ns: 1_000_000_000,
-                kernels: Vec::new(),
-                copies: Vec::new(),
-                breakdown: golow_protocol::event::Breakdown {
-                    busy,
-                    copy: 0.1,
-                    idle: 0.9 - busy,
-                },
-                dropped_records: 0,
-            })
-        };
+        let window = |busy: f64| kernel_window(busy, None);
         let state = fold("libtorch", vec![window(0.5), window(0.7)]);
         let b = Summary::from_state(&state).workers[0]
             .gpu_breakdown

@@ -28,6 +28,12 @@ pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The socket's inode, which the collector checks its descriptor against.
+pub fn inode(socket: &OwnedFd) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(std::fs::File::from(socket.try_clone()?).metadata()?.ino())
+}
+
 /// One collector message as an event; what is not a message is a protocol error, never a crash.
 pub fn body_of(message: &[u8]) -> Body {
     match serde_json::from_slice::<Message>(message) {

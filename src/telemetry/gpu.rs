@@ -166,6 +166,73 @@ impl GpuSource for NvmlSource {
     }
 }
 
+/// How processes NVML lists are told apart from ours. Inside a PID namespace NVML reports the host's PIDs, which
+/// match none of the workers'.
+pub struct Attribution {
+    /// Our PIDs are not the ones NVML reports (`NSpid` in /proc/self/status names more than one namespace).
+    pub nested: bool,
+    /// Whether a PID names a process we can see.
+    pub visible: fn(u32) -> bool,
+    /// The session has been told that per-process readings are unavailable.
+    pub said_unavailable: bool,
+}
+
+impl Attribution {
+    pub fn of_this_process() -> Attribution {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        Attribution {
+            nested: in_nested_pid_namespace(&status),
+            visible: |pid| std::path::Path::new("/proc").join(pid.to_string()).exists(),
+            said_unavailable: false,
+        }
+    }
+
+    /// Each worker's processes among `processes`; `None` when they cannot be told apart. Where PIDs are foreign,
+    /// the one case that cannot be wrong is paired: one worker without a match, one process we cannot see.
+    fn attribute<'a>(
+        &self,
+        processes: &'a [ProcessReading],
+        workers: &HashMap<usize, Vec<u32>>,
+    ) -> Option<Vec<(usize, Vec<&'a ProcessReading>)>> {
+        let mut found: Vec<(usize, Vec<&ProcessReading>)> = workers
+            .iter()
+            .map(|(&worker, pids)| {
+                let mine = if self.nested {
+                    Vec::new()
+                } else {
+                    processes.iter().filter(|p| pids.contains(&p.pid)).collect()
+                };
+                (worker, mine)
+            })
+            .collect();
+        let foreign: Vec<&ProcessReading> = processes
+            .iter()
+            .filter(|p| self.nested || !(self.visible)(p.pid))
+            .collect();
+        let unmatched: Vec<usize> = (0..found.len())
+            .filter(|&i| found[i].1.is_empty())
+            .collect();
+        if foreign.is_empty() || unmatched.is_empty() {
+            return Some(found);
+        }
+        match (unmatched.as_slice(), foreign.as_slice()) {
+            ([worker], [process]) => {
+                found[*worker].1.push(process);
+                Some(found)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether `/proc/self/status` (given) places this process in a PID namespace below the one its procfs shows.
+fn in_nested_pid_namespace(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .is_some_and(|pids| pids.split_whitespace().count() > 1)
+}
+
 /// One sampling pass: a reading per device, and one per watched worker that uses a device (its own
 /// process or any descendant). Returns the newest NVML sample timestamp seen per device.
 pub fn sample_once(
@@ -173,6 +240,7 @@ pub fn sample_once(
     devices: &[GpuInfo],
     workers: &HashMap<usize, Vec<u32>>,
     since: &mut HashMap<u32, u64>,
+    attribution: &mut Attribution,
     send: &dyn Fn(Option<usize>, Body),
 ) {
     for device in devices {
@@ -191,9 +259,21 @@ pub fn sample_once(
         if let Some(newest) = processes.iter().filter_map(|p| p.last_seen_us).max() {
             since.insert(device.index, newest);
         }
-        for (&worker, pids) in workers {
-            let mine: Vec<&ProcessReading> =
-                processes.iter().filter(|p| pids.contains(&p.pid)).collect();
+        let Some(found) = attribution.attribute(&processes, workers) else {
+            if !attribution.said_unavailable {
+                attribution.said_unavailable = true;
+                send(
+                    None,
+                    Body::GpuProcessesUnavailable {
+                        reason: "NVML reports the host's process IDs, not this PID namespace's, and the GPU's \
+                                 processes cannot be paired with the workers"
+                            .into(),
+                    },
+                );
+            }
+            continue;
+        };
+        for (worker, mine) in found {
             if mine.is_empty() {
                 continue;
             }
@@ -204,7 +284,7 @@ pub fn sample_once(
             send(
                 Some(worker),
                 Body::GpuProcess {
-                    pid: pids[0],
+                    pid: workers[&worker][0],
                     index: device.index,
                     memory_bytes: sum(|p| p.memory_bytes),
                     sm_percent: sum(|p| p.sm_percent.map(u64::from)).map(|v| v.min(100) as u32),
@@ -274,6 +354,7 @@ impl GpuSampler {
                 .name("golow-nvml".into())
                 .spawn(move || {
                     let mut since = HashMap::new();
+                    let mut attribution = Attribution::of_this_process();
                     let mut trees = Trees::default();
                     while !stopping.load(Ordering::Relaxed) {
                         let Some(roots) = watched_pids(&watched) else {
@@ -281,7 +362,14 @@ impl GpuSampler {
                         };
                         trees.refresh(&roots.iter().map(|&(_, pid)| pid).collect::<Vec<_>>());
                         let workers = roots.iter().map(|&(w, pid)| (w, trees.tree(pid))).collect();
-                        sample_once(source.as_mut(), &devices, &workers, &mut since, &*send);
+                        sample_once(
+                            source.as_mut(),
+                            &devices,
+                            &workers,
+                            &mut since,
+                            &mut attribution,
+                            &*send,
+                        );
                         std::thread::sleep(interval);
                     }
                 })
@@ -365,9 +453,14 @@ mod tests {
         let sent = Mutex::new(Vec::new());
         let mut since = HashMap::new();
         for _ in 0..2 {
-            sample_once(&mut source, &devices, &workers, &mut since, &|w, b| {
-                sent.lock().unwrap().push((w, b))
-            });
+            sample_once(
+                &mut source,
+                &devices,
+                &workers,
+                &mut since,
+                &mut same_namespace(),
+                &|w, b| sent.lock().unwrap().push((w, b)),
+            );
         }
         let sent = sent.into_inner().unwrap();
         assert!(matches!(
@@ -401,6 +494,98 @@ mod tests {
         }
         // The second pass asks NVML only for samples newer than the newest seen.
         assert_eq!(source.asked_since, vec![None, Some(9)]);
+    }
+
+    fn same_namespace() -> Attribution {
+        Attribution {
+            nested: false,
+            visible: |_| true,
+            said_unavailable: false,
+        }
+    }
+
+    fn reading(pid: u32, sm_percent: u32) -> ProcessReading {
+        ProcessReading {
+            pid,
+            memory_bytes: Some(1 << 30),
+            sm_percent: Some(sm_percent),
+            last_seen_us: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_nested_pid_namespace_is_read_from_nspid() {
+        let status = |nspid: &str| format!("Name:\tgolow\nTgid:\t7\nNSpid:\t{nspid}\nPPid:\t1\n");
+        assert!(in_nested_pid_namespace(&status("48213\t7")));
+        assert!(!in_nested_pid_namespace(&status("7")));
+        assert!(!in_nested_pid_namespace("Name:\tgolow\n"));
+    }
+
+    #[test]
+    fn host_pids_are_paired_only_where_it_cannot_be_wrong() {
+        let workers = HashMap::from([(0usize, vec![7, 8])]);
+        let nested = Attribution {
+            nested: true,
+            ..same_namespace()
+        };
+        // One worker, one process: the pair is certain.
+        let one = [reading(48213, 60)];
+        let found = nested.attribute(&one, &workers).unwrap();
+        assert_eq!(found[0].1[0].pid, 48213);
+        // One worker, two processes (another container's on the same GPU): which is ours is unknown.
+        assert!(
+            nested
+                .attribute(&[reading(48213, 60), reading(50000, 10)], &workers)
+                .is_none()
+        );
+        // Not nested, but NVML names a process we cannot see while our worker has no match: the same pairing.
+        let hidden = Attribution {
+            visible: |pid| pid < 100,
+            ..same_namespace()
+        };
+        let found = hidden.attribute(&one, &workers).unwrap();
+        assert_eq!(found[0].1[0].pid, 48213);
+        // Two workers and one foreign process: ambiguous.
+        let two = HashMap::from([(0usize, vec![7]), (1usize, vec![9])]);
+        assert!(hidden.attribute(&one, &two).is_none());
+        // A worker matched by its own PID is never paired with a stranger.
+        let both = [reading(7, 60), reading(48213, 5)];
+        let found = hidden.attribute(&both, &workers).unwrap();
+        assert_eq!(found[0].1.len(), 1);
+        assert_eq!(found[0].1[0].pid, 7);
+    }
+
+    #[test]
+    fn unattributable_readings_are_announced_once_and_devices_still_read() {
+        let mut source = Scripted {
+            processes: vec![reading(48213, 60), reading(50000, 10)],
+            asked_since: Vec::new(),
+        };
+        let devices = source.devices();
+        let workers = HashMap::from([(0usize, vec![7])]);
+        let mut attribution = Attribution {
+            nested: true,
+            ..same_namespace()
+        };
+        let sent = Mutex::new(Vec::new());
+        for _ in 0..3 {
+            sample_once(
+                &mut source,
+                &devices,
+                &workers,
+                &mut HashMap::new(),
+                &mut attribution,
+                &|w, b| sent.lock().unwrap().push((w, b)),
+            );
+        }
+        let sent = sent.into_inner().unwrap();
+        let count = |f: fn(&Body) -> bool| sent.iter().filter(|(_, b)| f(b)).count();
+        assert_eq!(count(|b| matches!(b, Body::GpuDevice { .. })), 3);
+        assert_eq!(
+            count(|b| matches!(b, Body::GpuProcessesUnavailable { .. })),
+            1
+        );
+        assert_eq!(count(|b| matches!(b, Body::GpuProcess { .. })), 0);
     }
 
     /// PCIe counters that note which thread read them.

@@ -62,6 +62,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             seed: 0,
             pinned: true,
             optimiser: Optimiser::default(),
+            monotonic_origin_ns: None,
         }),
     )];
     if gpu {
@@ -266,5 +267,9 @@ fn kernel_window(step: u64, w: usize) -> KernelWindow {
             idle: 0.18 + 0.05 * w as f64,
         },
         dropped_records: 0,
+        invalid_records: 0,
+        dropped_windows: 0,
+        monotonic_start_ns: None,
+        monotonic_end_ns: None,
     }
 }

@@ -66,12 +66,14 @@ impl Pane for GpuUtilisation {
                 view.text(),
             ));
         }
+        // The reason is in the recording; on screen, the fact that no per-worker figure can come.
+        let unavailable = gpu.processes_unavailable.is_some();
         for w in &view.state.workers {
-            let sm = w
-                .series
-                .gpu_sm_percent
-                .last()
-                .map_or("-".into(), |(_, v)| format!("{v:.0}%"));
+            let sm = match w.series.gpu_sm_percent.last() {
+                Some((_, v)) => format!("{v:.0}%"),
+                None if unavailable => "n/a (NVML sees host PIDs)".into(),
+                None => "-".into(),
+            };
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
                 Span::styled(format!(" SM {sm:>4}"), view.text()),

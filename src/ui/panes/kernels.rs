@@ -47,10 +47,15 @@ fn breakdown_line<'a>(view: &View, worker: &WorkerState) -> Line<'a> {
         ),
         view.text(),
     ));
-    let dropped = worker.gpu_activity.dropped_records;
-    if dropped > 0 {
+    let activity = &worker.gpu_activity;
+    let losses = [
+        (activity.dropped_records, "records dropped"),
+        (activity.invalid_records, "records without times"),
+        (activity.dropped_windows, "windows lost"),
+    ];
+    for (count, what) in losses.into_iter().filter(|&(count, _)| count > 0) {
         spans.push(Span::styled(
-            format!("  {dropped} records dropped"),
+            format!("  {count} {what}"),
             Style::default().fg(view.theme.warning),
         ));
     }
