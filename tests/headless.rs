@@ -443,3 +443,90 @@ fn a_one_channel_dataset_runs_through_every_implementation() {
         "{losses:?}"
     );
 }
+
+/// Pids of processes whose command line contains `marker`, golow's own (which names it in `--cmd`) left out.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && let cmdline = text(&cmdline).replace('\0', " ")
+            && cmdline.contains(marker)
+            && !cmdline.contains("--cmd")
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// A `--cmd` worker that ignores SIGTERM (as do the children it starts), interrupted `interrupts` times half a
+/// second apart; returns how long golow took to end after the first, and the summary.
+fn interrupt_a_stubborn_worker(marker: &str, interrupts: usize) -> (Duration, serde_json::Value) {
+    let tmp = tempfile::tempdir().unwrap();
+    let command = format!("stubborn=: {marker}; trap '' TERM; while :; do sleep 0.1; done");
+    let mut child = headless(tmp.path(), &["--cmd", &command]).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while processes_with(marker).is_empty() {
+        assert!(Instant::now() < deadline, "the worker never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let interrupted = Instant::now();
+    for i in 0..interrupts {
+        if i > 0 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    }
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if interrupted.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("golow did not end a minute after the interrupt");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let took = interrupted.elapsed();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        processes_with(marker).is_empty(),
+        "the stubborn worker outlived golow"
+    );
+    (took, summary_of(tmp.path()))
+}
+
+#[test]
+fn a_worker_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let (took, summary) = interrupt_a_stubborn_worker("golow-test-stubborn-once", 1);
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(20)).contains(&took),
+        "{took:?}"
+    );
+    assert_eq!(worker(&summary, "stubborn")["status"], "stopped");
+}
+
+#[test]
+fn a_second_interrupt_does_not_wait_for_the_grace_period() {
+    let (took, summary) = interrupt_a_stubborn_worker("golow-test-stubborn-twice", 2);
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    assert_eq!(worker(&summary, "stubborn")["status"], "stopped");
+}
+
+#[test]
+fn what_a_cmd_worker_leaves_in_its_process_group_ends_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(
+        tmp.path(),
+        &["--cmd", "bg=sleep 3017 & sleep 3018 & echo started"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(processes_with("sleep 3017").is_empty());
+    assert!(processes_with("sleep 3018").is_empty());
+}

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
@@ -71,6 +72,9 @@ async fn run(
         names,
         observer,
     };
+    // Listening from before the first worker starts: an interrupt must never find golow deaf and end it with its
+    // workers' recordings unclosed.
+    let mut interrupts = signal(SignalKind::interrupt()).ok();
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
     hub.publish(None, Body::SessionStart(session));
 
@@ -99,7 +103,6 @@ async fn run(
     let mut ended = vec![false; workers.len()];
     let mut pending = scheduler.start();
     let mut stopping = false;
-    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
 
     loop {
         for action in std::mem::take(&mut pending) {
@@ -181,17 +184,25 @@ async fn run(
             }
             _ = ticks.tick() => {
                 hub.observer.tick();
+                for worker in launched.iter_mut().flatten().filter(|w| w.overdue()) {
+                    worker.kill();
+                }
                 let Some(pids) = watched_pids(&watched) else { continue };
                 for (worker, body) in proc_sampler.sample(&pids) {
                     hub.publish(Some(worker), body);
                 }
             }
-            _ = &mut interrupt, if !stopping => {
-                stopping = true;
-                stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+            Some(()) = next_interrupt(&mut interrupts) => {
+                // A second interrupt does not wait for the grace period.
+                if std::mem::replace(&mut stopping, true) {
+                    kill_all(&mut launched);
+                } else {
+                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+                }
             }
             Some(control) = controls.recv() => match control {
-                Control::StopAll if !stopping => {
+                Control::StopAll if stopping => kill_all(&mut launched),
+                Control::StopAll => {
                     stopping = true;
                     stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
                 }
@@ -200,7 +211,6 @@ async fn run(
                         worker.stop();
                     }
                 }
-                Control::StopAll => {}
             },
         }
     }
@@ -208,7 +218,8 @@ async fn run(
     hub.state
 }
 
-/// Stops every running worker and cancels those not yet started.
+/// Stops every running worker (killing it if it is still there after `STOP_GRACE`) and cancels those not yet
+/// started.
 fn stop_all(
     hub: &mut Hub<'_>,
     scheduler: &mut Scheduler,
@@ -221,6 +232,21 @@ fn stop_all(
     }
     for worker in launched.iter_mut().flatten() {
         worker.stop();
+    }
+}
+
+/// The next SIGINT; never, where none could be listened for.
+async fn next_interrupt(interrupts: &mut Option<Signal>) -> Option<()> {
+    match interrupts {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ends every running worker's process group at once.
+fn kill_all(launched: &mut [Option<Launched>]) {
+    for worker in launched.iter_mut().flatten() {
+        worker.kill();
     }
 }
 

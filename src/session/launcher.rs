@@ -8,7 +8,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
@@ -62,6 +62,8 @@ pub struct Launched {
     pub pid: u32,
     control: Option<pipe::Sender>,
     stop_requested: Arc<AtomicBool>,
+    /// When the worker was asked to stop, while it has not been killed.
+    stopping_since: Option<Instant>,
 }
 
 impl Launched {
@@ -77,12 +79,44 @@ impl Launched {
     pub fn stop(&mut self) {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
+        self.stopping_since.get_or_insert_with(Instant::now);
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Ends the worker's process group at once: a worker that ignored `stop` for `STOP_GRACE`, or a second
+    /// interrupt.
+    pub fn kill(&mut self) {
+        self.stop_requested.store(true, Ordering::SeqCst);
+        self.control = None;
+        self.stopping_since = None;
+        self.signal(libc::SIGKILL);
+    }
+
+    /// Whether the worker was asked to stop more than `STOP_GRACE` ago and is still here.
+    pub fn overdue(&self) -> bool {
+        self.stopping_since
+            .is_some_and(|since| since.elapsed() >= STOP_GRACE)
+    }
+
+    fn signal(&self, signal: i32) {
+        signal_group(self.pid, signal);
+    }
+}
+
+/// Signals the process group a worker leads; never golow's own (a pid of 0 would name it).
+fn signal_group(pid: u32, signal: i32) {
+    if let Ok(pid) = i32::try_from(pid)
+        && pid > 0
+    {
         // SAFETY: plain kill(2) on the worker's own process group (it was started as a group leader).
         unsafe {
-            libc::kill(-(self.pid as i32), libc::SIGTERM);
+            libc::kill(-pid, signal);
         }
     }
 }
+
+/// How long a worker asked to stop may take before its process group is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Duplicates `fd` onto `target` in the child; dup2's copy does not inherit close-on-exec.
 fn dup_fd_above(fd: i32) -> io::Result<i32> {
@@ -218,6 +252,9 @@ pub fn spawn(
     let stopped = stop_requested.clone();
     tokio::spawn(async move {
         let status = child.wait().await;
+        // What the worker left behind in its process group (a --cmd shell's background jobs) ends with it. The
+        // group outlives its leader while a member is alive, so its ID cannot have been reused.
+        signal_group(pid, libc::SIGKILL);
         let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, event_task).await;
         for task in output_tasks {
             let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, task).await;
@@ -240,6 +277,7 @@ pub fn spawn(
         pid,
         control: control_sender,
         stop_requested,
+        stopping_since: None,
     })
 }
 
