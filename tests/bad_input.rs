@@ -413,3 +413,14 @@ fn live_view_and_pinning_options_out_of_range() {
         "--monitor-cpu -1: this machine has CPUs 0 to",
     );
 }
+
+#[test]
+fn thread_counts_that_would_wrap_are_refused() {
+    for threads in ["4294967296", "4294967297", "4097"] {
+        rejects(
+            &["--threads", threads],
+            &format!("--threads must be at most 4096 (got {threads})"),
+        );
+    }
+    rejects(&["--threads", "0"], "--threads must be at least 1 (got 0)");
+}

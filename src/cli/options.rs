@@ -140,7 +140,13 @@ impl SessionOptions {
     /// Intra-op threads per worker: `--threads`, or the cores shared among the workers that run at once.
     pub fn threads(&self, schedule: Schedule, workers: usize) -> Result<u32, BadInput> {
         if let Some(t) = self.threads {
-            return Ok(positive("--threads", t)? as u32);
+            let t = positive("--threads", t)?;
+            return u32::try_from(t)
+                .ok()
+                .filter(|&t| t <= MAX_THREADS)
+                .ok_or_else(|| {
+                    BadInput(format!("--threads must be at most {MAX_THREADS} (got {t})"))
+                });
         }
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -212,6 +218,9 @@ impl SessionOptions {
         })
     }
 }
+
+/// More intra-op threads than any machine golow runs on has cores; beyond it a count is a typo (or wraps).
+const MAX_THREADS: u32 = 4096;
 
 pub fn positive(flag: &str, value: i64) -> Result<u64, BadInput> {
     if value < 1 {

@@ -418,10 +418,17 @@ fn apply_worker_event(
         Body::Step(step) => worker.apply_step(t, step),
         Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup),
         Body::Epoch(epoch) => {
+            // An accuracy is a fraction; anything else a worker reports is not one.
+            let fraction = |a: Option<f64>| a.filter(|a| (0.0..=1.0).contains(a));
+            let epoch = Epoch {
+                train_accuracy: fraction(epoch.train_accuracy),
+                eval_accuracy: fraction(epoch.eval_accuracy),
+                ..epoch.clone()
+            };
             if let Some(accuracy) = epoch.eval_accuracy.filter(|_| epoch.complete) {
                 worker.series.eval_accuracy.push(t, accuracy);
             }
-            worker.last_epoch = Some(epoch.clone());
+            worker.last_epoch = Some(epoch);
         }
         Body::Exit(exit) => worker.exit = Some(exit.clone()),
         Body::Output {
@@ -648,6 +655,26 @@ mod tests {
             (b.busy - 0.5).abs() < 1e-6 && (b.copy - 0.5).abs() < 1e-6,
             "{b:?}"
         );
+    }
+
+    #[test]
+    fn an_accuracy_that_is_no_fraction_is_not_taken() {
+        let epoch = |accuracy: f64| {
+            Body::Epoch(Epoch {
+                epoch: 0,
+                complete: true,
+                train_loss: Some(1.0),
+                train_accuracy: Some(accuracy),
+                eval_loss: None,
+                eval_accuracy: Some(accuracy),
+            })
+        };
+        let accuracy =
+            |a| Summary::from_state(&fold("libtorch", vec![epoch(a)])).workers[0].accuracy;
+        assert_eq!(accuracy(0.5), Some(0.5));
+        for absurd in [1e308, -0.1, f64::NAN, f64::INFINITY] {
+            assert_eq!(accuracy(absurd), None, "{absurd}");
+        }
     }
 
     #[test]

@@ -51,9 +51,14 @@ fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A figure in a table column: fixed-point while that stays short, else in exponent form, so that a diverging loss
+/// or a worker's absurd report cannot print hundreds of digits.
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map(|v| format!("{v:.digits$}"))
-        .unwrap_or_else(|| "-".into())
+    match v {
+        None => "-".into(),
+        Some(v) if v.is_finite() && v.abs() < 1e6 => format!("{v:.digits$}"),
+        Some(v) => format!("{v:.2e}"),
+    }
 }
 
 pub fn table(summary: &Summary) -> String {
@@ -178,4 +183,18 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::opt;
+
+    #[test]
+    fn figures_never_print_hundreds_of_digits() {
+        assert_eq!(opt(Some(2.25), 3), "2.250");
+        assert_eq!(opt(None, 3), "-");
+        assert_eq!(opt(Some(1e308), 3), "1.00e308");
+        assert_eq!(opt(Some(-2.5e7), 1), "-2.50e7");
+        assert_eq!(opt(Some(f64::NAN), 1), "NaN");
+    }
 }
