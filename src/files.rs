@@ -1,22 +1,45 @@
 //! Files golow writes whole (summaries, exports, sweep results and figures).
 
 use std::fs::File;
-use std::path::Path;
+use std::io::{Error, ErrorKind};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// What `path` is when golow must not write over it: anything but a regular file or nothing (a symlink, whose
+/// target it would replace with a file; a FIFO or device, which it would replace or block on; a directory).
+pub fn unwritable_kind(path: &Path) -> Option<&'static str> {
+    let kind = std::fs::symlink_metadata(path).ok()?.file_type();
+    match () {
+        _ if kind.is_file() => None,
+        _ if kind.is_symlink() => Some("a symbolic link"),
+        _ if kind.is_dir() => Some("a directory"),
+        _ if kind.is_fifo() => Some("a FIFO"),
+        _ if kind.is_block_device() || kind.is_char_device() => Some("a device"),
+        _ if kind.is_socket() => Some("a socket"),
+        _ => Some("not a regular file"),
+    }
+}
 
 /// Writes `path` through a temporary file next to it, renamed once complete: a reader never sees half
-/// a file, and a failed write leaves nothing behind.
+/// a file, and a failed write leaves nothing behind. Only a regular file or a new path is written.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
+    if let Some(kind) = unwritable_kind(path) {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("it is {kind}; golow writes only to a regular file or a new path"),
+        ));
+    }
     let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    let written = File::create(&tmp).and_then(|mut file| {
-        write(&mut file)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    });
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    // A new file of our own: never through a link someone left at the temporary name, and never removing theirs.
+    let mut file = File::create_new(&tmp)?;
+    let written = write(&mut file)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

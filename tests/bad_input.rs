@@ -424,3 +424,124 @@ fn thread_counts_that_would_wrap_are_refused() {
     }
     rejects(&["--threads", "0"], "--threads must be at least 1 (got 0)");
 }
+
+/// In `dir`: a directory, a symlink to a file, a FIFO and (as root) a character device, each named for its kind.
+fn unwritable_paths(dir: &std::path::Path) -> Vec<(std::path::PathBuf, &'static str)> {
+    let target = dir.join("target.json");
+    std::fs::write(&target, "precious").unwrap();
+    let mut paths = vec![
+        (dir.join("a-dir"), "a directory"),
+        (dir.join("a-link"), "a symbolic link"),
+        (dir.join("a-fifo"), "a FIFO"),
+    ];
+    std::fs::create_dir(&paths[0].0).unwrap();
+    std::os::unix::fs::symlink(&target, &paths[1].0).unwrap();
+    let c_path =
+        |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo and mknod with valid C strings.
+    unsafe {
+        assert_eq!(libc::mkfifo(c_path(&paths[2].0).as_ptr(), 0o600), 0);
+        let device = dir.join("a-device");
+        if libc::mknod(
+            c_path(&device).as_ptr(),
+            libc::S_IFCHR | 0o600,
+            libc::makedev(1, 3),
+        ) == 0
+        {
+            paths.push((device, "a device"));
+        }
+    }
+    paths
+}
+
+fn assert_untouched(dir: &std::path::Path, paths: &[(std::path::PathBuf, &str)]) {
+    assert_eq!(
+        std::fs::read_to_string(dir.join("target.json")).unwrap(),
+        "precious"
+    );
+    for (path, kind) in paths {
+        let meta = std::fs::symlink_metadata(path).unwrap();
+        assert!(!meta.file_type().is_file(), "{kind} was replaced by a file");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn a_summary_is_written_only_to_a_regular_file_or_a_new_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let paths = unwritable_paths(tmp.path());
+    for (path, kind) in &paths {
+        let out = golow(
+            tmp.path(),
+            &[
+                "run",
+                "--headless",
+                "--impl",
+                "libtorch",
+                "--summary-json",
+                path.to_str().unwrap(),
+            ],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{kind}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{kind}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "it is {kind}; golow writes only to a regular file"
+            )),
+            "{stderr}"
+        );
+    }
+    assert_untouched(tmp.path(), &paths);
+    assert!(!tmp.path().join("recordings").exists(), "a session ran");
+}
+
+#[test]
+fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recorded = golow(
+        tmp.path(),
+        &[
+            "run",
+            "--headless",
+            "--cmd",
+            "quick=true",
+            "--record",
+            "s.golow",
+        ],
+    );
+    assert_eq!(
+        recorded.status.code(),
+        Some(0),
+        "{}",
+        text(&recorded.stderr)
+    );
+    let paths = unwritable_paths(tmp.path());
+    for (path, kind) in &paths {
+        let out = golow(
+            tmp.path(),
+            &[
+                "export",
+                "s.golow",
+                "--format",
+                "json",
+                "-o",
+                path.to_str().unwrap(),
+            ],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{kind}: {stderr}");
+        assert!(stderr.contains(&format!("it is {kind}")), "{stderr}");
+    }
+    assert_untouched(tmp.path(), &paths);
+    let fresh = golow(
+        tmp.path(),
+        &["export", "s.golow", "--format", "json", "-o", "new.json"],
+    );
+    assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
+}
