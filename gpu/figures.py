@@ -1,21 +1,81 @@
-"""The GPU checklist's figures, from the summaries its phases wrote: one table per phase, in Markdown.
+"""The GPU checklist's figures, from what its phases wrote: tables in Markdown.
 
     python3 figures.py SUMMARIES_DIR
+
+SUMMARIES_DIR holds each session's summary (NAME.json) and, for the measure-* and record-* sessions, its recording
+exported as JSON (NAME.records.json, `golow export --format json`), which holds what a summary folds away: each
+kernel, each copy, each NVML reading. A missing file, field or reading prints as '-' or 'none recorded': the report
+must come back even from a run that went wrong. Python 3's standard library only, as on any GPU machine.
 """
 
 import glob
 import json
+import math
 import os
 import statistics
 import sys
 
+RECORDS = ".records.json"
+RECORDED_SESSIONS = ("measure-", "record-")
+TOP_KERNELS = 8
+# The collector names a generic elementwise kernel by its functor too, e.g.
+# `at::native::vectorized_elementwise_kernel (clamp_scalar)`, so ReLU shows under any of these words.
+RELU_WORDS = ("relu", "clamp", "threshold", "activation")
+GRIDS_SHOWN = 8
+
+
+def num(value):
+    """A finite number, else None: a file written by a failing run may hold anything."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def obj(value):
+    return value if isinstance(value, dict) else {}
+
+
+def items(value):
+    return value if isinstance(value, list) else []
+
 
 def number(value, digits=2):
+    value = num(value)
     return "-" if value is None else f"{value:.{digits}f}"
 
 
 def mib(value):
+    value = num(value)
     return "-" if value is None else f"{value / 2**20:.0f}"
+
+
+def text(value):
+    """A table cell: worker names and CUPTI's or NVML's words may hold a '|' or a line break."""
+    if value is None or value == "":
+        return "-"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def code(name):
+    # A code span keeps a kernel's template arguments (`<float>`) from reading as HTML.
+    return "`" + text(name).replace("`", "'") + "`"
+
+
+def dims(value):
+    """A grid or block as (x, y, z), or None."""
+    if isinstance(value, list) and len(value) == 3 and all(num(v) is not None for v in value):
+        return tuple(int(v) for v in value)
+    return None
+
+
+def shape(value):
+    return "-" if value is None else "(" + ",".join(str(v) for v in value) + ")"
+
+
+def mean_max(values, digits):
+    if not values:
+        return None
+    return f"{statistics.fmean(values):.{digits}f} / {max(values):.{digits}f}"
 
 
 def measured(summaries):
@@ -26,27 +86,27 @@ def measured(summaries):
     for name, summary in summaries:
         if not name.startswith("measure-"):
             continue
-        for w in summary.get("workers", []):
-            breakdown = w.get("gpu_breakdown") or {}
+        for w in map(obj, items(obj(summary).get("workers"))):
+            breakdown = obj(w.get("gpu_breakdown"))
             shares = "/".join(number(breakdown.get(k), 2) for k in ("busy", "copy", "idle")) if breakdown else "-"
-            h2d = (w.get("h2d_ms") or {}).get("p50")
-            print(f"| {name} | {w.get('impl')} | {w.get('status')} "
-                  f"| {number((w.get('sample_time_ms') or {}).get('p50'), 3)} "
+            print(f"| {name} | {text(w.get('impl'))} | {text(w.get('status'))} "
+                  f"| {number(obj(w.get('sample_time_ms')).get('p50'), 3)} "
                   f"| {number(w.get('throughput_samples_per_s'), 1)} | {mib(w.get('peak_gpu_mem_bytes'))} "
                   f"| {number(w.get('gpu_sm_percent_mean'), 1)} | {number(w.get('kernel_launches_per_step'), 1)} "
-                  f"| {w.get('h2d_bytes_per_step', '-')} / {number(w.get('cupti_h2d_bytes_per_step'), 0)} "
-                  f"| {number(h2d, 3)} | {shares} |")
+                  f"| {number(w.get('h2d_bytes_per_step'), 0)} / {number(w.get('cupti_h2d_bytes_per_step'), 0)} "
+                  f"| {number(obj(w.get('h2d_ms')).get('p50'), 3)} | {shares} |")
 
 
 def overhead(summaries):
     with_cupti, without = {}, {}
     for name, summary in summaries:
-        if not name.startswith("overhead-"):
+        parts = name.split("-", 2)
+        if len(parts) != 3 or parts[0] != "overhead":
             continue
-        _, round_, kind = name.split("-", 2)
-        workers = summary.get("workers", [])
-        if workers and workers[0].get("throughput_samples_per_s"):
-            (with_cupti if kind == "cupti" else without)[round_] = workers[0]["throughput_samples_per_s"]
+        workers = items(obj(summary).get("workers"))
+        throughput = num(obj(workers[0]).get("throughput_samples_per_s")) if workers else None
+        if throughput:
+            (with_cupti if parts[2] == "cupti" else without)[parts[1]] = throughput
     ratios = [with_cupti[r] / without[r] for r in with_cupti if r in without]
     print("\n## Figures: the collector's overhead\n")
     if not ratios:
@@ -56,14 +116,256 @@ def overhead(summaries):
           f"{statistics.median(ratios):.3f} (range {min(ratios):.3f}–{max(ratios):.3f}; target ≥ 0.97)")
 
 
+class Session:
+    """A recorded session: its records, and the workers its summary or its records name, in that order."""
+
+    def __init__(self, name, summary, records):
+        self.name = name
+        self.records = records
+        self.summaries = {}
+        for w in map(obj, items(obj(summary).get("workers"))):
+            self.summaries.setdefault(w.get("impl"), w)
+        names = list(self.summaries) + [r.get("worker") for r in records]
+        self.workers = list(dict.fromkeys(n for n in names if isinstance(n, str)))
+        start = next((r for r in records if r.get("type") == "session_start"), {})
+        self.device = start.get("device", obj(obj(summary).get("config")).get("device"))
+
+    def of(self, kind):
+        return [r for r in self.records if r.get("type") == kind]
+
+    def reason(self, kind):
+        """Why NVML gave no readings of a kind, in its own words, or None."""
+        return next((r["reason"] for r in self.of(kind) if isinstance(r.get("reason"), str)), None)
+
+    def no_kernels(self, worker):
+        status = next((r for r in self.of("collector") if r.get("worker") == worker), None)
+        if status is not None and status.get("active") is False:
+            return f"none recorded (collector inactive: {text(status.get('detail'))})"
+        if self.device == "cpu":
+            return "none recorded (a CPU run)"
+        return "none recorded"
+
+
+def kernel_totals(session):
+    """Per worker, each kernel's launches, GPU time and grids over every window of the session. Its shape is that
+    of the window in which it ran most often, as golow's kernel table takes it."""
+    workers = {}
+    for r in session.of("kernels"):
+        if not isinstance(r.get("worker"), str):
+            continue
+        totals = workers.setdefault(r["worker"], {})
+        for k in map(obj, items(r.get("kernels"))):
+            if not isinstance(k.get("name"), str):
+                continue
+            t = totals.setdefault(k["name"], {"count": 0, "ns": 0, "most": 0, "grid": None, "block": None, "grids": {}})
+            count = num(k.get("count")) or 0
+            t["count"] += count
+            t["ns"] += num(k.get("total_ns")) or 0
+            if count > t["most"]:
+                t["most"], t["grid"], t["block"] = count, dims(k.get("grid")), dims(k.get("block"))
+            for entry in items(k.get("grid_histogram")):
+                grid, launches = (dims(entry[0]), num(entry[1])) if len(items(entry)) == 2 else (None, None)
+                if grid is not None and launches:
+                    t["grids"][grid] = t["grids"].get(grid, 0) + launches
+    return workers
+
+
+def worker_kernels(sessions):
+    """Each session's workers with their kernel totals (None without kernel records)."""
+    for s in sessions:
+        totals = kernel_totals(s)
+        for worker in s.workers:
+            yield s, worker, totals.get(worker)
+
+
+def top_kernels(sessions):
+    print("\n## Figures: top kernels by GPU time\n")
+    print(f"The {TOP_KERNELS} kernels with the most GPU time in each worker over the whole session (every CUPTI "
+          "window, start-up and warm-up included); share: of the worker's kernel time; grid and block: the "
+          "kernel's most frequent launch shape.\n")
+    print("| session | impl | kernel | launches | total ms | share | grid | block |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s, worker, kernels in worker_kernels(sessions):
+        if not kernels:
+            print(f"| {s.name} | {text(worker)} | {s.no_kernels(worker)} | - | - | - | - | - |")
+            continue
+        all_ns = sum(k["ns"] for k in kernels.values())
+        ranked = sorted(kernels.items(), key=lambda kv: (-kv[1]["ns"], kv[0]))[:TOP_KERNELS]
+        for name, k in ranked:
+            share = f"{100 * k['ns'] / all_ns:.1f}%" if all_ns else "-"
+            print(f"| {s.name} | {text(worker)} | {code(name)} | {k['count']:.0f} | {k['ns'] / 1e6:.3f} "
+                  f"| {share} | {shape(k['grid'])} | {shape(k['block'])} |")
+
+
+def relu_grids(sessions):
+    print("\n## Figures: elementwise ReLU launch grids\n")
+    print(f"Kernels whose name holds {', '.join(RELU_WORDS)}, with their launch grids merged over the session, "
+          "most frequent first (the seed paper: PyTorch launches ReLU with grid (1024,2,1), and (512,2,1) at "
+          "another level). The collector counts at most 16 grids per kernel and window.\n")
+    print("| session | impl | kernel | launches | grids (launches) |")
+    print("| --- | --- | --- | --- | --- |")
+    for s, worker, kernels in worker_kernels(sessions):
+        if not kernels:
+            print(f"| {s.name} | {text(worker)} | {s.no_kernels(worker)} | - | - |")
+            continue
+        relu = [(name, k) for name, k in kernels.items() if any(w in name.lower() for w in RELU_WORDS)]
+        if not relu:
+            print(f"| {s.name} | {text(worker)} | none recorded | - | - |")
+        for name, k in sorted(relu, key=lambda nk: (-nk[1]["count"], nk[0])):
+            grids = sorted(k["grids"].items(), key=lambda gc: (-gc[1], gc[0]))
+            shown = ", ".join(f"{shape(g)} × {c:.0f}" for g, c in grids[:GRIDS_SHOWN])
+            if len(grids) > GRIDS_SHOWN:
+                shown += f", {len(grids) - GRIDS_SHOWN} more"
+            print(f"| {s.name} | {text(worker)} | {code(name)} | {k['count']:.0f} | {shown or '-'} |")
+
+
+def h2d_per_step(session):
+    """Per worker: the steps counted and the host-to-device bytes and nanoseconds by source memory, by the rule
+    golow's summary follows for `cupti_h2d_bytes_per_step`. A window before the worker's first step holds the
+    start-up's copies (the weights' upload), so the tally starts at the first window after a step and divides by
+    the steps run since that window."""
+    steps, first, counted, copies = {}, {}, {}, {}
+    for r in session.records:
+        worker = r.get("worker")
+        if not isinstance(worker, str):
+            continue
+        if r.get("type") in ("step", "optimizer_step"):
+            steps[worker] = steps.get(worker, 0) + 1
+        elif r.get("type") == "kernels" and steps.get(worker):
+            if worker not in first:
+                first[worker] = steps[worker]
+                continue
+            counted[worker] = steps[worker] - first[worker]
+            by_source = copies.setdefault(worker, {})
+            for c in map(obj, items(r.get("copies"))):
+                if c.get("kind") != "host_to_device":
+                    continue
+                t = by_source.setdefault(c.get("src") if c.get("src") in ("pageable", "pinned") else "other", [0, 0])
+                t[0] += num(c.get("bytes")) or 0
+                t[1] += num(c.get("total_ns")) or 0
+    return {w: (n, copies.get(w, {})) for w, n in counted.items() if n > 0}
+
+
+def h2d(sessions):
+    print("\n## Figures: host-to-device copies per step (CUPTI)\n")
+    print("What CUPTI saw copied to the GPU per step, by source memory (windows after the first that follows a "
+          "step, as the summary counts them), beside the bytes per measured step the worker says it copies. The "
+          "seed paper claims PyTorch copies 2×: compare CUPTI / worker, and the implementations' bytes.\n")
+    print("| session | impl | steps | pageable bytes/step | pageable ms/step | pinned bytes/step | pinned ms/step "
+          "| CUPTI bytes/step | worker bytes/step | CUPTI / worker |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s in sessions:
+        tallies = h2d_per_step(s)
+        for worker in s.workers:
+            reported = num(obj(s.summaries.get(worker)).get("h2d_bytes_per_step"))
+            if worker not in tallies:
+                print(f"| {s.name} | {text(worker)} | none recorded | - | - | - | - | - "
+                      f"| {number(reported, 0)} | - |")
+                continue
+            n, by_source = tallies[worker]
+            cells = []
+            for source in ("pageable", "pinned"):
+                total_bytes, total_ns = by_source.get(source, (None, None))
+                cells += [number(total_bytes / n if total_bytes is not None else None, 0),
+                          number(total_ns / n / 1e6 if total_ns is not None else None, 3)]
+            cupti = sum(b for b, _ in by_source.values()) / n
+            ratio = number(cupti / reported, 2) if reported else "-"
+            print(f"| {s.name} | {text(worker)} | {n} | {' | '.join(cells)} | {cupti:.0f} "
+                  f"| {number(reported, 0)} | {ratio} |")
+
+
+def nvml(sessions):
+    print("\n## Figures: NVML readings\n")
+    print("Per worker, from NVML's per-process readings.\n")
+    print("| session | impl | readings | GPU memory MiB mean / max | SM % mean / max |")
+    print("| --- | --- | --- | --- | --- |")
+    for s in sessions:
+        for worker in s.workers:
+            readings = [r for r in s.of("gpu_process") if r.get("worker") == worker]
+            memory = [v / 2**20 for v in (num(r.get("memory_bytes")) for r in readings) if v is not None]
+            sm = [v for v in (num(r.get("sm_percent")) for r in readings) if v is not None]
+            print(f"| {s.name} | {text(worker)} | {len(readings)} | {mean_max(memory, 0) or 'none recorded'} "
+                  f"| {mean_max(sm, 1) or 'none recorded'} |")
+    print("\nPer GPU, over the whole session: NVML's device utilisation and PCIe traffic (rx: into the GPU).\n")
+    print("| session | GPU | utilisation % mean | PCIe rx MB/s mean | PCIe tx MB/s mean |")
+    print("| --- | --- | --- | --- | --- |")
+    for s in sessions:
+        readings = {}
+        for r in s.of("gpu_device") + s.of("gpu_pcie"):
+            per_gpu = readings.setdefault(text(num(r.get("index"))), {})
+            for field in ("utilization_percent", "rx_bytes_per_s", "tx_bytes_per_s"):
+                if num(r.get(field)) is not None:
+                    per_gpu.setdefault(field, []).append(r[field])
+        if not readings:
+            print(f"| {s.name} | - | none recorded | none recorded | none recorded |")
+        for index, per_gpu in sorted(readings.items()):
+            util, rx, tx = (per_gpu.get(f) for f in ("utilization_percent", "rx_bytes_per_s", "tx_bytes_per_s"))
+            print(f"| {s.name} | {index} | {number(statistics.fmean(util), 1) if util else 'none recorded'} "
+                  f"| {number(statistics.fmean(rx) / 1e6, 1) if rx else 'none recorded'} "
+                  f"| {number(statistics.fmean(tx) / 1e6, 1) if tx else 'none recorded'} |")
+    # NVML says once per session why it has nothing: per process inside a PID namespace, say, where it reports
+    # the host's process IDs.
+    for s in sessions:
+        for kind, what in (("gpu_unavailable", "NVML"), ("gpu_processes_unavailable", "NVML per process")):
+            if s.reason(kind) is not None:
+                print(f"\n{s.name}: {what} unavailable: {text(s.reason(kind))}")
+
+
+def load(path):
+    """The JSON at `path`, and why it could not be read (None when it could)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f), None
+    except (OSError, ValueError, RecursionError) as e:
+        return None, f"{type(e).__name__}: {e}"
+
+
+def recorded(folder, summaries, unreadable):
+    """The measure-* and record-* sessions whose recording was exported beside the summaries."""
+    summary_of = dict(summaries)
+    names = [n for n, _ in summaries] + [os.path.basename(p)[: -len(RECORDS)]
+                                         for p in glob.glob(os.path.join(folder, "*" + RECORDS))]
+    sessions, missing = [], []
+    for name in sorted(set(n for n in names if n.startswith(RECORDED_SESSIONS))):
+        path = os.path.join(folder, name + RECORDS)
+        if not os.path.exists(path):
+            missing.append(name)
+            continue
+        export, error = load(path)
+        if error:
+            unreadable.append((name + RECORDS, error))
+            continue
+        records = [r for r in items(obj(export).get("records")) if isinstance(r, dict)]
+        sessions.append(Session(name, summary_of.get(name), records))
+    return sessions, missing
+
+
 def main():
     folder = sys.argv[1]
-    summaries = []
+    summaries, unreadable = [], []
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
-        with open(path) as f:
-            summaries.append((os.path.basename(path)[: -len(".json")], json.load(f)))
+        base = os.path.basename(path)
+        if base.endswith(RECORDS):
+            continue
+        summary, error = load(path)
+        if error:
+            unreadable.append((base, error))
+        else:
+            summaries.append((base[: -len(".json")], summary))
     measured(summaries)
     overhead(summaries)
+    sessions, missing = recorded(folder, summaries, unreadable)
+    if missing:
+        print(f"\nNo records export (NAME{RECORDS}) for {', '.join(missing)}: no kernel, copy or NVML figures.")
+    if sessions:
+        top_kernels(sessions)
+        relu_grids(sessions)
+        h2d(sessions)
+        nvml(sessions)
+    if unreadable:
+        print("\n## Figures: files that could not be read\n")
+        for base, error in unreadable:
+            print(f"- {base}: {text(error)}")
 
 
 if __name__ == "__main__":

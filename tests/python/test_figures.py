@@ -1,0 +1,299 @@
+"""Tests for the GPU checklist's figures (gpu/figures.py), run as gpu/run runs it: a subprocess on a folder of
+summaries (NAME.json) and records exports (NAME.records.json), its Markdown on stdout.
+
+Run from the repository root:
+    .venv/bin/python -m unittest discover --start-directory tests/python --top-level-directory tests/python -v
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+FIGURES = os.path.join(ROOT, "gpu", "figures.py")
+GOLOW = os.path.join(ROOT, "target", "release", "golow")
+WORKER = os.path.join(ROOT, "target", "release", "golow-worker")
+
+RELU = "at::native::vectorized_elementwise_kernel (clamp_scalar)"
+MiB = 2**20
+
+
+def figures(folder):
+    done = subprocess.run([sys.executable, FIGURES, folder], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stderr, f"figures.py failed ({done.returncode}):\n{done.stderr}"
+    return done.stdout
+
+
+def section(markdown, title):
+    """The text under `## Figures: title`, up to the next section."""
+    start = markdown.index(f"## Figures: {title}\n")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start: end if end >= 0 else None]
+
+
+def rows(markdown, title, session):
+    """The cells of the section's table rows for `session`, the session's own column left out."""
+    table = []
+    for line in section(markdown, title).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and cells[0] == session:
+            table.append(cells[1:])
+    return table
+
+
+def write(folder, name, value):
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+        f.write(value if isinstance(value, str) else json.dumps(value))
+
+
+def record(t_ms, kind, worker=None, **fields):
+    head = {"v": 1, "t_ms": t_ms} | ({"worker": worker} if worker else {})
+    return head | {"type": kind} | fields
+
+
+def kernel(name, count, total_ms, grid=(1, 1, 1), block=(32, 1, 1), histogram=None):
+    return {"name": name, "count": count, "total_ns": int(total_ms * 1e6), "max_ns": 1, "grid": list(grid),
+            "block": list(block), "shapes": 1, "registers_per_thread": 32, "shared_bytes": 0,
+            "grid_histogram": [[list(g), n] for g, n in (histogram or [(grid, count)])]}
+
+
+def copy(kind, src, count, size, total_ms):
+    return {"kind": kind, "src": src, "count": count, "bytes": size, "total_ns": int(total_ms * 1e6)}
+
+
+def window(t_ms, worker, kernels=(), copies=()):
+    return record(t_ms, "kernels", worker, window_start_ns=0, window_end_ns=10**9, kernels=list(kernels),
+                  copies=list(copies), breakdown={"busy": 0.5, "copy": 0.1, "idle": 0.4}, dropped_records=0)
+
+
+def step(t_ms, worker, n):
+    return record(t_ms, "step", worker, step=n, epoch=0, phase="train", batch_size=32, data_ms=1.0, h2d_ms=0.5,
+                  h2d_bytes=350, compute_ms=10.0, loss=2.0, correct=3, warmup=n == 0)
+
+
+def pytorch_records():
+    """pytorch: a start-up window (the weights' upload), a first window after step 0 (left out of the per-step
+    copies, as the summary leaves it out), then two windows over steps 1-4."""
+    w = "pytorch"
+    return [
+        record(1, "worker_started", w, pid=10, command=["golow-worker"]),
+        record(2, "collector", w, active=True, detail="CUPTI 13"),
+        window(100, w, copies=[copy("host_to_device", "pageable", 200, 100_000_000, 50)]),
+        step(200, w, 0),
+        window(300, w, kernels=[
+            kernel("gemm", 10, 30, grid=(32, 1, 1), block=(256, 1, 1)),
+            kernel(RELU, 5, 5, grid=(1024, 2, 1), block=(128, 1, 1),
+                   histogram=[((1024, 2, 1), 3), ((512, 2, 1), 2)]),
+        ], copies=[copy("host_to_device", "pageable", 1, 1000, 1)]),
+        step(400, w, 1),
+        step(500, w, 2),
+        window(600, w, kernels=[
+            kernel("gemm", 20, 60, grid=(64, 2, 1), block=(128, 1, 1)),
+            kernel("cudnn::bn_fw_tr_1C11_kernel_NCHW", 4, 19),
+            kernel(RELU, 6, 6, grid=(512, 2, 1), block=(128, 1, 1),
+                   histogram=[((512, 2, 1), 4), ((1024, 2, 1), 2)]),
+        ], copies=[
+            copy("host_to_device", "pageable", 2, 1200, 1),
+            copy("host_to_device", "pinned", 1, 400, 0.2),
+            copy("device_to_host", "pageable", 1, 999, 3),
+        ]),
+        step(700, w, 3),
+        step(800, w, 4),
+        window(900, w, kernels=[kernel("gemm", 10, 30, grid=(32, 1, 1), block=(256, 1, 1))],
+               copies=[copy("host_to_device", "pageable", 2, 1200, 1)]),
+        record(910, "gpu_process", w, pid=10, index=0, memory_bytes=1024 * MiB, sm_percent=50, last_seen_us=1),
+        record(920, "gpu_process", w, pid=10, index=0, memory_bytes=3072 * MiB, sm_percent=70, last_seen_us=2),
+    ]
+
+
+def libtorch_records():
+    """libtorch: ten kernels of 1 to 10 ms, no ReLU among them; pinned copies only; NVML memory without SM %."""
+    w = "libtorch"
+    return [
+        record(1, "worker_started", w, pid=11, command=["golow-worker"]),
+        step(200, w, 0),
+        window(300, w, kernels=[kernel(f"k{i}", 1, i + 1) for i in range(10)]),
+        step(400, w, 1),
+        step(500, w, 2),
+        window(600, w, copies=[copy("host_to_device", "pinned", 2, 700, 0.1)]),
+        record(910, "gpu_process", w, pid=11, index=0, memory_bytes=512 * MiB, sm_percent=None, last_seen_us=None),
+    ]
+
+
+def summary(*workers):
+    return {"golow_summary": 1, "config": {"device": "cuda"},
+            "workers": [{"impl": name, "status": "ok", "h2d_bytes_per_step": h2d} for name, h2d in workers]}
+
+
+class FiguresTest(unittest.TestCase):
+    """Constructed records: these tests check the report's arithmetic and wording, not what a GPU records."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        folder = cls.folder.name
+        records = sorted(pytorch_records() + libtorch_records(), key=lambda r: r["t_ms"])
+        records += [
+            record(950, "gpu_device", index=0, utilization_percent=80, memory_used_bytes=1, power_watts=1.0,
+                   sm_clock_mhz=1),
+            record(960, "gpu_device", index=0, utilization_percent=90, memory_used_bytes=1, power_watts=1.0,
+                   sm_clock_mhz=1),
+            record(970, "gpu_device", index=0, utilization_percent=None, memory_used_bytes=None, power_watts=None,
+                   sm_clock_mhz=None),
+            record(980, "gpu_pcie", index=0, rx_bytes_per_s=1_000_000_000, tx_bytes_per_s=None),
+            record(990, "gpu_pcie", index=0, rx_bytes_per_s=3_000_000_000, tx_bytes_per_s=None),
+        ]
+        write(folder, "measure-train-b32.json", summary(("pytorch", 350), ("libtorch", 350)))
+        write(folder, "measure-train-b32.records.json", {"header": {}, "records": records})
+        # A session in a container: NVML names no process of its own, and no device reading came.
+        write(folder, "record-eval-all.json", summary(("pytorch", None)))
+        write(folder, "record-eval-all.records.json", {"header": {}, "records": [
+            record(0, "session_start", device="cuda"),
+            record(1, "gpu_processes_unavailable", reason="NVML reports the host's process IDs"),
+            record(2, "worker_started", "pytorch", pid=12, command=[]),
+        ]})
+        cls.markdown = figures(folder)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def test_top_kernels_rank_by_gpu_time_with_shares_and_the_most_frequent_shape(self):
+        top = rows(self.markdown, "top kernels by GPU time", "measure-train-b32")
+        pytorch = [r[1:] for r in top if r[0] == "pytorch"]
+        self.assertEqual(pytorch, [
+            ["`gemm`", "40", "120.000", "80.0%", "(64,2,1)", "(128,1,1)"],
+            ["`cudnn::bn_fw_tr_1C11_kernel_NCHW`", "4", "19.000", "12.7%", "(1,1,1)", "(32,1,1)"],
+            [f"`{RELU}`", "11", "11.000", "7.3%", "(512,2,1)", "(128,1,1)"],
+        ])
+        libtorch = [r[1:5] for r in top if r[0] == "libtorch"]
+        self.assertEqual([r[0] for r in libtorch], [f"`k{i}`" for i in range(9, 1, -1)])
+        self.assertEqual(libtorch[0][1:], ["1", "10.000", "18.2%"])
+        self.assertEqual(libtorch[-1][1:], ["1", "3.000", "5.5%"])
+
+    def test_relu_grids_merge_over_the_session_most_frequent_first(self):
+        relu = rows(self.markdown, "elementwise ReLU launch grids", "measure-train-b32")
+        self.assertEqual(relu, [
+            ["pytorch", f"`{RELU}`", "11", "(512,2,1) × 6, (1024,2,1) × 5"],
+            ["libtorch", "none recorded", "-", "-"],
+        ])
+
+    def test_h2d_per_step_leaves_out_start_up_and_sets_the_worker_bytes_beside(self):
+        h2d = rows(self.markdown, "host-to-device copies per step (CUPTI)", "measure-train-b32")
+        self.assertEqual(h2d, [
+            # Windows over steps 1-4: 2400 pageable and 400 pinned bytes, 2 and 0.2 ms.
+            ["pytorch", "4", "600", "0.500", "100", "0.050", "700", "350", "2.00"],
+            ["libtorch", "2", "-", "-", "350", "0.050", "350", "350", "1.00"],
+        ])
+        self.assertEqual(rows(self.markdown, "host-to-device copies per step (CUPTI)", "record-eval-all"),
+                         [["pytorch", "none recorded", "-", "-", "-", "-", "-", "-", "-"]])
+
+    def test_nvml_means_per_worker_and_device_and_none_recorded(self):
+        nvml = rows(self.markdown, "NVML readings", "measure-train-b32")
+        self.assertEqual(nvml, [
+            ["pytorch", "2", "2048 / 3072", "60.0 / 70.0"],
+            ["libtorch", "1", "512 / 512", "none recorded"],
+            ["0", "85.0", "2000.0", "none recorded"],
+        ])
+        self.assertEqual(rows(self.markdown, "NVML readings", "record-eval-all"), [
+            ["pytorch", "0", "none recorded", "none recorded"],
+            ["-", "none recorded", "none recorded", "none recorded"],
+        ])
+        self.assertIn("record-eval-all: NVML per process unavailable: NVML reports the host's process IDs",
+                      self.markdown)
+
+    def test_the_existing_tables_stay_and_exports_are_not_read_as_summaries(self):
+        measured = rows(self.markdown, "measurements", "measure-train-b32")
+        self.assertEqual([r[:2] for r in measured], [["pytorch", "ok"], ["libtorch", "ok"]])
+        self.assertIn("No pair of runs finished.", section(self.markdown, "the collector's overhead"))
+        self.assertNotIn(".records |", self.markdown)
+        self.assertNotIn("No records export", self.markdown)
+
+    def test_missing_fields_nulls_and_broken_files_do_not_crash_it(self):
+        with tempfile.TemporaryDirectory() as folder:
+            write(folder, "measure-odd.json", {"workers": None, "config": None})
+            write(folder, "measure-odd.records.json", {"header": None, "records": [
+                None, 3, "text", {},
+                {"type": "kernels", "worker": "pytorch", "kernels": [
+                    None, {}, {"name": None}, {"name": "relu", "count": "x", "grid": [1, 2]},
+                    {"name": "threshold", "count": 2, "total_ns": None,
+                     "grid_histogram": [[1, 2], "bad", [[1, 2, 3], None], [[4, 5, 6], 2]]},
+                ], "copies": [None, {"kind": "host_to_device"}]},
+                {"type": "step", "worker": "pytorch"},
+                {"type": "kernels", "worker": "pytorch", "copies": None},
+                {"type": "step", "worker": "pytorch"},
+                {"type": "kernels", "worker": "pytorch",
+                 "copies": [{"kind": "host_to_device", "src": 7, "bytes": "many"}]},
+                {"type": "gpu_process", "worker": "pytorch", "memory_bytes": "big", "sm_percent": None},
+                {"type": "gpu_device", "index": None, "utilization_percent": True},
+                {"type": "gpu_pcie", "rx_bytes_per_s": None},
+                {"type": "gpu_unavailable", "reason": None},
+                {"type": "collector", "worker": "libtorch", "active": False, "detail": "no | libcupti\nfound"},
+            ]})
+            write(folder, "measure-empty.json", [])
+            write(folder, "measure-empty.records.json", [])
+            write(folder, "overhead-1.json", {"workers": [None]})
+            write(folder, "overhead-2-cupti.json", {"workers": [{"throughput_samples_per_s": 0}]})
+            write(folder, "record-cut.json", '{"workers": [')
+            write(folder, "record-cut.records.json", '{"header": {}, "records": [\n{"v":1')
+            write(folder, "record-none.json", summary(("libtorch", 1)))
+            markdown = figures(folder)
+        self.assertIn("| measure-odd | pytorch | `threshold` | 2 | (4,5,6) × 2 |", markdown)
+        inactive = "| measure-odd | libtorch | none recorded (collector inactive: no \\| libcupti found) |"
+        self.assertIn(inactive, markdown)
+        self.assertIn("No records export (NAME.records.json) for record-none", markdown)
+        unreadable = section(markdown, "files that could not be read")
+        self.assertIn("- record-cut.json: JSONDecodeError", unreadable)
+        self.assertIn("- record-cut.records.json: JSONDecodeError", unreadable)
+
+    def test_an_empty_folder_gives_the_two_tables(self):
+        with tempfile.TemporaryDirectory() as folder:
+            markdown = figures(folder)
+        self.assertIn("## Figures: measurements", markdown)
+        self.assertIn("No pair of runs finished.", markdown)
+        self.assertNotIn("top kernels", markdown)
+
+
+@unittest.skipUnless(os.access(GOLOW, os.X_OK) and os.access(WORKER, os.X_OK),
+                     "no target/release/golow and golow-worker: build them (make build)")
+class RealRecordingTest(unittest.TestCase):
+    """A real CPU recording, exported by golow itself: figures.py must read the schema golow writes, and a run
+    without a GPU must read as one, not crash."""
+
+    def test_a_cpu_recording_reads_as_having_no_kernels(self):
+        with tempfile.TemporaryDirectory() as folder:
+            summaries = os.path.join(folder, "summaries")
+            os.mkdir(summaries)
+            recording = os.path.join(folder, "record-cpu.golow")
+            run = subprocess.run(
+                [GOLOW, "run", "--headless", "--impl", "libtorch", "--device", "cpu", "--model", "resnet50",
+                 "--dataset", "synthetic", "--resolution", "32", "--batch-size", "4", "--steps", "3",
+                 "--warmup", "1", "--record", recording,
+                 "--summary-json", os.path.join(summaries, "record-cpu.json")],
+                cwd=folder, capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            export = subprocess.run(
+                [GOLOW, "export", "--format", "json",
+                 "--output", os.path.join(summaries, "record-cpu.records.json"), recording],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(export.returncode, 0, export.stderr)
+            with open(os.path.join(summaries, "record-cpu.records.json"), encoding="utf-8") as f:
+                kinds = {r["type"] for r in json.load(f)["records"]}
+            self.assertIn("step", kinds)
+            self.assertNotIn("kernels", kinds)
+            markdown = figures(summaries)
+        self.assertEqual(rows(markdown, "top kernels by GPU time", "record-cpu"),
+                         [["libtorch", "none recorded (a CPU run)", "-", "-", "-", "-", "-"]])
+        self.assertEqual(rows(markdown, "elementwise ReLU launch grids", "record-cpu"),
+                         [["libtorch", "none recorded (a CPU run)", "-", "-"]])
+        h2d = rows(markdown, "host-to-device copies per step (CUPTI)", "record-cpu")
+        self.assertEqual([r[:2] for r in h2d], [["libtorch", "none recorded"]])
+        self.assertEqual(rows(markdown, "NVML readings", "record-cpu")[0], ["libtorch", "0", "none recorded",
+                                                                           "none recorded"])
+
+
+if __name__ == "__main__":
+    unittest.main()
