@@ -545,3 +545,35 @@ fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
     );
     assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
 }
+
+#[test]
+fn fifos_and_devices_are_refused_not_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("pipe");
+    let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.display().to_string();
+    rejects(&["--theme", &fifo], "it is a FIFO, not a regular file");
+    let out = golow(tmp.path(), &["replay", "--headless", &fifo]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("it is a FIFO, not a regular file"),
+        "{stderr}"
+    );
+    // A CIFAR-10 folder whose test batch is a FIFO, then a link to an endless device.
+    let cifar = tmp.path().join("cifar");
+    std::fs::create_dir(&cifar).unwrap();
+    std::fs::write(cifar.join("data_batch_1.bin"), vec![0u8; 3073 * 10]).unwrap();
+    let test_batch = cifar.join("test_batch.bin");
+    std::fs::rename(tmp.path().join("pipe"), &test_batch).unwrap();
+    let dataset = format!("cifar10:{}", cifar.display());
+    rejects(&["--dataset", &dataset], "it is a FIFO, not a regular file");
+    std::fs::remove_file(&test_batch).unwrap();
+    std::os::unix::fs::symlink("/dev/urandom", &test_batch).unwrap();
+    rejects(
+        &["--dataset", &dataset],
+        "it is a device, not a regular file",
+    );
+}

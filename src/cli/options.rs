@@ -2,8 +2,7 @@
 //! one validation into a [`Plan`], with the checks of the machine they need (CUDA devices, the python, the
 //! programs beside golow); and the checks other subcommands share (output paths, the theme file, compared workers).
 
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -418,37 +417,28 @@ fn load_theme(name_or_path: &str) -> Result<Theme, theme::ThemeError> {
     if let Some(theme) = theme::builtin(name_or_path) {
         return Ok(theme);
     }
-    let bytes = read_capped(name_or_path).map_err(|error| {
+    let bytes = golow_data::open_regular(Path::new(name_or_path))
+        .and_then(|file| golow_data::read_capped(file, MAX_THEME_BYTES as u64))
+        .map_err(|error| {
         theme::ThemeError::one_line(if error.kind() == io::ErrorKind::NotFound {
             format!(
                 "theme {name_or_path}: no built-in theme of that name ({}) and no such file",
                 theme::BUILTIN.join(", ")
             )
+        } else if error.kind() == io::ErrorKind::FileTooLarge {
+            format!(
+                "theme {name_or_path}: the file is over {MAX_THEME_BYTES} bytes, far more than a theme needs; check the path"
+            )
         } else {
             format!("theme {name_or_path}: cannot read the file ({error}); check the path and its permissions")
         })
     })?;
-    if bytes.len() > MAX_THEME_BYTES {
-        return Err(theme::ThemeError::one_line(format!(
-            "theme {name_or_path}: the file is over {MAX_THEME_BYTES} bytes, far more than a theme needs; check the path"
-        )));
-    }
     let source = String::from_utf8(bytes).map_err(|error| {
         theme::ThemeError::one_line(format!(
             "theme {name_or_path}: the file is not UTF-8 text ({error}); save it as UTF-8"
         ))
     })?;
     theme::parse(&source, name_or_path)
-}
-
-/// Reads at most one byte past the cap, so that a path such as `/dev/zero` gives an error instead of exhausting
-/// memory.
-fn read_capped(path: &str) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?
-        .take(MAX_THEME_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub struct FrameRecords {
 
 impl Recording {
     pub fn open(path: &Path) -> Result<Recording, OpenError> {
-        let file = File::open(path).map_err(OpenError::Io)?;
+        let file = golow_data::open_regular(path).map_err(OpenError::Io)?;
         let len = file.metadata().map_err(OpenError::Io)?.len();
         let header_frame = read_at(&file, 0, MARKER_LEN)
             .ok()

@@ -336,6 +336,9 @@ pub struct Results {
     pub rows: Vec<Row>,
 }
 
+/// Far more than the results of any sweep golow can run (a few hundred bytes a cell).
+const MAX_RESULTS_BYTES: u64 = 64 << 20;
+
 impl Results {
     pub fn new(config: SweepConfig) -> Results {
         Results {
@@ -348,9 +351,10 @@ impl Results {
     /// Reads a sweep directory's results; one line saying what is wrong otherwise.
     pub fn load(dir: &Path) -> Result<Results, String> {
         let path = dir.join(RESULTS_JSON);
-        let text = std::fs::read_to_string(&path)
+        let bytes = golow_data::open_regular(&path)
+            .and_then(|file| golow_data::read_capped(file, MAX_RESULTS_BYTES))
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let results: Results = serde_json::from_str(&text)
+        let results: Results = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{} is not a golow sweep's results: {e}", path.display()))?;
         if results.golow_sweep > RESULTS_VERSION {
             return Err(format!(
