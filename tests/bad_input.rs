@@ -577,3 +577,18 @@ fn fifos_and_devices_are_refused_not_read() {
         "it is a device, not a regular file",
     );
 }
+
+#[test]
+fn a_worker_s_escape_sequences_never_reach_the_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Retitle the window, clear the screen and write the clipboard, then fail with that as the last stderr line.
+    let evil = r"evil=printf '\033]0;pwned\007\033[2J\033]52;c;cHduZWQ=\007oops\n' >&2; exit 3";
+    let out = headless(tmp.path(), &["--cmd", evil]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    for printed in [&out.stdout, &out.stderr] {
+        let printed = text(printed);
+        assert!(!printed.contains('\u{1b}') && !printed.contains('\u{7}'), "{printed:?}");
+    }
+    let table = text(&out.stdout);
+    assert!(table.contains(r"\u{1b}]0;pwned\u{7}"), "{table}");
+}

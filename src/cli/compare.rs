@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::replay::open_player;
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
+use crate::printable::printable;
 use crate::state::regression::{self, Row};
 use crate::sweep::{Results, cells};
 use crate::ui::report::regression_table;
@@ -51,7 +52,7 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         ))
         .into());
     }
-    print!("{}", regression_table(&rows, args.threshold));
+    print!("{}", printable(&regression_table(&rows, args.threshold)));
     Ok(verdict(rows.iter().any(|r| r.regression)))
 }
 
@@ -101,7 +102,7 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
         compared += 1;
         regression |= rows.iter().any(|r| r.regression);
         println!("batch {} at {} px", cell.batch_size, cell.resolution);
-        print!("{}", regression_table(&rows, threshold));
+        print!("{}", printable(&regression_table(&rows, threshold)));
     }
     if compared == 0 {
         return Err(BadInput(format!(

@@ -34,7 +34,10 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
         )));
     }
     if let Some(damage) = player.damage_warning() {
-        eprintln!("golow: warning: {}: {damage}", args.file.display());
+        eprintln!(
+            "golow: warning: {}",
+            crate::printable::printable(&format!("{}: {damage}", args.file.display()))
+        );
     }
     Ok(EXIT_OK)
 }

@@ -41,7 +41,10 @@ pub fn open_player(file: &Path) -> Result<Player, BadInput> {
     let player = Player::open(file)
         .map_err(|e| BadInput(format!("cannot replay {}: {e}", file.display())))?;
     if let Some(warning) = player.recording().warning() {
-        eprintln!("golow: warning: {}: {warning}", file.display());
+        eprintln!(
+            "golow: warning: {}",
+            crate::printable::printable(&format!("{}: {warning}", file.display()))
+        );
     }
     Ok(player)
 }
@@ -72,10 +75,16 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     if args.headless {
         player.run_to_end();
         if let Some(damage) = player.damage_warning() {
-            eprintln!("golow: warning: {}: {damage}", args.file.display());
+            eprintln!(
+                "golow: warning: {}",
+                crate::printable::printable(&format!("{}: {damage}", args.file.display()))
+            );
         }
         let summary = Summary::from_state(player.state());
-        print!("{}", crate::ui::report::table(&summary));
+        print!(
+            "{}",
+            crate::printable::printable(&crate::ui::report::table(&summary))
+        );
         write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
         return Ok(EXIT_OK);
     }
@@ -104,7 +113,10 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
 fn sweep(dir: &Path, headless: bool, theme: Theme) -> Result<i32, Failure> {
     let results = Results::load(dir).map_err(BadInput)?;
     if headless {
-        print!("{}", crate::ui::report::sweep_table(&results));
+        print!(
+            "{}",
+            crate::printable::printable(&crate::ui::report::sweep_table(&results))
+        );
         return Ok(EXIT_OK);
     }
     let view = SweepView::new(theme, results);

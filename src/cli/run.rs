@@ -201,13 +201,16 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         }
     };
     let summary = finished.summary.map_err(failed)?;
-    print!("{}", crate::ui::report::table(&summary));
+    print!(
+        "{}",
+        crate::printable::printable(&crate::ui::report::table(&summary))
+    );
     match finished.recorded {
         Some(Ok(written)) => eprintln!(
             "golow: recorded {} events ({} bytes) to {}",
             written.events,
             written.bytes,
-            written.path.display()
+            crate::printable::printable(&written.path.display().to_string())
         ),
         Some(Err(e)) => return Err(failed(format!("the recording failed: {e}"))),
         None => {}

@@ -208,7 +208,10 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         ended
     };
     let outcome = outcome.map_err(failed)?;
-    print!("{}", crate::ui::report::sweep_table(&results));
+    print!(
+        "{}",
+        crate::printable::printable(&crate::ui::report::sweep_table(&results))
+    );
     eprintln!(
         "golow: sweep results in {} ({} and {})",
         dir.display(),

@@ -117,7 +117,8 @@ fn line(w: &WorkerState, total: u64) -> String {
         .as_ref()
         .map(|s| format!("loss {:.4}", s.loss))
         .unwrap_or_default();
-    format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name)
+    let line = format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name);
+    crate::printable::printable(&line).into_owned()
 }
 
 impl Observer for Progress {
