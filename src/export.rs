@@ -9,6 +9,7 @@
 //!   go on process 0, the monitor.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::{self, BufWriter, Write};
 
 use serde_json::{Value, json};
@@ -126,7 +127,6 @@ const TID: u32 = 1;
 
 /// A trace process: pid 0 is the monitor, pid N the N-th worker to appear.
 struct Track {
-    name: String,
     /// Where the last step slice ended, so that the next one cannot overlap it.
     steps_end: i64,
 }
@@ -134,6 +134,8 @@ struct Track {
 struct ChromeTrace<'a, W: Write> {
     out: &'a mut W,
     tracks: Vec<Track>,
+    /// Each worker's track, so that finding it costs the same however many workers a recording names.
+    by_worker: HashMap<String, usize>,
     events: usize,
 }
 
@@ -148,6 +150,7 @@ fn write_chrome_trace(
     let mut trace = ChromeTrace {
         out,
         tracks: Vec::new(),
+        by_worker: HashMap::new(),
         events: 0,
     };
     trace.add_track("golow monitor", "session")?;
@@ -167,22 +170,23 @@ impl<W: Write> ChromeTrace<'_, W> {
 
     fn add_track(&mut self, name: &str, thread: &str) -> io::Result<usize> {
         let pid = self.tracks.len();
-        let (name, steps_end) = (name.to_string(), 0);
-        for (kind, value) in [("process_name", &name[..]), ("thread_name", thread)] {
+        for (kind, value) in [("process_name", name), ("thread_name", thread)] {
             let args = json!({"name": value});
             self.emit(json!({"ph": "M", "pid": pid, "tid": TID, "name": kind, "args": args}))?;
         }
-        self.tracks.push(Track { name, steps_end });
+        self.tracks.push(Track { steps_end: 0 });
         Ok(pid)
     }
 
     fn pid(&mut self, worker: Option<&str>) -> io::Result<usize> {
         let Some(name) = worker else { return Ok(0) };
         // Not the monitor's track: a worker may be named like it.
-        match self.tracks[1..].iter().position(|t| t.name == name) {
-            Some(i) => Ok(i + 1),
-            None => self.add_track(name, "steps"),
+        if let Some(&pid) = self.by_worker.get(name) {
+            return Ok(pid);
         }
+        let pid = self.add_track(name, "steps")?;
+        self.by_worker.insert(name.to_owned(), pid);
+        Ok(pid)
     }
 
     fn record(&mut self, record: Record) -> io::Result<()> {
@@ -595,5 +599,46 @@ mod tests {
         assert_eq!(counters, expected);
         let text = trace.to_string();
         assert!(text.contains("step 0 (warm-up)") && !text.contains("Traceback"));
+    }
+
+    #[test]
+    fn each_of_many_workers_keeps_its_own_track() {
+        let workers = 2_000;
+        let record = |i: usize| {
+            Record::new(
+                i as f64,
+                Some(format!("w{}", i % workers)),
+                Body::Process {
+                    pid: 1,
+                    rss_bytes: 1 << 20,
+                    peak_rss_bytes: 1 << 20,
+                    cpu_percent: Some(1.0),
+                },
+            )
+        };
+        let mut out = Vec::new();
+        export(
+            &header(),
+            (0..3 * workers).map(record),
+            Format::ChromeTrace,
+            &mut out,
+        )
+        .unwrap();
+        let trace: Value = serde_json::from_slice(&out).unwrap();
+        let mut tracks = std::collections::HashMap::new();
+        for event in trace["traceEvents"].as_array().unwrap() {
+            if event["name"] == "process_name" {
+                let name = event["args"]["name"].as_str().unwrap().to_owned();
+                assert!(
+                    tracks.insert(name, event["pid"].clone()).is_none(),
+                    "{event}"
+                );
+            } else if event["ph"] == "C" && event["name"] == "cpu %" {
+                let ts = event["ts"].as_f64().unwrap() / 1000.0;
+                let worker = format!("w{}", ts as usize % workers);
+                assert_eq!(tracks[&worker], event["pid"], "{event}");
+            }
+        }
+        assert_eq!(tracks.len(), workers + 1);
     }
 }
