@@ -123,11 +123,16 @@ impl Fields<'_> {
     }
 }
 
-/// Plausible lengths and times: what a damaged or hostile marker or index entry fails.
+/// The shortest line a record can be (`{"v":1,"t_ms":0,"type":"…"}` and its line break), so that a frame's event
+/// count is bounded by its length.
+pub const MIN_RECORD_BYTES: u32 = 24;
+
+/// Plausible lengths, counts and times: what a damaged or hostile marker or index entry fails.
 fn plausible(frame: &FrameInfo) -> bool {
     frame.compressed_len > 0
         && frame.compressed_len <= MAX_FRAME_BYTES
         && frame.raw_len <= MAX_FRAME_BYTES
+        && u64::from(frame.events) * u64::from(MIN_RECORD_BYTES) <= u64::from(frame.raw_len)
         && frame.first_t_ms.is_finite()
         && frame.last_t_ms.is_finite()
         && frame.first_t_ms <= frame.last_t_ms
@@ -260,6 +265,18 @@ mod tests {
             assert_eq!(decode_marker(&damaged, 1000), None, "byte {i}");
         }
         assert_eq!(decode_marker(&bytes[..MARKER_LEN - 1], 1000), None);
+    }
+
+    #[test]
+    fn a_count_no_frame_could_hold_is_refused() {
+        let f = FrameInfo {
+            events: u32::MAX,
+            ..frame(1000 + MARKER_LEN as u64, 0.0)
+        };
+        assert_eq!(decode_marker(&encode_marker(&f), 1000), None);
+        let at = 5000;
+        let index = encode_index(&[f], at);
+        assert_eq!(decode_index(&index, at + index.len() as u64), None);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct Recording {
     pub frames: Vec<FrameInfo>,
     /// False when the index was missing or damaged and the frames were found by a scan.
     pub closed_cleanly: bool,
+    /// The file ends in an index that is damaged or disagrees with the markers.
+    pub index_damaged: bool,
     /// Stretches of damaged bytes the scan stepped over.
     pub damaged_regions: u64,
     /// Set when the file ends inside a frame: the byte where the valid prefix ends.
@@ -80,6 +82,7 @@ impl Recording {
             header,
             frames: Vec::new(),
             closed_cleanly: false,
+            index_damaged: false,
             damaged_regions: 0,
             cut_at: None,
             scanned_to: data_start,
@@ -89,7 +92,10 @@ impl Recording {
                 recording.frames = frames;
                 recording.closed_cleanly = true;
             }
-            None => recording.scan(data_start, len),
+            None => {
+                recording.index_damaged = recording.trailer(len).is_some();
+                recording.scan(data_start, len);
+            }
         }
         Ok(recording)
     }
@@ -109,7 +115,10 @@ impl Recording {
     /// One line for the user about what is missing or damaged, if anything is.
     pub fn warning(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if !self.closed_cleanly {
+        if self.index_damaged {
+            parts
+                .push("its index is damaged (frames found by a scan of their markers)".to_string());
+        } else if !self.closed_cleanly {
             parts.push("it was not closed cleanly (index rebuilt by a scan)".to_string());
         }
         if let Some(at) = self.cut_at {
@@ -142,7 +151,9 @@ impl Recording {
             .get(i)
             .ok_or_else(|| io::Error::other("no such frame"))?;
         let raw = decompress(&self.file, frame)?;
-        let mut records = Vec::with_capacity(frame.events as usize);
+        // The count was checked against the frame's length, and the length bounds the lines anyway.
+        let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
+        let mut records = Vec::with_capacity((frame.events as usize).min(lines));
         let mut bad_lines = 0;
         for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
             match golow_protocol::event::parse_record(line) {
@@ -191,24 +202,40 @@ impl Recording {
             .min(self.frames.len().saturating_sub(first))
     }
 
-    fn read_index(&self, len: u64) -> Option<Vec<FrameInfo>> {
+    /// Where the index starts, from the trailer a clean close wrote.
+    fn trailer(&self, len: u64) -> Option<u64> {
         let tail = read_at(
             &self.file,
             len.checked_sub(TRAILER_LEN as u64)?,
             TRAILER_LEN,
         )
         .ok()?;
-        let at = format::decode_trailer(&tail)?;
+        format::decode_trailer(&tail)
+    }
+
+    fn read_index(&self, len: u64) -> Option<Vec<FrameInfo>> {
+        let at = self.trailer(len)?;
         let index_len = usize::try_from(len.checked_sub(at)?).ok()?;
         // An index entry is 36 bytes: a cap on frames is a cap on the index.
         if index_len > MAX_FRAME_BYTES as usize {
             return None;
         }
-        format::decode_index(&read_at(&self.file, at, index_len).ok()?, len)
+        let frames = format::decode_index(&read_at(&self.file, at, index_len).ok()?, len)?;
+        // An entry must agree with the marker it points to, which has a checksum the index lacks; one that does
+        // not makes the reader scan the markers themselves.
+        let agrees = |frame: &FrameInfo| {
+            let marker_at = frame.offset.checked_sub(MARKER_LEN as u64)?;
+            let marker = read_at(&self.file, marker_at, MARKER_LEN).ok()?;
+            (format::decode_marker(&marker, marker_at).as_ref() == Some(frame)).then_some(())
+        };
+        frames.iter().all(|f| agrees(f).is_some()).then_some(frames)
     }
 
-    /// Hops from marker to marker; when bytes are not a marker, searches forward for the next one.
+    /// Hops from marker to marker; when bytes are not a marker, searches forward for the next one from just after
+    /// the last marker read, since a frame shortened by damage ends before its marker said and the next marker
+    /// then starts inside the span the damaged frame claimed.
     fn scan(&mut self, mut at: u64, len: u64) {
+        let mut search_from = at;
         while at < len {
             let head =
                 read_at(&self.file, at, MARKER_LEN.min((len - at) as usize)).unwrap_or_default();
@@ -221,6 +248,7 @@ impl Recording {
                 if frame.events > 0 {
                     self.frames.push(frame);
                 }
+                search_from = frame.offset;
                 at = end;
                 self.scanned_to = at;
                 continue;
@@ -234,9 +262,10 @@ impl Recording {
                 return;
             }
             self.damaged_regions += 1;
-            match self.next_marker(at + 1, len) {
+            match self.next_marker(search_from.min(at) + 1, len) {
                 Some(next) => {
                     at = next;
+                    search_from = at;
                     self.scanned_to = at;
                 }
                 None => return,
