@@ -587,7 +587,10 @@ fn a_worker_s_escape_sequences_never_reach_the_terminal() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     for printed in [&out.stdout, &out.stderr] {
         let printed = text(printed);
-        assert!(!printed.contains('\u{1b}') && !printed.contains('\u{7}'), "{printed:?}");
+        assert!(
+            !printed.contains('\u{1b}') && !printed.contains('\u{7}'),
+            "{printed:?}"
+        );
     }
     let table = text(&out.stdout);
     assert!(table.contains(r"\u{1b}]0;pwned\u{7}"), "{table}");
