@@ -530,3 +530,37 @@ fn what_a_cmd_worker_leaves_in_its_process_group_ends_with_it() {
     assert!(processes_with("sleep 3017").is_empty());
     assert!(processes_with("sleep 3018").is_empty());
 }
+
+#[test]
+fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flood = r#"flood=timeout 4 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3"#;
+    let mut child = headless(tmp.path(), &["--cmd", flood, "--record", "flood.golow"])
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        let high_water = std::fs::read_to_string(&status).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+        peak_kib = peak_kib.max(high_water.unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    // Millions of events arrived (the unbounded queues grew by about 400 MB a second of this).
+    let events: u64 = stderr
+        .split("recorded ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(events > 100_000, "{stderr}");
+    assert!(
+        peak_kib < 200 * 1024,
+        "peak {peak_kib} KiB for {events} events"
+    );
+}

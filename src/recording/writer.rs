@@ -29,8 +29,13 @@ enum Message {
     Lines(Instant, Vec<(f64, Vec<u8>)>),
 }
 
-/// A batch goes to the writer once its oldest record is this old (at the next record or tick).
+/// A batch goes to the writer once its oldest record is this old (at the next record or tick), or once it holds
+/// this much JSON.
 const BATCH_EVERY: Duration = Duration::from_millis(500);
+const BATCH_BYTES: usize = 1 << 20;
+/// Batches waiting for the writer. When a flood of records outruns compression the hub waits here, and so the
+/// workers wait on their pipes: memory stays bounded and the recording stays whole.
+const QUEUED_BATCHES: usize = 8;
 
 /// What a finished recording holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,13 +55,15 @@ pub struct Recorder {
 /// The hub's side of a recorder: an observer that serialises each record and passes them to the
 /// writer in batches.
 pub struct Sink {
-    writer: mpsc::Sender<Message>,
+    writer: mpsc::SyncSender<Message>,
     batch: Vec<(f64, Vec<u8>)>,
+    batch_bytes: usize,
     since: Option<Instant>,
 }
 
 impl Sink {
     fn send(&mut self) {
+        self.batch_bytes = 0;
         if let (Some(since), false) = (self.since.take(), self.batch.is_empty()) {
             let _ = self
                 .writer
@@ -89,7 +96,7 @@ impl Recorder {
         let mut line = serde_json::to_vec(header)?;
         line.push(b'\n');
         frames.write(&line, 0, (0.0, 0.0))?;
-        let (lines, incoming) = mpsc::channel();
+        let (lines, incoming) = mpsc::sync_channel(QUEUED_BATCHES);
         let thread = std::thread::Builder::new()
             .name("golow-recorder".into())
             .spawn(move || frames.run(&incoming))?;
@@ -100,6 +107,7 @@ impl Recorder {
         let sink = Sink {
             writer: lines,
             batch: Vec::new(),
+            batch_bytes: 0,
             since: None,
         };
         Ok((recorder, sink))
@@ -124,9 +132,10 @@ impl Observer for Sink {
             return;
         };
         line.push(b'\n');
+        self.batch_bytes += line.len();
         self.batch.push((record.t_ms, line));
         let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= BATCH_EVERY {
+        if since.elapsed() >= BATCH_EVERY || self.batch_bytes >= BATCH_BYTES {
             self.send();
         }
     }

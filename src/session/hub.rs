@@ -18,6 +18,9 @@ use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Record, Stream};
 
+/// What may wait for the hub from workers, collectors and samplers together.
+const INCOMING_CAPACITY: usize = 4096;
+
 struct Hub<'a> {
     start: Instant,
     state: State,
@@ -78,7 +81,8 @@ async fn run(
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
     hub.publish(None, Body::SessionStart(session));
 
-    let (tx, mut rx) = mpsc::unbounded_channel::<Incoming>();
+    // Bounded: a worker flooding its pipe waits for the hub rather than filling memory.
+    let (tx, mut rx) = mpsc::channel::<Incoming>(INCOMING_CAPACITY);
     let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
     let mut proc_sampler = ProcSampler::default();
     let _gpu_sampler = match NvmlSource::open() {
@@ -89,7 +93,7 @@ async fn run(
                 interval,
                 watched.clone(),
                 move |worker, body| {
-                    let _ = gpu_tx.send(Incoming { worker, body });
+                    let _ = gpu_tx.blocking_send(Incoming { worker, body });
                 },
             ))
         }

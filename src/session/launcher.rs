@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::process::Command;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::Sender;
 
 use golow_protocol::channels::{
     COLLECTOR_FD, CONTROL_FD, CONTROL_FD_ENV, EVENT_FD, EVENT_FD_ENV, Grant,
@@ -133,7 +133,7 @@ pub fn spawn(
     worker: usize,
     command: &WorkerCommand,
     controlled: bool,
-    tx: UnboundedSender<Incoming>,
+    tx: Sender<Incoming>,
 ) -> io::Result<Launched> {
     let (event_reader, event_writer) = io::pipe()?;
     let control = if controlled { Some(io::pipe()?) } else { None };
@@ -204,21 +204,18 @@ pub fn spawn(
     let event_task = tokio::spawn(async move {
         for_each_line(events, MAX_WORKER_LINE_BYTES, |line| {
             let body = match line {
-                Line::Text(text) if text.trim().is_empty() => return,
-                Line::Text(text) => match parse_worker_line(&text) {
+                Line::Text(text) if text.trim().is_empty() => None,
+                Line::Text(text) => Some(match parse_worker_line(&text) {
                     Ok(event) => Body::from(event),
                     Err(message) => Body::ProtocolError { message },
-                },
-                Line::TooLong => Body::ProtocolError {
+                }),
+                Line::TooLong => Some(Body::ProtocolError {
                     message: format!(
                         "event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped"
                     ),
-                },
+                }),
             };
-            let _ = event_tx.send(Incoming {
-                worker: Some(worker),
-                body,
-            });
+            deliver(&event_tx, worker, body)
         })
         .await;
     });
@@ -227,10 +224,7 @@ pub fn spawn(
         drop(worker_end);
         let collector_tx = tx.clone();
         output_tasks.push(tokio::spawn(cupti::forward(monitor_end, move |body| {
-            let _ = collector_tx.send(Incoming {
-                worker: Some(worker),
-                body,
-            });
+            deliver(&collector_tx, worker, Some(body))
         })));
     }
     if let Some(out) = child.stdout.take() {
@@ -268,10 +262,12 @@ pub fn spawn(
             signal,
             stop_requested: stopped.load(Ordering::SeqCst),
         };
-        let _ = tx.send(Incoming {
-            worker: Some(worker),
-            body,
-        });
+        let _ = tx
+            .send(Incoming {
+                worker: Some(worker),
+                body,
+            })
+            .await;
     });
     Ok(Launched {
         pid,
@@ -281,11 +277,30 @@ pub fn spawn(
     })
 }
 
+/// Hands `body` to the hub, waiting while the hub is behind: a worker that floods its pipes then waits on them.
+fn deliver(
+    tx: &Sender<Incoming>,
+    worker: usize,
+    body: Option<Body>,
+) -> impl Future<Output = ()> + Send + use<> {
+    let tx = tx.clone();
+    async move {
+        if let Some(body) = body {
+            let _ = tx
+                .send(Incoming {
+                    worker: Some(worker),
+                    body,
+                })
+                .await;
+        }
+    }
+}
+
 async fn forward_output<R: tokio::io::AsyncRead + Unpin>(
     worker: usize,
     stream: Stream,
     reader: R,
-    tx: UnboundedSender<Incoming>,
+    tx: Sender<Incoming>,
 ) {
     for_each_line(reader, MAX_OUTPUT_LINE_BYTES, |line| {
         let line = match line {
@@ -294,10 +309,7 @@ async fn forward_output<R: tokio::io::AsyncRead + Unpin>(
                 format!("[golow: line longer than {MAX_OUTPUT_LINE_BYTES} bytes skipped]")
             }
         };
-        let _ = tx.send(Incoming {
-            worker: Some(worker),
-            body: Body::Output { stream, line },
-        });
+        deliver(&tx, worker, Some(Body::Output { stream, line }))
     })
     .await;
 }

@@ -1,5 +1,6 @@
 //! Reads untrusted line streams (worker events, stdout, stderr) with a bounded buffer: an endless line
-//! costs at most `max` bytes of memory and is reported, never a panic.
+//! costs at most `max` bytes of memory and is reported, never a panic. Each line is handed on before the next is
+//! read, so a consumer that waits makes the writer wait on its pipe.
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
@@ -10,10 +11,10 @@ pub enum Line {
     TooLong,
 }
 
-pub async fn for_each_line<R: AsyncRead + Unpin>(
+pub async fn for_each_line<R: AsyncRead + Unpin, F: Future<Output = ()>>(
     reader: R,
     max: usize,
-    mut on_line: impl FnMut(Line),
+    mut on_line: impl FnMut(Line) -> F,
 ) {
     let mut reader = BufReader::new(reader);
     let mut buf = Vec::new();
@@ -27,7 +28,7 @@ pub async fn for_each_line<R: AsyncRead + Unpin>(
         if buf.last() == Some(&b'\n') {
             buf.pop();
         } else if buf.len() > max {
-            on_line(Line::TooLong);
+            on_line(Line::TooLong).await;
             if !skip_to_newline(&mut reader, &mut buf).await {
                 return;
             }
@@ -36,7 +37,7 @@ pub async fn for_each_line<R: AsyncRead + Unpin>(
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        on_line(Line::Text(String::from_utf8_lossy(&buf).into_owned()));
+        on_line(Line::Text(String::from_utf8_lossy(&buf).into_owned())).await;
     }
 }
 
@@ -61,7 +62,11 @@ mod tests {
 
     async fn lines(input: &[u8], max: usize) -> Vec<Line> {
         let mut out = Vec::new();
-        for_each_line(input, max, |l| out.push(l)).await;
+        for_each_line(input, max, |l| {
+            out.push(l);
+            std::future::ready(())
+        })
+        .await;
         out
     }
 

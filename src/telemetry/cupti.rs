@@ -46,7 +46,7 @@ pub fn body_of(message: &[u8]) -> Body {
 }
 
 /// Forwards every message from the monitor's end of a [`socket_pair`] until all the worker's copies are closed.
-pub async fn forward(socket: OwnedFd, mut on_body: impl FnMut(Body)) {
+pub async fn forward<F: Future<Output = ()>>(socket: OwnedFd, mut on_body: impl FnMut(Body) -> F) {
     // SAFETY: fcntl on a descriptor we own.
     unsafe {
         let flags = libc::fcntl(socket.as_raw_fd(), libc::F_GETFL);
@@ -81,12 +81,15 @@ pub async fn forward(socket: OwnedFd, mut on_body: impl FnMut(Body)) {
             Err(_would_block) => continue,
             Ok(Ok(0)) => return,
             // MSG_TRUNC reports a message's whole length, so one longer than the buffer is seen as such.
-            Ok(Ok(n)) if n > buffer.len() => on_body(Body::ProtocolError {
-                message: format!(
-                    "CUPTI collector message of {n} bytes skipped (the limit is {MAX_MESSAGE_BYTES})"
-                ),
-            }),
-            Ok(Ok(n)) => on_body(body_of(&buffer[..n])),
+            Ok(Ok(n)) if n > buffer.len() => {
+                on_body(Body::ProtocolError {
+                    message: format!(
+                        "CUPTI collector message of {n} bytes skipped (the limit is {MAX_MESSAGE_BYTES})"
+                    ),
+                })
+                .await;
+            }
+            Ok(Ok(n)) => on_body(body_of(&buffer[..n])).await,
             Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
             Ok(Err(_)) => return,
         }
@@ -114,7 +117,11 @@ mod tests {
         send(&worker, &vec![b' '; MAX_MESSAGE_BYTES + 10]);
         drop(worker);
         let mut bodies = Vec::new();
-        forward(monitor, |b| bodies.push(b)).await;
+        forward(monitor, |b| {
+            bodies.push(b);
+            std::future::ready(())
+        })
+        .await;
         assert_eq!(bodies.len(), 3);
         assert!(matches!(&bodies[0], Body::Collector(s) if !s.active && s.detail == "no driver"));
         assert!(
