@@ -31,6 +31,11 @@ pub trait Observer {
     fn on_record(&mut self, record: &Record);
     /// Called at every sampling interval, records or not (for what must not wait for the next one).
     fn tick(&mut self) {}
+    /// Why the observer can no longer do its work (a recording that failed), said once; the hub records it so that
+    /// every view and the summary tell it while the session goes on.
+    fn failure(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// An observer that may be absent (a run with `--no-record`).
@@ -46,6 +51,10 @@ impl<T: Observer> Observer for Option<T> {
             observer.tick();
         }
     }
+
+    fn failure(&mut self) -> Option<String> {
+        self.as_mut().and_then(Observer::failure)
+    }
 }
 
 /// An observer lent for one session (a sweep's progress lives across its cells).
@@ -56,6 +65,10 @@ impl<T: Observer + ?Sized> Observer for &mut T {
 
     fn tick(&mut self) {
         (**self).tick();
+    }
+
+    fn failure(&mut self) -> Option<String> {
+        (**self).failure()
     }
 }
 
@@ -69,6 +82,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     fn tick(&mut self) {
         self.0.tick();
         self.1.tick();
+    }
+
+    fn failure(&mut self) -> Option<String> {
+        self.0.failure().or_else(|| self.1.failure())
     }
 }
 

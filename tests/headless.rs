@@ -564,3 +564,60 @@ fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
         "peak {peak_kib} KiB for {events} events"
     );
 }
+
+/// A 64 KiB tmpfs, unmounted when dropped: a disk that fills within a second of recording.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: std::path::PathBuf) -> SmallDisk {
+        std::fs::create_dir(&at).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&at)
+            .output()
+            .expect("mount runs");
+        assert!(out.status.success(), "mount: {}", text(&out.stderr));
+        SmallDisk(at)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_stops_the_recording_not_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let disk = SmallDisk::mount(tmp.path().join("small"));
+    let recording = disk.0.join("s.golow");
+    let flood =
+        r#"flood=timeout 3 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3; exit 0"#;
+    let out = headless(
+        tmp.path(),
+        &["--cmd", flood, "--record", recording.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    // Said when it happened, while the worker still ran, and again at the end.
+    assert!(
+        stderr.contains("golow: the recording failed (No space left on device"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .last()
+            .unwrap()
+            .contains("the recording failed"),
+        "{stderr}"
+    );
+    // The session ran to its end and its summary, on another disk, was written.
+    let summary = summary_of(tmp.path());
+    let w = worker(&summary, "flood");
+    assert_eq!(w["status"], "ok", "{summary}");
+    assert!(w["steps"].as_u64().unwrap() > 1000, "{summary}");
+}

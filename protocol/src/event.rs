@@ -182,6 +182,10 @@ pub enum Body {
         rx_bytes_per_s: Option<u64>,
         tx_bytes_per_s: Option<u64>,
     },
+    /// The recording stopped (a full disk, say) while the session went on; the live views and the summary say so.
+    RecordingFailed {
+        reason: String,
+    },
     /// NVML's per-process readings cannot be attributed to the workers (inside a PID namespace it reports the
     /// host's process IDs); device readings go on.
     GpuProcessesUnavailable {

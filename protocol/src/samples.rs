@@ -121,6 +121,9 @@ pub fn every_body() -> Vec<Body> {
             power_watts: Some(512.25),
             sm_clock_mhz: None,
         },
+        Body::RecordingFailed {
+            reason: "No space left on device (os error 28)".into(),
+        },
         Body::GpuProcessesUnavailable {
             reason: "NVML reports the host's process IDs".into(),
         },

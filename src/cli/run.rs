@@ -205,6 +205,8 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         "{}",
         crate::printable::printable(&crate::ui::report::table(&summary))
     );
+    // The summary is written whatever became of the recording: it may well go to another disk.
+    let summary_written = write_summary(args.summary_json.as_deref(), &summary);
     match finished.recorded {
         Some(Ok(written)) => eprintln!(
             "golow: recorded {} events ({} bytes) to {}",
@@ -212,10 +214,15 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             written.bytes,
             crate::printable::printable(&written.path.display().to_string())
         ),
-        Some(Err(e)) => return Err(failed(format!("the recording failed: {e}"))),
+        Some(Err(e)) => {
+            summary_written.map_err(failed)?;
+            return Err(failed(format!(
+                "the recording failed: {e} (what was written before replays; the summary was written)"
+            )));
+        }
         None => {}
     }
-    write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
+    summary_written.map_err(failed)?;
     let stopped = summary
         .workers
         .iter()

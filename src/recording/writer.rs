@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ pub struct Recorder {
 /// writer in batches.
 pub struct Sink {
     writer: mpsc::SyncSender<Message>,
+    /// Set by the writer the moment it fails; taken once by `failure`.
+    failed: Arc<Mutex<Option<String>>>,
     batch: Vec<(f64, Vec<u8>)>,
     batch_bytes: usize,
     since: Option<Instant>,
@@ -97,15 +99,26 @@ impl Recorder {
         line.push(b'\n');
         frames.write(&line, 0, (0.0, 0.0))?;
         let (lines, incoming) = mpsc::sync_channel(QUEUED_BATCHES);
+        let failed = Arc::new(Mutex::new(None));
+        let failure = failed.clone();
         let thread = std::thread::Builder::new()
             .name("golow-recorder".into())
-            .spawn(move || frames.run(&incoming))?;
+            .spawn(move || {
+                let written = frames.run(&incoming);
+                if let Err(e) = &written
+                    && let Ok(mut slot) = failure.lock()
+                {
+                    *slot = Some(e.to_string());
+                }
+                written
+            })?;
         let recorder = Recorder {
             path: path.to_path_buf(),
             thread,
         };
         let sink = Sink {
             writer: lines,
+            failed,
             batch: Vec::new(),
             batch_bytes: 0,
             since: None,
@@ -144,6 +157,10 @@ impl Observer for Sink {
         if self.since.is_some_and(|t| t.elapsed() >= BATCH_EVERY) {
             self.send();
         }
+    }
+
+    fn failure(&mut self) -> Option<String> {
+        self.failed.lock().ok()?.take()
     }
 }
 

@@ -188,6 +188,9 @@ async fn run(
             }
             _ = ticks.tick() => {
                 hub.observer.tick();
+                if let Some(reason) = hub.observer.failure() {
+                    hub.publish(None, Body::RecordingFailed { reason });
+                }
                 for worker in launched.iter_mut().flatten().filter(|w| w.overdue()) {
                     worker.kill();
                 }

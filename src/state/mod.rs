@@ -277,6 +277,8 @@ pub struct State {
     /// Timestamp of the latest record, in milliseconds since the session started.
     pub t_ms: f64,
     pub ended: bool,
+    /// Why the session's recording stopped while the session went on.
+    pub recording_failed: Option<String>,
 }
 
 impl State {
@@ -318,6 +320,7 @@ impl State {
                 self.session = Some(config.clone());
             }
             Body::SessionEnd => self.ended = true,
+            Body::RecordingFailed { reason } => self.recording_failed = Some(reason.clone()),
             Body::GpuUnavailable { reason } => self.gpu.unavailable = Some(reason.clone()),
             Body::GpuProcessesUnavailable { reason } => {
                 self.gpu.processes_unavailable = Some(reason.clone());
@@ -489,6 +492,7 @@ fn apply_worker_event(
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }
         | Body::GpuProcessesUnavailable { .. }
+        | Body::RecordingFailed { .. }
         | Body::GpuInfo { .. }
         | Body::GpuDevice { .. }
         | Body::GpuPcie { .. } => {}

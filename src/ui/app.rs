@@ -552,6 +552,12 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     }
     first.push(Span::styled(duration(marks.now_s), view.text()));
     match marks.origin {
+        Origin::Live { recording: Some(_) } if state.recording_failed.is_some() => {
+            first.push(Span::styled(
+                "  RECORDING FAILED (the session goes on; see the summary)",
+                Style::default().fg(view.theme.error),
+            ))
+        }
         Origin::Live {
             recording: Some(path),
         } => first.push(Span::styled(

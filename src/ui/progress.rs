@@ -124,6 +124,17 @@ fn line(w: &WorkerState, total: u64) -> String {
 impl Observer for Progress {
     fn on_record(&mut self, record: &Record) {
         self.state.apply(record);
+        if let Body::RecordingFailed { reason } = &record.body {
+            let line =
+                format!("golow: the recording failed ({reason}); the session goes on unrecorded");
+            let line = crate::printable::printable(&line).into_owned();
+            match &self.lines {
+                Some((multi, _)) => {
+                    let _ = multi.println(line);
+                }
+                None => eprintln!("{line}"),
+            }
+        }
         let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
