@@ -117,7 +117,12 @@ pub fn table(summary: &Summary) -> String {
 
 /// `golow compare`'s table: one line per implementation and metric, B against A.
 pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) -> String {
-    let value = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.4}"));
+    // Bytes are counted, not measured: whole numbers.
+    let value = |metric: &str, v: Option<f64>| match v {
+        None => "-".to_string(),
+        Some(v) if metric.contains("bytes") && v.is_finite() && v.abs() < 1e18 => format!("{v:.0}"),
+        Some(v) => opt(Some(v), 4),
+    };
     let mut out = format!(
         "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
         "impl",
@@ -148,8 +153,8 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
             "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
             row.worker,
             row.metric,
-            value(row.a),
-            value(row.b),
+            value(row.metric, row.a),
+            value(row.metric, row.b),
             ratio,
             interval
         ));
@@ -188,6 +193,31 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::opt;
+
+    #[test]
+    fn bytes_compare_as_whole_numbers() {
+        let row = |metric, a: f64| crate::state::regression::Row {
+            worker: "libtorch".into(),
+            metric,
+            a: Some(a),
+            b: Some(a),
+            ratio: None,
+            worse: crate::state::regression::Worse::Higher,
+            regression: false,
+        };
+        let table = super::regression_table(
+            &[
+                row("peak host RSS (bytes)", 632188928.0),
+                row("median step time (ms)", 12.5),
+            ],
+            0.05,
+        );
+        assert!(
+            table.contains(" 632188928 ") && !table.contains("632188928.0"),
+            "{table}"
+        );
+        assert!(table.contains(" 12.5000 "), "{table}");
+    }
 
     #[test]
     fn figures_never_print_hundreds_of_digits() {
