@@ -5,7 +5,6 @@ pub mod cli;
 pub mod contracts;
 pub mod export;
 pub mod files;
-pub mod printable;
 pub mod recording;
 pub mod session;
 pub mod state;

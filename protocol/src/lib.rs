@@ -5,6 +5,7 @@
 //! - [`config`]: the session's configuration and each worker's (the `config.json` a worker is started with).
 //! - [`collector`]: the CUPTI collector's windows of kernels and copies, and where it finds its socket.
 //! - [`channels`]: the descriptors a worker inherits and the turn grants it reads on one of them.
+//! - [`text`]: what is said that came from outside, made safe for a terminal.
 
 pub mod channels;
 pub mod collector;
@@ -12,3 +13,4 @@ pub mod config;
 pub mod event;
 #[cfg(any(test, feature = "samples"))]
 pub mod samples;
+pub mod text;

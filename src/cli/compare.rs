@@ -7,10 +7,10 @@ use clap::Args;
 
 use super::replay::open_player;
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
-use crate::printable::printable;
 use crate::state::regression::{self, Row};
 use crate::sweep::{Results, cells};
 use crate::ui::report::regression_table;
+use golow_protocol::text::printable;
 
 #[derive(Args)]
 pub struct CompareArgs {

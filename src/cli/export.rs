@@ -36,7 +36,7 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     if let Some(damage) = player.damage_warning() {
         eprintln!(
             "golow: warning: {}",
-            crate::printable::printable(&format!("{}: {damage}", args.file.display()))
+            golow_protocol::text::printable(&format!("{}: {damage}", args.file.display()))
         );
     }
     Ok(EXIT_OK)

@@ -72,7 +72,10 @@ fn failed(message: String) -> Failure {
 /// The exit code of a subcommand, its failure printed.
 fn exit_code(result: Result<i32, Failure>) -> i32 {
     result.unwrap_or_else(|failure| {
-        eprintln!("golow: {}", crate::printable::printable(&failure.message));
+        eprintln!(
+            "golow: {}",
+            golow_protocol::text::printable(&failure.message)
+        );
         failure.code
     })
 }

@@ -43,7 +43,7 @@ pub fn open_player(file: &Path) -> Result<Player, BadInput> {
     if let Some(warning) = player.recording().warning() {
         eprintln!(
             "golow: warning: {}",
-            crate::printable::printable(&format!("{}: {warning}", file.display()))
+            golow_protocol::text::printable(&format!("{}: {warning}", file.display()))
         );
     }
     Ok(player)
@@ -77,13 +77,13 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         if let Some(damage) = player.damage_warning() {
             eprintln!(
                 "golow: warning: {}",
-                crate::printable::printable(&format!("{}: {damage}", args.file.display()))
+                golow_protocol::text::printable(&format!("{}: {damage}", args.file.display()))
             );
         }
         let summary = Summary::from_state(player.state());
         print!(
             "{}",
-            crate::printable::printable(&crate::ui::report::table(&summary))
+            golow_protocol::text::printable(&crate::ui::report::table(&summary))
         );
         write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
         return Ok(EXIT_OK);
@@ -115,7 +115,7 @@ fn sweep(dir: &Path, headless: bool, theme: Theme) -> Result<i32, Failure> {
     if headless {
         print!(
             "{}",
-            crate::printable::printable(&crate::ui::report::sweep_table(&results))
+            golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
         );
         return Ok(EXIT_OK);
     }

@@ -203,7 +203,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let summary = finished.summary.map_err(failed)?;
     print!(
         "{}",
-        crate::printable::printable(&crate::ui::report::table(&summary))
+        golow_protocol::text::printable(&crate::ui::report::table(&summary))
     );
     // The summary is written whatever became of the recording: it may well go to another disk.
     let summary_written = write_summary(args.summary_json.as_deref(), &summary);
@@ -212,7 +212,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             "golow: recorded {} events ({} bytes) to {}",
             written.events,
             written.bytes,
-            crate::printable::printable(&written.path.display().to_string())
+            golow_protocol::text::printable(&written.path.display().to_string())
         ),
         Some(Err(e)) => {
             summary_written.map_err(failed)?;

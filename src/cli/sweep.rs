@@ -210,7 +210,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let outcome = outcome.map_err(failed)?;
     print!(
         "{}",
-        crate::printable::printable(&crate::ui::report::sweep_table(&results))
+        golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
     );
     eprintln!(
         "golow: sweep results in {} ({} and {})",

@@ -312,3 +312,80 @@ fn an_index_that_disagrees_with_its_markers_is_rebuilt_by_a_scan() {
         }
     }
 }
+
+/// xorshift64*: the mutation fuzz's seeded randomness (no generator crate for one test).
+struct Seeded(u64);
+
+impl Seeded {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+    }
+}
+
+/// One damage: a flipped bit, a lost, added or overwritten byte, a cut, or a stretch copied elsewhere.
+fn mutate(bytes: &mut Vec<u8>, rng: &mut Seeded) {
+    let len = bytes.len();
+    let at = rng.below(len);
+    match rng.below(6) {
+        0 => bytes[at] ^= 1 << rng.below(8),
+        1 => {
+            bytes.remove(at);
+        }
+        2 => bytes.insert(at, rng.below(256) as u8),
+        3 => bytes[at] = [0, 0xff, 0x5b, 0x2a][rng.below(4)],
+        4 => bytes.truncate(at),
+        _ => {
+            let span = rng.below(512).min(len - at);
+            let copy = bytes[at..at + span].to_vec();
+            let to = rng.below(bytes.len());
+            bytes.splice(to..to, copy);
+        }
+    }
+}
+
+/// A seeded mutation fuzz of the reader (cargo fuzz needs a nightly toolchain, which this project does not use):
+/// 10,000 damaged copies of a real recording, each opened and read to its end. None may panic, hang or say more
+/// than one line, and what is read back must be records that were written.
+#[test]
+fn ten_thousand_damaged_recordings_are_read_or_refused_in_one_line() {
+    let (dir, path, written) = recorded(2, 7);
+    let bytes = std::fs::read(&path).unwrap();
+    let file = dir.path().join("fuzzed.golow");
+    let mut rng = Seeded(0x9E37_79B9_7F4A_7C15);
+    let (mut opened, mut refused, mut records) = (0, 0, 0);
+    for case in 0..10_000 {
+        let mut damaged = bytes.clone();
+        for _ in 0..=rng.below(3) {
+            if !damaged.is_empty() {
+                mutate(&mut damaged, &mut rng);
+            }
+        }
+        std::fs::write(&file, &damaged).unwrap();
+        match Player::open(&file) {
+            Ok(mut player) => {
+                opened += 1;
+                for record in player.records() {
+                    assert!(written.contains(&record), "case {case}: {record:?}");
+                    records += 1;
+                }
+                if let Some(warning) = player.recording().warning() {
+                    assert!(!warning.contains('\n'), "case {case}: {warning}");
+                }
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(!e.to_string().contains('\n'), "case {case}: {e}");
+            }
+        }
+    }
+    eprintln!(
+        "10000 damaged recordings: {opened} opened ({records} records read), {refused} refused"
+    );
+    assert!(
+        opened > 1_000 && refused > 100,
+        "{opened} opened, {refused} refused"
+    );
+}

@@ -159,7 +159,7 @@ impl Reporter for StderrProgress {
 
     fn end_cell(&mut self, verdict: &str, _results: &Results) {
         if let Some(ended) = self.tracker.end_cell(verdict) {
-            let line = crate::printable::printable(&format!("golow: {ended}")).into_owned();
+            let line = golow_protocol::text::printable(&format!("golow: {ended}")).into_owned();
             match &self.bar {
                 Some(bar) => bar.println(line),
                 None => eprintln!("{line}"),

@@ -118,7 +118,7 @@ fn line(w: &WorkerState, total: u64) -> String {
         .map(|s| format!("loss {:.4}", s.loss))
         .unwrap_or_default();
     let line = format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name);
-    crate::printable::printable(&line).into_owned()
+    golow_protocol::text::printable(&line).into_owned()
 }
 
 impl Observer for Progress {
@@ -127,7 +127,7 @@ impl Observer for Progress {
         if let Body::RecordingFailed { reason } = &record.body {
             let line =
                 format!("golow: the recording failed ({reason}); the session goes on unrecorded");
-            let line = crate::printable::printable(&line).into_owned();
+            let line = golow_protocol::text::printable(&line).into_owned();
             match &self.lines {
                 Some((multi, _)) => {
                     let _ = multi.println(line);

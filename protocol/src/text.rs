@@ -1,7 +1,7 @@
-//! Text bound for the terminal that came from outside (worker lines, names and messages in recordings, paths): its
-//! control characters are shown as escapes, never sent raw, so that nothing golow prints can move the cursor,
-//! clear the screen, retitle the window or write the clipboard (OSC 52). The TUI needs none of this: ratatui's
-//! buffer drops control characters.
+//! Text bound for the terminal that came from outside (worker lines, names and messages in recordings, paths, and
+//! the parser's own messages, which quote what a worker sent): its control characters are shown as escapes, never
+//! sent raw, so that nothing golow prints can move the cursor, clear the screen, retitle the window or write the
+//! clipboard (OSC 52). The TUI needs none of this: ratatui's buffer drops control characters.
 
 use std::borrow::Cow;
 
