@@ -532,6 +532,19 @@ fn what_a_cmd_worker_leaves_in_its_process_group_ends_with_it() {
 }
 
 #[test]
+fn a_descendant_that_leaves_the_process_group_ends_with_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(
+        tmp.path(),
+        &["--cmd", "escapee=setsid sleep 3019 & echo started"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(processes_with("sleep 3019").is_empty());
+}
+
+#[test]
 fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
     let tmp = tempfile::tempdir().unwrap();
     let flood = r#"flood=timeout 4 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3"#;

@@ -7,6 +7,7 @@ pub mod affinity;
 mod hub;
 mod launcher;
 mod lines;
+mod orphans;
 mod prepare;
 pub mod programs;
 pub mod python;
@@ -114,7 +115,16 @@ impl Session {
             session,
             workers,
         } = prepared;
+        let mark = orphans::adopt();
+        let workers = workers
+            .into_iter()
+            .map(|(name, mut command)| {
+                command.env.push((orphans::MARK_ENV.into(), mark.clone()));
+                (name, command)
+            })
+            .collect();
         let state = hub::run_blocking(session, workers, interval, &mut (observer, sink), controls);
+        orphans::end_adopted(&mark);
         // The sink went with the hub: the recorder writes what is queued and its index.
         let recorded = recorder.map(Recorder::finish);
         drop(session_dir);
