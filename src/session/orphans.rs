@@ -4,7 +4,6 @@
 //! it) are killed and reaped, so that nothing a session started outlives it, and nothing else golow's process runs
 //! is touched.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The variable that marks a session's workers and all they start.
@@ -30,7 +29,7 @@ pub fn adopt() -> String {
 pub fn end_adopted(mark: &str) {
     let me = std::process::id();
     let marked = format!("{MARK_ENV}={mark}");
-    for pid in children_of(me, Path::new("/proc")) {
+    for pid in crate::telemetry::procfs::children(me) {
         let carries = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
             environ
                 .split(|&b| b == 0)
@@ -48,41 +47,5 @@ pub fn end_adopted(mark: &str) {
             libc::kill(pid, libc::SIGKILL);
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
-    }
-}
-
-/// The processes under `proc` whose parent is `parent`, from each one's `stat`.
-fn children_of(parent: u32, proc: &Path) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir(proc) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            // The command name is in parentheses and may hold anything; the fields after it are plain.
-            let after_name = &stat[stat.rfind(')')? + 1..];
-            let ppid: u32 = after_name.split_whitespace().nth(1)?.parse().ok()?;
-            (ppid == parent).then_some(pid)
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_child_is_found_by_its_parent() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let found = children_of(std::process::id(), Path::new("/proc"));
-        let _ = child.kill();
-        let _ = child.wait();
-        assert!(found.contains(&child.id()), "{found:?}");
-        assert!(children_of(u32::MAX, Path::new("/proc")).is_empty());
     }
 }

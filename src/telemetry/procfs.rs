@@ -106,8 +106,8 @@ fn parent_of(stat: &str) -> Option<u32> {
     stat_fields(stat)?.get(1)?.parse().ok()
 }
 
-/// Each root with all its live descendants (root first), from one scan of /proc.
-pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32>> {
+/// Every live process's children, from one scan of /proc.
+fn children_by_parent() -> HashMap<u32, Vec<u32>> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     let mut buf = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
@@ -123,6 +123,17 @@ pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32
             }
         }
     }
+    children
+}
+
+/// The live children of `parent`.
+pub fn children(parent: u32) -> Vec<u32> {
+    children_by_parent().remove(&parent).unwrap_or_default()
+}
+
+/// Each root with all its live descendants (root first), from one scan of /proc.
+pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32>> {
+    let children = children_by_parent();
     roots
         .into_iter()
         .map(|root| {
@@ -285,6 +296,19 @@ impl ProcSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_child_is_found_by_its_parent() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let found = children(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.contains(&child.id()), "{found:?}");
+        assert!(children(u32::MAX).is_empty());
+    }
 
     #[test]
     fn parses_stat_and_status() {
