@@ -2,22 +2,12 @@
 
 use std::fs::File;
 use std::io::{Error, ErrorKind};
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 /// What `path` is when golow must not write over it: anything but a regular file or nothing (a symlink, whose
 /// target it would replace with a file; a FIFO or device, which it would replace or block on; a directory).
 pub fn unwritable_kind(path: &Path) -> Option<&'static str> {
-    let kind = std::fs::symlink_metadata(path).ok()?.file_type();
-    match () {
-        _ if kind.is_file() => None,
-        _ if kind.is_symlink() => Some("a symbolic link"),
-        _ if kind.is_dir() => Some("a directory"),
-        _ if kind.is_fifo() => Some("a FIFO"),
-        _ if kind.is_block_device() || kind.is_char_device() => Some("a device"),
-        _ if kind.is_socket() => Some("a socket"),
-        _ => Some("not a regular file"),
-    }
+    golow_data::irregular_kind(std::fs::symlink_metadata(path).ok()?.file_type())
 }
 
 /// Writes `path` through a temporary file next to it, renamed once complete: a reader never sees half

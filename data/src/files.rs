@@ -1,6 +1,6 @@
 //! File access shared by the loaders, so that every failure names the dataset and the file.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, FileType, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
@@ -38,22 +38,27 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
-    let kind = file.metadata()?.file_type();
-    if kind.is_file() {
-        // O_NONBLOCK changes nothing for a regular file's reads.
-        return Ok(file);
+    // O_NONBLOCK changes nothing for a regular file's reads.
+    match irregular_kind(file.metadata()?.file_type()) {
+        None => Ok(file),
+        Some(what) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("it is {what}, not a regular file"),
+        )),
     }
-    let what = match () {
-        _ if kind.is_dir() => "a directory",
-        _ if kind.is_fifo() => "a FIFO",
-        _ if kind.is_block_device() || kind.is_char_device() => "a device",
-        _ if kind.is_socket() => "a socket",
-        _ => "not a regular file",
-    };
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("it is {what}, not a regular file"),
-    ))
+}
+
+/// What a file that is not a regular one is, in words (`a FIFO`); `None` for a regular file.
+pub fn irregular_kind(kind: FileType) -> Option<&'static str> {
+    match () {
+        _ if kind.is_file() => None,
+        _ if kind.is_symlink() => Some("a symbolic link"),
+        _ if kind.is_dir() => Some("a directory"),
+        _ if kind.is_fifo() => Some("a FIFO"),
+        _ if kind.is_block_device() || kind.is_char_device() => Some("a device"),
+        _ if kind.is_socket() => Some("a socket"),
+        _ => Some("not a regular file"),
+    }
 }
 
 /// Reads at most `max` bytes of `reader`; more is an error, not an allocation.

@@ -19,7 +19,7 @@ use std::fmt;
 use std::path::Path;
 
 pub use cache::{CacheMeta, read_meta, write_cache};
-pub use files::{open_regular, read_capped};
+pub use files::{irregular_kind, open_regular, read_capped};
 pub use order::epoch_order;
 pub use spec::DatasetSpec;
 
