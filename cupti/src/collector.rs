@@ -341,12 +341,13 @@ impl Collector {
         };
         for mut window in windows {
             place(&mut window, now, monotonic_now);
-            window.dropped_windows = self.dropped_windows.swap(0, Ordering::AcqRel);
-            match self.monitor.send(&Message::Kernels(window.clone())) {
+            let dropped_before = self.dropped_windows.swap(0, Ordering::AcqRel);
+            window.dropped_windows = dropped_before;
+            match self.monitor.send(&Message::Kernels(window)) {
                 Sent::Delivered => {}
                 Sent::Refused => {
                     self.dropped_windows
-                        .fetch_add(window.dropped_windows.saturating_add(1), Ordering::AcqRel);
+                        .fetch_add(dropped_before.saturating_add(1), Ordering::AcqRel);
                 }
                 Sent::Gone => {
                     self.stop();
