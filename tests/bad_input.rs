@@ -425,6 +425,15 @@ fn thread_counts_that_would_wrap_are_refused() {
     rejects(&["--threads", "0"], "--threads must be at least 1 (got 0)");
 }
 
+fn c_path(path: &std::path::Path) -> std::ffi::CString {
+    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+fn mkfifo(path: &std::path::Path) {
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c_path(path).as_ptr(), 0o600) }, 0);
+}
+
 /// In `dir`: a directory, a symlink to a file, a FIFO and (as root) a character device, each named for its kind.
 fn unwritable_paths(dir: &std::path::Path) -> Vec<(std::path::PathBuf, &'static str)> {
     let target = dir.join("target.json");
@@ -436,20 +445,18 @@ fn unwritable_paths(dir: &std::path::Path) -> Vec<(std::path::PathBuf, &'static 
     ];
     std::fs::create_dir(&paths[0].0).unwrap();
     std::os::unix::fs::symlink(&target, &paths[1].0).unwrap();
-    let c_path =
-        |p: &std::path::Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo and mknod with valid C strings.
-    unsafe {
-        assert_eq!(libc::mkfifo(c_path(&paths[2].0).as_ptr(), 0o600), 0);
-        let device = dir.join("a-device");
-        if libc::mknod(
+    mkfifo(&paths[2].0);
+    let device = dir.join("a-device");
+    // SAFETY: mknod with a valid C string.
+    let made = unsafe {
+        libc::mknod(
             c_path(&device).as_ptr(),
             libc::S_IFCHR | 0o600,
             libc::makedev(1, 3),
-        ) == 0
-        {
-            paths.push((device, "a device"));
-        }
+        )
+    };
+    if made == 0 {
+        paths.push((device, "a device"));
     }
     paths
 }
@@ -550,9 +557,7 @@ fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
 fn fifos_and_devices_are_refused_not_read() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("pipe");
-    let c_fifo = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: mkfifo with a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let fifo = fifo.display().to_string();
     rejects(&["--theme", &fifo], "it is a FIFO, not a regular file");
     let out = golow(tmp.path(), &["replay", "--headless", &fifo]);

@@ -147,23 +147,29 @@ fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
     );
 }
 
-/// Pids of this test's Rust workers: their config lives in the test's own TMPDIR.
-fn worker_pids(tmp: &std::path::Path, implementation: &str) -> Vec<i32> {
+/// Pids of the processes whose command line (arguments joined by spaces) satisfies `wanted`.
+fn processes_where(wanted: impl Fn(&str) -> bool) -> Vec<i32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = text(&cmdline).replace('\0', " ");
-        let is_worker = cmdline.contains(&format!("run --impl {implementation} --config "));
-        if is_worker && cmdline.contains(&tmp.display().to_string()) {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && wanted(&text(&cmdline).replace('\0', " "))
+        {
             pids.push(pid);
         }
     }
     pids
+}
+
+/// Pids of this test's Rust workers: their config lives in the test's own TMPDIR.
+fn worker_pids(tmp: &std::path::Path, implementation: &str) -> Vec<i32> {
+    let tmp = tmp.display().to_string();
+    processes_where(|cmdline| {
+        cmdline.contains(&format!("run --impl {implementation} --config "))
+            && cmdline.contains(&tmp)
+    })
 }
 
 fn wait_for_pid(tmp: &std::path::Path, implementation: &str) -> i32 {
@@ -446,20 +452,7 @@ fn a_one_channel_dataset_runs_through_every_implementation() {
 
 /// Pids of processes whose command line contains `marker`, golow's own (which names it in `--cmd`) left out.
 fn processes_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && let cmdline = text(&cmdline).replace('\0', " ")
-            && cmdline.contains(marker)
-            && !cmdline.contains("--cmd")
-        {
-            pids.push(pid);
-        }
-    }
-    pids
+    processes_where(|cmdline| cmdline.contains(marker) && !cmdline.contains("--cmd"))
 }
 
 /// A `--cmd` worker that ignores SIGTERM (as do the children it starts), interrupted `interrupts` times half a
@@ -517,31 +510,27 @@ fn a_second_interrupt_does_not_wait_for_the_grace_period() {
     assert_eq!(worker(&summary, "stubborn")["status"], "stopped");
 }
 
+/// Runs `command` as a `--cmd` worker to its end and checks that no process named by `left` outlived golow.
+fn nothing_outlives(command: &str, left: &[&str]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(tmp.path(), &["--cmd", command]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for marker in left {
+        assert!(processes_with(marker).is_empty(), "{marker} outlived golow");
+    }
+}
+
 #[test]
 fn what_a_cmd_worker_leaves_in_its_process_group_ends_with_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = headless(
-        tmp.path(),
-        &["--cmd", "bg=sleep 3017 & sleep 3018 & echo started"],
-    )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(processes_with("sleep 3017").is_empty());
-    assert!(processes_with("sleep 3018").is_empty());
+    nothing_outlives(
+        "bg=sleep 3017 & sleep 3018 & echo started",
+        &["sleep 3017", "sleep 3018"],
+    );
 }
 
 #[test]
 fn a_descendant_that_leaves_the_process_group_ends_with_the_session() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = headless(
-        tmp.path(),
-        &["--cmd", "escapee=setsid sleep 3019 & echo started"],
-    )
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(processes_with("sleep 3019").is_empty());
+    nothing_outlives("escapee=setsid sleep 3019 & echo started", &["sleep 3019"]);
 }
 
 #[test]
