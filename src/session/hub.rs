@@ -221,6 +221,8 @@ async fn run(
             },
         }
     }
+    // Closed before the GPU sampler is dropped and joined: its thread may be waiting for room in a full queue.
+    drop(rx);
     hub.publish(None, Body::SessionEnd);
     hub.state
 }
