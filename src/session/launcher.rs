@@ -80,7 +80,7 @@ impl Launched {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since.get_or_insert_with(Instant::now);
-        self.signal(libc::SIGTERM);
+        signal_group(self.pid, libc::SIGTERM);
     }
 
     /// Ends the worker's process group at once: a worker that ignored `stop` for `STOP_GRACE`, or a second
@@ -89,17 +89,13 @@ impl Launched {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since = None;
-        self.signal(libc::SIGKILL);
+        signal_group(self.pid, libc::SIGKILL);
     }
 
     /// Whether the worker was asked to stop more than `STOP_GRACE` ago and is still here.
     pub fn overdue(&self) -> bool {
         self.stopping_since
             .is_some_and(|since| since.elapsed() >= STOP_GRACE)
-    }
-
-    fn signal(&self, signal: i32) {
-        signal_group(self.pid, signal);
     }
 }
 
