@@ -12,6 +12,8 @@ mod sweep;
 
 use clap::{Parser, Subcommand};
 
+use crate::session::keeper;
+
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_WORKER_FAILED: i32 = 1;
 pub const EXIT_BAD_INPUT: i32 = 2;
@@ -94,6 +96,16 @@ fn one_line(rendered: &str) -> String {
 
 /// Parses `std::env::args` and runs; returns the process exit code.
 pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(keeper::SUBCOMMAND) {
+        return match keeper::args(&args[2..]) {
+            Some((mark, dir)) => keeper::keep(&mark, &dir),
+            None => EXIT_BAD_INPUT,
+        };
+    }
+    if let Ok(program) = std::env::current_exe() {
+        keeper::enable(program);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

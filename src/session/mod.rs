@@ -5,6 +5,7 @@
 
 pub mod affinity;
 mod hub;
+pub mod keeper;
 mod launcher;
 mod lines;
 mod orphans;
@@ -116,6 +117,8 @@ impl Session {
             workers,
         } = prepared;
         let mark = orphans::adopt();
+        // Without its keeper a session still runs; only a `kill -9` of golow would leave its workers' descendants.
+        let keeper = keeper::Keeper::start(&mark, session_dir.path()).and_then(Result::ok);
         let workers = workers
             .into_iter()
             .map(|(name, mut command)| {
@@ -128,6 +131,7 @@ impl Session {
         // The sink went with the hub: the recorder writes what is queued and its index.
         let recorded = recorder.map(Recorder::finish);
         drop(session_dir);
+        drop(keeper);
         Finished {
             summary: state
                 .map(|state| Summary::from_state(&state))
