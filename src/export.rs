@@ -299,6 +299,18 @@ fn counters(pid: usize, body: &Body) -> Vec<(usize, String, Option<f64>)> {
             (0, gpu(index, "memory MiB"), memory_used_bytes.map(mib)),
             (0, gpu(index, "power W"), power_watts),
         ],
+        Body::MachineLoad {
+            load_1m,
+            busy_percent,
+            steal_percent,
+            others_percent,
+            ..
+        } => vec![
+            (0, "machine load 1m".into(), Some(load_1m)),
+            (0, "machine busy %".into(), Some(busy_percent)),
+            (0, "machine others %".into(), Some(others_percent)),
+            (0, "machine steal %".into(), Some(steal_percent)),
+        ],
         _ => Vec::new(),
     }
 }

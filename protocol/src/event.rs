@@ -200,6 +200,16 @@ pub enum Body {
         sm_percent: Option<u32>,
         last_seen_us: Option<u64>,
     },
+    /// The whole machine once a second, so that a session's conditions can be judged and compared: the 1-minute
+    /// load average, and over the last second the share of all CPUs (100 = every core) busy, stolen by a hypervisor,
+    /// and busy with processes other than golow and its workers; the mean CPU clock, read every 10 s.
+    MachineLoad {
+        load_1m: f64,
+        busy_percent: f64,
+        steal_percent: f64,
+        others_percent: f64,
+        cpu_mhz: Option<f64>,
+    },
     /// A window of the worker's GPU activity from the CUPTI collector.
     Kernels(KernelWindow),
     /// Whether the CUPTI collector inside the worker's process runs, and if not, why.

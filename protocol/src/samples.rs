@@ -176,6 +176,13 @@ pub fn every_body() -> Vec<Body> {
             rx_bytes_per_s: Some(25_000_000_000),
             tx_bytes_per_s: None,
         },
+        Body::MachineLoad {
+            load_1m: 1.93,
+            busy_percent: 97.5,
+            steal_percent: 0.5,
+            others_percent: 12.25,
+            cpu_mhz: Some(2600.0),
+        },
         Body::WorkerExited {
             exit_code: None,
             signal: Some(9),

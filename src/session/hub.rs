@@ -14,6 +14,7 @@ use super::ticker::Ticker;
 use crate::contracts::{Control, Observer};
 use crate::state::State;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
+use crate::telemetry::load::LoadSampler;
 use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Record, Stream};
@@ -85,6 +86,8 @@ async fn run(
     let (tx, mut rx) = mpsc::channel::<Incoming>(INCOMING_CAPACITY);
     let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
     let mut proc_sampler = ProcSampler::default();
+    let mut load_sampler = LoadSampler::default();
+    load_sampler.sample(0);
     let _gpu_sampler = match NvmlSource::open() {
         Ok(source) => {
             let gpu_tx = tx.clone();
@@ -197,6 +200,9 @@ async fn run(
                 let Some(pids) = watched_pids(&watched) else { continue };
                 for (worker, body) in proc_sampler.sample(&pids) {
                     hub.publish(Some(worker), body);
+                }
+                if let Some(body) = load_sampler.sample(proc_sampler.workers_ticks()) {
+                    hub.publish(None, body);
                 }
             }
             Some(()) = next_interrupt(&mut interrupts) => {

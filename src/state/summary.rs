@@ -92,6 +92,9 @@ pub struct Summary {
     pub golow_summary: u32,
     pub config: Option<SummaryConfig>,
     pub workers: Vec<WorkerSummary>,
+    /// The machine's conditions while the session ran; `null` when it was recorded without them.
+    #[serde(default)]
+    pub machine: Option<super::conditions::Conditions>,
 }
 
 impl Summary {
@@ -104,6 +107,7 @@ impl Summary {
                 .iter()
                 .map(WorkerSummary::from_worker)
                 .collect(),
+            machine: state.machine.conditions(),
         }
     }
 }

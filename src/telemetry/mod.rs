@@ -3,5 +3,6 @@
 pub mod cuda;
 pub mod cupti;
 pub mod gpu;
+pub mod load;
 pub mod machine;
 pub mod procfs;

@@ -255,6 +255,11 @@ impl Default for ProcSampler {
 }
 
 impl ProcSampler {
+    /// The CPU time of every worker tree read so far, at its latest reading, in clock ticks.
+    pub fn workers_ticks(&self) -> u64 {
+        self.last.values().map(|&(_, ticks)| ticks).sum()
+    }
+
     /// One `Body::Process` per (worker, pid) whose process is still there.
     pub fn sample(&mut self, workers: &[(usize, u32)]) -> Vec<(usize, Body)> {
         let roots: Vec<u32> = workers.iter().map(|&(_, pid)| pid).collect();

@@ -11,7 +11,7 @@ impl Changes {
     pub const NONE: Changes = Changes(0);
     /// A step, optimiser step or epoch: the timing, throughput, training and copy panes.
     pub const STEPS: Changes = Changes(1);
-    /// A /proc reading: host memory and CPU.
+    /// A /proc reading: host memory and CPU, a worker's or the whole machine's.
     pub const PROCESS: Changes = Changes(2);
     /// An NVML reading or a CUPTI window.
     pub const GPU: Changes = Changes(4);
@@ -24,7 +24,7 @@ impl Changes {
             Body::Step(_) | Body::OptimizerStep(_) | Body::Epoch(_) => Changes::STEPS,
             // The schedule's business: nothing on screen shows it.
             Body::TurnEnd(_) => Changes::NONE,
-            Body::Process { .. } => Changes::PROCESS,
+            Body::Process { .. } | Body::MachineLoad { .. } => Changes::PROCESS,
             Body::GpuDevice { .. }
             | Body::GpuPcie { .. }
             | Body::GpuProcess { .. }

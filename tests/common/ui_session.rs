@@ -107,6 +107,19 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
     // Per-worker cost: pytorch slowest, libtorch fastest; a little deterministic jitter.
     let base = [20.0, 24.0, 21.0];
     for step in 0..steps {
+        if step % 4 == 0 {
+            records.push(Record::new(
+                1000.0 + step as f64 * 250.0,
+                None,
+                Body::MachineLoad {
+                    load_1m: 3.5,
+                    busy_percent: 97.0,
+                    steal_percent: 0.5,
+                    others_percent: 4.0,
+                    cpu_mhz: Some(2600.0),
+                },
+            ));
+        }
         for (w, name) in WORKERS.iter().enumerate() {
             let t_ms = 1000.0 + step as f64 * 250.0 + w as f64 * 80.0;
             let jitter = ((step * 7 + w as u64 * 3) % 5) as f64 * 0.2;

@@ -1,10 +1,11 @@
-//! Host CPU per worker, its process tree included (100% = one core busy).
+//! Host CPU per worker, its process tree included (100% = one core busy), and the whole machine's load.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::state::conditions::LoadReading;
 use crate::ui::changes::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
@@ -24,9 +25,10 @@ impl Pane for HostCpu {
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
+        let machine = view.state.machine.latest.map(machine_line);
+        let rows = workers.len() + usize::from(machine.is_some());
         let [plot, numbers] =
-            Layout::vertical([Constraint::Min(3), Constraint::Length(workers.len() as u16)])
-                .areas(inner);
+            Layout::vertical([Constraint::Min(3), Constraint::Length(rows as u16)]).areas(inner);
         let lines: Vec<ChartLine> = workers
             .iter()
             .map(|w| ChartLine {
@@ -35,7 +37,7 @@ impl Pane for HostCpu {
             })
             .collect();
         chart::draw(frame, plot, view, &lines, |v| format!("{v:.0}%"), None);
-        let text: Vec<Line> = workers
+        let mut text: Vec<Line> = workers
             .iter()
             .map(|w| {
                 let now = w
@@ -49,6 +51,18 @@ impl Pane for HostCpu {
                 ])
             })
             .collect();
+        text.extend(machine.map(|m| Line::styled(m, view.muted())));
         render::lines(frame, numbers, &text);
     }
+}
+
+/// The whole machine's latest second, so that a slow step can be set against what else ran.
+fn machine_line(r: LoadReading) -> String {
+    let clock = r
+        .cpu_mhz
+        .map_or(String::new(), |m| format!(" · {m:.0} MHz"));
+    format!(
+        "machine: load {:.2} · {:.0}% busy · others {:.0}% · steal {:.1}%{clock}",
+        r.load_1m, r.busy_percent, r.others_percent, r.steal_percent
+    )
 }

@@ -1,0 +1,242 @@
+//! The machine's conditions during a session — its load, the CPU time a hypervisor stole, its clock, and what other
+//! processes used — from its `machine_load` readings; and whether two sessions ran under conditions different enough
+//! to doubt a comparison of their times.
+
+use serde::{Deserialize, Serialize};
+
+use super::Mean;
+
+/// Other processes' share of the CPUs (100 = every core) above which a session's machine was busy.
+const BUSY_OTHERS_PERCENT: f64 = 10.0;
+/// Differences between two sessions beyond which their conditions differ.
+const OTHERS_DIFFER_POINTS: f64 = 10.0;
+const STEAL_DIFFER_POINTS: f64 = 2.0;
+const CLOCK_DIFFER_FRACTION: f64 = 0.05;
+
+/// One reading, as the fold keeps the latest for display.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoadReading {
+    pub load_1m: f64,
+    pub busy_percent: f64,
+    pub steal_percent: f64,
+    pub others_percent: f64,
+    pub cpu_mhz: Option<f64>,
+}
+
+impl LoadReading {
+    /// Only readings a machine can give: a recording from elsewhere may say anything.
+    pub fn checked(self) -> Option<LoadReading> {
+        let share = |v: f64| (0.0..=100.0).contains(&v);
+        let sane = self.load_1m.is_finite()
+            && self.load_1m >= 0.0
+            && share(self.busy_percent)
+            && share(self.steal_percent)
+            && share(self.others_percent);
+        sane.then_some(LoadReading {
+            cpu_mhz: self.cpu_mhz.filter(|m| m.is_finite() && *m > 0.0),
+            ..self
+        })
+    }
+}
+
+/// Every reading of a session, in constant memory.
+#[derive(Debug, Clone, Default)]
+pub struct MachineLoad {
+    pub latest: Option<LoadReading>,
+    readings: u64,
+    load_1m: Mean,
+    busy: Mean,
+    steal: Mean,
+    others: Mean,
+    others_max: f64,
+    mhz: Mean,
+}
+
+impl MachineLoad {
+    pub fn apply(&mut self, reading: LoadReading) {
+        let Some(r) = reading.checked() else { return };
+        self.latest = Some(r);
+        self.readings += 1;
+        self.load_1m.add(r.load_1m);
+        self.busy.add(r.busy_percent);
+        self.steal.add(r.steal_percent);
+        self.others.add(r.others_percent);
+        self.others_max = self.others_max.max(r.others_percent);
+        if let Some(mhz) = r.cpu_mhz {
+            self.mhz.add(mhz);
+        }
+    }
+
+    /// The session's conditions; `None` for a session recorded without readings (by a golow that did not take them).
+    pub fn conditions(&self) -> Option<Conditions> {
+        Some(Conditions {
+            readings: self.readings,
+            load_1m: self.load_1m.get()?,
+            busy_percent: self.busy.get()?,
+            steal_percent: self.steal.get()?,
+            others_percent: self.others.get()?,
+            others_percent_max: self.others_max,
+            cpu_mhz: self.mhz.get(),
+        })
+    }
+}
+
+/// Means over a session's readings (and the busiest second of other processes).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Conditions {
+    pub readings: u64,
+    pub load_1m: f64,
+    pub busy_percent: f64,
+    pub steal_percent: f64,
+    pub others_percent: f64,
+    pub others_percent_max: f64,
+    pub cpu_mhz: Option<f64>,
+}
+
+impl Conditions {
+    /// One line: `load 1.93 · CPUs 97% busy, 12% by other processes (at most 40%) · steal 0.5% · 2600 MHz`.
+    pub fn describe(&self) -> String {
+        let clock = self
+            .cpu_mhz
+            .map_or(String::new(), |m| format!(" · {m:.0} MHz"));
+        format!(
+            "load {:.2} · CPUs {:.0}% busy, {:.0}% by other processes (at most {:.0}%) · steal {:.1}%{clock}",
+            self.load_1m,
+            self.busy_percent,
+            self.others_percent,
+            self.others_percent_max,
+            self.steal_percent
+        )
+    }
+
+    /// Why the machine was not quiet, when it was not.
+    pub fn busy(&self) -> Option<String> {
+        (self.others_percent > BUSY_OTHERS_PERCENT).then(|| {
+            format!(
+                "other processes used {:.0}% of the CPUs",
+                self.others_percent
+            )
+        })
+    }
+
+    /// The means of several sessions' conditions (the busiest second of all of them).
+    pub fn mean(all: &[Conditions]) -> Option<Conditions> {
+        let n = all.len() as f64;
+        let mean = |f: fn(&Conditions) -> f64| all.iter().map(f).sum::<f64>() / n;
+        let clocks: Vec<f64> = all.iter().filter_map(|c| c.cpu_mhz).collect();
+        (!all.is_empty()).then(|| Conditions {
+            readings: all.iter().map(|c| c.readings).sum(),
+            load_1m: mean(|c| c.load_1m),
+            busy_percent: mean(|c| c.busy_percent),
+            steal_percent: mean(|c| c.steal_percent),
+            others_percent: mean(|c| c.others_percent),
+            others_percent_max: all.iter().map(|c| c.others_percent_max).fold(0.0, f64::max),
+            cpu_mhz: (!clocks.is_empty()).then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
+        })
+    }
+}
+
+/// How A's and B's conditions differ, each a phrase; empty when they are alike.
+pub fn differences(a: &Conditions, b: &Conditions) -> Vec<String> {
+    let mut out = Vec::new();
+    if (a.others_percent - b.others_percent).abs() > OTHERS_DIFFER_POINTS {
+        out.push(format!(
+            "other processes used {:.0}% of the CPUs during A, {:.0}% during B",
+            a.others_percent, b.others_percent
+        ));
+    }
+    if (a.steal_percent - b.steal_percent).abs() > STEAL_DIFFER_POINTS {
+        out.push(format!(
+            "the hypervisor stole {:.1}% of the CPUs' time during A, {:.1}% during B",
+            a.steal_percent, b.steal_percent
+        ));
+    }
+    if let (Some(ma), Some(mb)) = (a.cpu_mhz, b.cpu_mhz)
+        && (mb / ma - 1.0).abs() > CLOCK_DIFFER_FRACTION
+    {
+        out.push(format!(
+            "the CPUs ran at {ma:.0} MHz during A, {mb:.0} MHz during B"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(others: f64, steal: f64, mhz: f64) -> LoadReading {
+        LoadReading {
+            load_1m: 2.0,
+            busy_percent: 90.0,
+            steal_percent: steal,
+            others_percent: others,
+            cpu_mhz: Some(mhz),
+        }
+    }
+
+    fn conditions(readings: &[LoadReading]) -> Conditions {
+        let mut load = MachineLoad::default();
+        for r in readings {
+            load.apply(*r);
+        }
+        load.conditions().unwrap()
+    }
+
+    #[test]
+    fn means_and_the_busiest_second() {
+        let c = conditions(&[reading(0.0, 0.0, 2000.0), reading(40.0, 1.0, 3000.0)]);
+        assert_eq!(c.readings, 2);
+        assert_eq!(c.others_percent, 20.0);
+        assert_eq!(c.others_percent_max, 40.0);
+        assert_eq!(c.cpu_mhz, Some(2500.0));
+        assert_eq!(
+            c.busy().as_deref(),
+            Some("other processes used 20% of the CPUs")
+        );
+        assert!(
+            c.describe()
+                .contains("20% by other processes (at most 40%)"),
+            "{}",
+            c.describe()
+        );
+    }
+
+    #[test]
+    fn impossible_readings_are_ignored() {
+        let mut load = MachineLoad::default();
+        for bad in [
+            reading(f64::NAN, 0.0, 1.0),
+            reading(101.0, 0.0, 1.0),
+            reading(1.0, -1.0, 1.0),
+            LoadReading {
+                load_1m: f64::INFINITY,
+                ..reading(1.0, 0.0, 1.0)
+            },
+        ] {
+            load.apply(bad);
+        }
+        assert!(load.conditions().is_none() && load.latest.is_none());
+        load.apply(reading(1.0, 0.0, f64::NAN));
+        assert_eq!(load.conditions().unwrap().cpu_mhz, None);
+    }
+
+    #[test]
+    fn alike_sessions_have_no_differences_unlike_ones_say_which() {
+        let quiet = conditions(&[reading(1.0, 0.0, 2600.0)]);
+        let also_quiet = conditions(&[reading(6.0, 1.5, 2650.0)]);
+        assert!(differences(&quiet, &also_quiet).is_empty());
+        assert!(quiet.busy().is_none());
+        let busy = conditions(&[reading(35.0, 4.0, 2000.0)]);
+        let said = differences(&quiet, &busy);
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(
+            said[0].contains("1% of the CPUs during A, 35% during B"),
+            "{said:?}"
+        );
+        let mean = Conditions::mean(&[quiet, busy]).unwrap();
+        assert_eq!(mean.others_percent, 18.0);
+        assert_eq!(mean.others_percent_max, 35.0);
+        assert!(Conditions::mean(&[]).is_none());
+    }
+}
