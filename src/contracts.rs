@@ -105,36 +105,57 @@ impl Bell {
     }
 }
 
+/// Items a view may be behind its feed: past them the feed waits for the view (a flood from a worker), so that
+/// memory stays bounded; a view drains its feed at every wake, so in practice it never waits.
+pub const FEED_CAPACITY: usize = 65_536;
+
 /// A channel to a view's thread with the view's bell. What comes as it happens is sent and rung at once; what comes
 /// often (records, steps) is sent and rung at the session's next tick, when the hub is awake anyway. Dropping the
 /// feed closes the channel and rings, so that the view hears of the end.
 pub struct Feed<T> {
-    sender: Option<mpsc::Sender<T>>,
+    sender: Option<mpsc::SyncSender<T>>,
     bell: Bell,
     /// Something was sent since the last ring.
     unrung: bool,
 }
 
 impl<T> Feed<T> {
-    pub fn new(sender: mpsc::Sender<T>, bell: Bell) -> Feed<T> {
-        Feed {
+    /// A feed of at most `FEED_CAPACITY` items in flight, and the view's end of it.
+    pub fn channel(bell: Bell) -> (Feed<T>, mpsc::Receiver<T>) {
+        let (sender, receiver) = mpsc::sync_channel(FEED_CAPACITY);
+        let feed = Feed {
             sender: Some(sender),
             bell,
             unrung: false,
+        };
+        (feed, receiver)
+    }
+
+    /// Sends `item`, waiting for the view when it is `FEED_CAPACITY` behind (after ringing it, or it would never
+    /// come); false once the view is gone.
+    fn send(&mut self, item: T) -> bool {
+        let Some(sender) = &self.sender else {
+            return false;
+        };
+        match sender.try_send(item) {
+            Ok(()) => true,
+            Err(mpsc::TrySendError::Full(item)) => {
+                self.bell.ring();
+                sender.send(item).is_ok()
+            }
+            Err(mpsc::TrySendError::Disconnected(_)) => false,
         }
     }
 
     /// Sends `item`; the view hears of it at the next tick.
     pub fn send_at_tick(&mut self, item: T) {
-        let sent = self.sender.as_ref().is_some_and(|s| s.send(item).is_ok());
+        let sent = self.send(item);
         self.unrung |= sent;
     }
 
     /// Sends `item` and rings now.
     pub fn send_now(&mut self, item: T) {
-        if let Some(sender) = &self.sender {
-            let _ = sender.send(item);
-        }
+        self.send(item);
         self.unrung = false;
         self.bell.ring();
     }
@@ -216,4 +237,51 @@ pub struct MachineGpu {
     pub name: String,
     pub driver: String,
     pub memory_total_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The view drains its feed only when rung, as the live view does: a full feed that did not ring would leave
+    /// both waiting for ever.
+    #[test]
+    fn a_flood_into_a_feed_rings_the_view_waits_for_it_and_loses_nothing() {
+        let (ring, rung) = mpsc::channel();
+        let (mut feed, view) = Feed::channel(Bell::new(move || {
+            let _ = ring.send(());
+        }));
+        let items = 3 * FEED_CAPACITY + 7;
+        let sender = std::thread::spawn(move || {
+            // Never a tick: only a full feed, and the end, ring the view.
+            for i in 0..items {
+                feed.send_at_tick(i);
+            }
+        });
+        let mut received = 0;
+        loop {
+            rung.recv_timeout(Duration::from_secs(10))
+                .expect("a full feed rings its view");
+            let mut ended = false;
+            loop {
+                match view.try_recv() {
+                    Ok(i) => {
+                        assert_eq!(i, received);
+                        received += 1;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        ended = true;
+                        break;
+                    }
+                }
+            }
+            if ended {
+                break;
+            }
+        }
+        sender.join().unwrap();
+        assert_eq!(received, items);
+    }
 }

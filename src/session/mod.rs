@@ -141,17 +141,14 @@ impl Session {
     }
 
     /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on
-    /// it: its records come out of the returned channel, `bell` rings once per sampling tick that brought some,
+    /// it (unless the view is `FEED_CAPACITY` records behind, in a flood): its records come out of the returned channel, `bell` rings once per sampling tick that brought some,
     /// and controls go in through [`Running::controls`].
     pub fn start(self, bell: Bell) -> io::Result<(Running, mpsc::Receiver<Record>)> {
-        let (records, incoming) = mpsc::channel();
+        let (mut forward, incoming) = Feed::channel(bell);
         let (controls, control_rx) = unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
-            .spawn(move || {
-                let mut forward = Feed::new(records, bell);
-                self.run(&mut forward, control_rx)
-            })?;
+            .spawn(move || self.run(&mut forward, control_rx))?;
         Ok((Running { controls, thread }, incoming))
     }
 }

@@ -141,12 +141,12 @@ pub fn start(
     bell: Bell,
 ) -> std::io::Result<(Running, mpsc::Receiver<SweepUpdate>)> {
     let stop = Arc::new(StopHandle::default());
-    let (updates, incoming) = mpsc::channel();
+    let (feed, incoming) = Feed::channel(bell);
     let stopper = stop.clone();
     let thread = std::thread::Builder::new()
         .name("golow-sweep".into())
         .spawn(move || {
-            let mut forward = Forward(Feed::new(updates, bell));
+            let mut forward = Forward(feed);
             let outcome = run(&sweep, &mut results, &mut forward, &stopper);
             if let Err(why) = &outcome {
                 forward.0.send_now(SweepUpdate::Failed(why.clone()));
