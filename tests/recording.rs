@@ -8,6 +8,7 @@ use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use golow::recording::format::Header;
 use golow::recording::{Player, Recorder};
 use golow_protocol::event::{Body, Record};
 
@@ -213,20 +214,193 @@ fn spread(recording: &Path, worker: &str) -> f64 {
     max / min
 }
 
-fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
+/// A copy of `from` at `to`, its header and records edited.
+fn rewritten(
+    from: &Path,
+    to: &Path,
+    header: impl FnOnce(&mut Header),
+    mut edit: impl FnMut(&mut Record),
+) {
     let mut player = Player::open(from).unwrap();
-    let header = player.recording().header.clone();
-    let (recorder, mut sink) = Recorder::create(to, &header).unwrap();
+    let mut copied = player.recording().header.clone();
+    header(&mut copied);
+    let (recorder, mut sink) = Recorder::create(to, &copied).unwrap();
     for mut record in player.records() {
-        if record.worker.as_deref() == Some(worker)
-            && let Body::Step(step) = &mut record.body
-        {
-            step.compute_ms *= factor;
-        }
+        edit(&mut record);
         golow::contracts::Observer::on_record(&mut sink, &record);
     }
     drop(sink);
     recorder.finish().unwrap();
+}
+
+fn slowed(from: &Path, to: &Path, worker: &str, factor: f64) {
+    rewritten(
+        from,
+        to,
+        |_| {},
+        |record| {
+            if record.worker.as_deref() == Some(worker)
+                && let Body::Step(step) = &mut record.body
+            {
+                step.compute_ms *= factor;
+            }
+        },
+    );
+}
+
+#[test]
+fn the_machine_s_load_is_recorded_and_summarised() {
+    let s = session();
+    let readings = Player::open(&s.recording)
+        .unwrap()
+        .records()
+        .filter(|r| matches!(r.body, Body::MachineLoad { .. }))
+        .count();
+    assert!(readings >= 1, "no machine_load record");
+    let out = common::golow(s.dir.path(), &["replay", &path(&s.recording), "--headless"]);
+    let table = common::text(&out.stdout);
+    assert!(table.contains("machine: load "), "{table}");
+}
+
+#[test]
+fn compare_weighs_the_spread_between_sessions_when_given_several() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let copies = |name: &str, factors: &[f64]| -> Vec<String> {
+        factors
+            .iter()
+            .enumerate()
+            .map(|(i, &f)| {
+                let to = dir.path().join(format!("{name}-{i}.golow"));
+                slowed(&s.recording, &to, "pytorch", f);
+                path(&to)
+            })
+            .collect()
+    };
+    let a = copies("a", &[1.0, 1.01, 0.99]);
+    let slower = 1.5 * spread(&s.recording, "pytorch");
+    let b = copies("b", &[slower, slower * 1.01, slower * 0.99]);
+    let compare = |a: &[String], b: &[String]| {
+        let mut args = vec!["compare".to_string()];
+        args.extend_from_slice(a);
+        args.push("--vs".into());
+        args.extend_from_slice(b);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::golow(dir.path(), &args)
+    };
+    let out = compare(&a, &b);
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}");
+    assert!(table.contains("between the 3 and 3 sessions"), "{table}");
+    let regressions: Vec<&str> = table.lines().filter(|l| l.contains("REGRESSION")).collect();
+    assert!(
+        !regressions.is_empty() && regressions.iter().all(|l| l.starts_with("pytorch")),
+        "{table}"
+    );
+    // B's sessions spread from faster than A to far slower: within noise between sessions, though the slowest alone
+    // against A's first is called a regression.
+    let noisy = copies("noisy", &[0.7, 1.0, slower]);
+    let out = compare(&a, &noisy);
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(!table.contains("REGRESSION"), "{table}");
+    let alone = common::golow(dir.path(), &["compare", &a[0], &noisy[2]]);
+    assert_eq!(
+        alone.status.code(),
+        Some(1),
+        "{}",
+        common::text(&alone.stdout)
+    );
+    // A side's sessions must be of one setup.
+    let other = dir.path().join("other.golow");
+    rewritten(&s.recording, &other, |h| h.config.threads += 1, |_| {});
+    let mixed = compare(&[a[0].clone(), path(&other)], &b);
+    let stderr = common::text(&mixed.stderr);
+    assert_eq!(mixed.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("A's sessions are not of one setup: threads"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn compare_says_when_setups_differ_and_judges_per_sample_time_across_batches() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let doubled = dir.path().join("doubled.golow");
+    // Twice the batch for 1.5 times the step: per-sample time 25% better, step time 50% worse.
+    rewritten(
+        &s.recording,
+        &doubled,
+        |h| h.config.batch_size *= 2,
+        |record| {
+            if let Body::Step(step) = &mut record.body {
+                step.batch_size *= 2;
+                step.compute_ms *= 1.5;
+            }
+        },
+    );
+    let out = common::golow(
+        dir.path(),
+        &["compare", &path(&s.recording), &path(&doubled)],
+    );
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(table.contains("setups differ: batch 4 vs 8"), "{table}");
+    assert!(!table.contains("REGRESSION"), "{table}");
+    let step_rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("median step time"))
+        .collect();
+    assert!(
+        !step_rows.is_empty()
+            && step_rows
+                .iter()
+                .all(|l| l.contains("not judged: batch 4 vs 8")),
+        "{table}"
+    );
+    assert!(table.contains("median time per sample (ms)"), "{table}");
+}
+
+#[test]
+fn compare_does_not_judge_times_of_sessions_under_different_conditions() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let busy = dir.path().join("busy.golow");
+    let factor = 1.5 * spread(&s.recording, "pytorch");
+    rewritten(
+        &s.recording,
+        &busy,
+        |_| {},
+        |record| match &mut record.body {
+            Body::MachineLoad { others_percent, .. } => {
+                *others_percent = (*others_percent + 40.0).min(100.0)
+            }
+            Body::Step(step) if record.worker.as_deref() == Some("pytorch") => {
+                step.compute_ms *= factor
+            }
+            _ => {}
+        },
+    );
+    let out = common::golow(dir.path(), &["compare", &path(&s.recording), &path(&busy)]);
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("conditions differ: other processes used"),
+        "{table}"
+    );
+    assert!(table.contains("by other processes"), "{table}");
+    let pytorch_times: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("pytorch") && l.contains("(ms)"))
+        .collect();
+    assert!(
+        !pytorch_times.is_empty()
+            && pytorch_times
+                .iter()
+                .all(|l| l.contains("not judged: conditions differ")),
+        "{table}"
+    );
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `golow compare`: two recordings (or two sweeps, cell by cell), B against A per implementation; exit 1 on a
-//! regression.
+//! `golow compare`: two recordings, several of one setup a side, or two sweeps cell by cell; B against A per
+//! implementation, after what differs between their setups and conditions; exit 1 on a regression.
 
 use std::path::{Path, PathBuf};
 
@@ -7,17 +7,24 @@ use clap::Args;
 
 use super::replay::open_player;
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
-use crate::state::regression::{self, Row};
+use crate::recording::format::Header;
+use crate::state::State;
+use crate::state::conditions::{self, Conditions};
+use crate::state::regression::{self, Judging, Row};
+use crate::state::setup::{self, Setup};
 use crate::sweep::{Results, cells};
 use crate::ui::report::regression_table;
 use golow_protocol::text::printable;
 
 #[derive(Args)]
 pub struct CompareArgs {
-    /// The baseline recording, or sweep directory.
-    a: PathBuf,
-    /// The recording (or sweep directory) compared against it.
-    b: PathBuf,
+    /// A: the baseline recording (or sweep directory); with --vs, every session of A.
+    #[arg(required = true, value_name = "A")]
+    a: Vec<PathBuf>,
+    /// B: several recordings of one setup, compared with the several of A given before --vs; the verdict then
+    /// weighs the spread between sessions.
+    #[arg(long, num_args = 1.., value_name = "B")]
+    vs: Vec<PathBuf>,
     /// A ratio worse than 1 ± this, and beyond noise, is a regression (TorchBench's 7%).
     #[arg(long, default_value_t = 0.07)]
     threshold: f64,
@@ -31,29 +38,43 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         ))
         .into());
     }
-    match (args.a.is_dir(), args.b.is_dir()) {
-        (true, true) => return sweeps(&args.a, &args.b, args.threshold),
-        (false, false) => {}
-        _ => {
+    let (a, b) = match (args.a.as_slice(), args.vs.is_empty()) {
+        ([a, b], true) => (vec![a.clone()], vec![b.clone()]),
+        (_, true) => {
             return Err(BadInput(format!(
-                "compare takes two recordings or two sweep directories, not one of each ({} and {})",
-                args.a.display(),
-                args.b.display()
+                "compare takes two recordings (A B), or several a side (A1 A2 … --vs B1 B2 …); it was given {}",
+                match args.a.len() {
+                    1 => "one path".to_string(),
+                    n => format!("{n} paths"),
+                }
             ))
             .into());
         }
+        _ => (args.a, args.vs),
+    };
+    match (a.as_slice(), b.as_slice()) {
+        ([da], [db]) if da.is_dir() && db.is_dir() => return sweeps(da, db, args.threshold),
+        _ => {}
     }
-    let rows = recordings(&args.a, &args.b, args.threshold)?;
-    if rows.is_empty() {
+    if let Some(dir) = a.iter().chain(&b).find(|p| p.is_dir()) {
         return Err(BadInput(format!(
-            "{} and {} have no implementation in common",
-            args.a.display(),
-            args.b.display()
+            "{} is a directory: compare takes two sweep directories, or recordings only",
+            dir.display()
         ))
         .into());
     }
-    print!("{}", printable(&regression_table(&rows, args.threshold)));
-    Ok(verdict(rows.iter().any(|r| r.regression)))
+    let (sa, sb) = (sessions(&a, "A")?, sessions(&b, "B")?);
+    let judged = judge(&sa, &sb, args.threshold);
+    if judged.rows.is_empty() {
+        return Err(BadInput(format!(
+            "{} and {} have no implementation in common",
+            a[0].display(),
+            b[0].display()
+        ))
+        .into());
+    }
+    print!("{}", printable(&judged.report(args.threshold)));
+    Ok(verdict(judged.rows.iter().any(|r| r.regression)))
 }
 
 fn verdict(regression: bool) -> i32 {
@@ -64,15 +85,150 @@ fn verdict(regression: bool) -> i32 {
     }
 }
 
-/// Both recordings folded to their end, B's implementations against A's.
-fn recordings(a: &Path, b: &Path, threshold: f64) -> Result<Vec<Row>, BadInput> {
-    let mut states = Vec::new();
-    for file in [a, b] {
-        let mut player = open_player(file)?;
+/// A recording read to its end.
+struct Session {
+    path: PathBuf,
+    header: Header,
+    state: State,
+}
+
+impl Session {
+    fn open(path: &Path) -> Result<Session, BadInput> {
+        let mut player = open_player(path)?;
         player.run_to_end();
-        states.push(player.into_state());
+        let header = player.recording().header.clone();
+        Ok(Session {
+            path: path.to_path_buf(),
+            header,
+            state: player.into_state(),
+        })
     }
-    Ok(regression::compare(&states[0], &states[1], threshold))
+
+    fn setup(&self) -> Setup<'_> {
+        Setup {
+            config: &self.header.config,
+            machine: &self.header.machine,
+            golow_version: &self.header.golow_version,
+            state: &self.state,
+        }
+    }
+}
+
+/// One side's sessions, which must all be of one setup: their spread is then noise, not a difference.
+fn sessions(paths: &[PathBuf], side: &str) -> Result<Vec<Session>, BadInput> {
+    let sessions = paths
+        .iter()
+        .map(|p| Session::open(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = &sessions[0];
+    for other in &sessions[1..] {
+        if let Some(d) = setup::differences(&first.setup(), &other.setup()).first() {
+            return Err(BadInput(format!(
+                "{side}'s sessions are not of one setup: {} in {} and {}; give each side sessions of one setup",
+                d.what,
+                first.path.display(),
+                other.path.display()
+            )));
+        }
+    }
+    Ok(sessions)
+}
+
+/// Rows, and what the reader must know before reading them.
+struct Judged {
+    notes: Vec<String>,
+    rows: Vec<Row>,
+}
+
+impl Judged {
+    fn report(&self, threshold: f64) -> String {
+        let mut out: String = self.notes.iter().map(|n| format!("{n}\n")).collect();
+        out.push_str(&regression_table(&self.rows, threshold));
+        out
+    }
+}
+
+/// B's sessions against A's: setups and conditions first, then the rows, judged where that is honest.
+fn judge(a: &[Session], b: &[Session], threshold: f64) -> Judged {
+    let mut notes = Vec::new();
+    let mut judging = Judging::default();
+    let differences = setup::differences(&a[0].setup(), &b[0].setup());
+    if !differences.is_empty() {
+        let said: Vec<String> = differences.iter().map(|d| d.describe()).collect();
+        notes.push(format!("setups differ: {}", said.join(", ")));
+    }
+    if !setup::same_steps(&differences) {
+        let said: Vec<String> = differences
+            .iter()
+            .filter(|d| !setup::same_steps(std::slice::from_ref(d)))
+            .map(|d| d.describe())
+            .collect();
+        judging.per_step = Some(said.join(", "));
+        notes.push(
+            "a step of A and one of B hold different work: per-sample time and throughput are judged, per-step figures are not"
+                .into(),
+        );
+    }
+    let side_conditions = |side: &[Session], name: &str, notes: &mut Vec<String>| {
+        let all: Vec<Conditions> = side
+            .iter()
+            .filter_map(|s| s.state.machine.conditions())
+            .collect();
+        for s in side {
+            if let Some(busy) = s.state.machine.conditions().and_then(|c| c.busy()) {
+                notes.push(format!("during {}: {busy}", s.path.display()));
+            }
+        }
+        let sessions = match side.len() {
+            1 => "1 session".to_string(),
+            n => format!("{n} sessions"),
+        };
+        match Conditions::mean(&all) {
+            Some(c) if all.len() == side.len() => {
+                notes.push(format!("{name}: {sessions} · {}", c.describe()));
+                Some(c)
+            }
+            _ => {
+                notes.push(format!(
+                    "{name}: {sessions} · the machine's load is not recorded (a recording made before golow read it)"
+                ));
+                None
+            }
+        }
+    };
+    let (ca, cb) = (
+        side_conditions(a, "A", &mut notes),
+        side_conditions(b, "B", &mut notes),
+    );
+    if let (Some(ca), Some(cb)) = (ca, cb) {
+        let differ = conditions::differences(&ca, &cb);
+        if !differ.is_empty() {
+            notes.push(format!(
+                "conditions differ: {}; times are shown but not judged",
+                differ.join("; ")
+            ));
+            judging.times = Some("conditions differ".into());
+        }
+    }
+    if a.len() == 1 && b.len() == 1 {
+        notes.push(
+            "1 session a side: intervals cover the noise within each session, not between sessions; for a verdict that \
+             covers both, record several (golow run --repeat 3) and compare them all (golow compare A1 A2 A3 --vs B1 B2 B3)"
+                .into(),
+        );
+    } else {
+        notes.push(format!(
+            "figures are geometric means over sessions; intervals come from the spread between the {} and {} sessions",
+            a.len(),
+            b.len()
+        ));
+    }
+    let (sa, sb): (Vec<&State>, Vec<&State>) = (
+        a.iter().map(|s| &s.state).collect(),
+        b.iter().map(|s| &s.state).collect(),
+    );
+    let rows = regression::compare(&sa, &sb, threshold, &judging);
+    Judged { notes, rows }
 }
 
 /// The recordings' comparison for every cell both sweeps have, cell by cell.
@@ -95,14 +251,14 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
         let (Some(fa), Some(fb)) = (recording(a, &ra), recording(b, &rb)) else {
             continue;
         };
-        let rows = recordings(&fa, &fb, threshold)?;
-        if rows.is_empty() {
+        let judged = judge(&[Session::open(&fa)?], &[Session::open(&fb)?], threshold);
+        if judged.rows.is_empty() {
             continue;
         }
         compared += 1;
-        regression |= rows.iter().any(|r| r.regression);
+        regression |= judged.rows.iter().any(|r| r.regression);
         println!("batch {} at {} px", cell.batch_size, cell.resolution);
-        print!("{}", printable(&regression_table(&rows, threshold)));
+        print!("{}", printable(&judged.report(threshold)));
     }
     if compared == 0 {
         return Err(BadInput(format!(

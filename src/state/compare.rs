@@ -1,4 +1,5 @@
-//! A against B: the ratio of medians with a 95% confidence interval, and whether it is beyond noise.
+//! A against B: the ratio of medians with a 95% confidence interval, and whether it is beyond noise; within one
+//! session from its steps, or between sessions from their spread.
 //!
 //! The interval of each median comes from order statistics (the distribution-free binomial interval:
 //! ranks n/2 ± 1.96·√n/2), read off the HDR histogram; the ratio's interval divides the extremes
@@ -60,6 +61,65 @@ pub fn ratio_of_medians(a: &Durations, b: &Durations) -> Option<Ratio> {
     })
 }
 
+/// The 97.5% quantile of Student's t for 1 to 30 degrees of freedom; beyond, the normal's.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+fn t_975(df: f64) -> f64 {
+    let df = df.floor().max(1.0) as usize;
+    T_975.get(df - 1).copied().unwrap_or(1.96)
+}
+
+fn mean_and_variance(logs: &[f64]) -> (f64, Option<f64>) {
+    let n = logs.len() as f64;
+    let mean = logs.iter().sum::<f64>() / n;
+    let variance =
+        (logs.len() > 1).then(|| logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0));
+    (mean, variance)
+}
+
+/// B over A from one figure per session (a session's median, say), with a 95% interval from the spread *between*
+/// sessions: Welch's t interval on the logarithms, so the ratio is of geometric means. With one session on a side,
+/// the other side's spread stands for both. `None` without a spread to judge by (one session each) or a figure
+/// that is not positive.
+pub fn ratio_between_sessions(a: &[f64], b: &[f64]) -> Option<Ratio> {
+    let logs = |v: &[f64]| -> Option<Vec<f64>> {
+        v.iter()
+            .map(|&x| (x.is_finite() && x > 0.0).then(|| x.ln()))
+            .collect()
+    };
+    let (la, lb) = (logs(a)?, logs(b)?);
+    if la.is_empty() || lb.is_empty() {
+        return None;
+    }
+    let ((ma, va), (mb, vb)) = (mean_and_variance(&la), mean_and_variance(&lb));
+    let (na, nb) = (la.len() as f64, lb.len() as f64);
+    let (se, df) = match (va, vb) {
+        (Some(va), Some(vb)) => {
+            let (qa, qb) = (va / na, vb / nb);
+            let se2 = qa + qb;
+            let df = if se2 > 0.0 {
+                se2 * se2 / (qa * qa / (na - 1.0) + qb * qb / (nb - 1.0))
+            } else {
+                na + nb - 2.0
+            };
+            (se2.sqrt(), df)
+        }
+        (Some(v), None) => ((v * (1.0 / na + 1.0 / nb)).sqrt(), na - 1.0),
+        (None, Some(v)) => ((v * (1.0 / na + 1.0 / nb)).sqrt(), nb - 1.0),
+        (None, None) => return None,
+    };
+    let (d, half) = (mb - ma, t_975(df) * se);
+    Some(Ratio {
+        ratio: d.exp(),
+        low: (d - half).exp(),
+        high: (d + half).exp(),
+    })
+}
+
 /// A plain sentence on which of two is faster, from the ratio of their times (A / B).
 pub fn verdict(a: &str, b: &str, times: &Ratio) -> String {
     let (faster, slower, factor) = if times.ratio <= 1.0 {
@@ -114,6 +174,28 @@ mod tests {
         let a = durations([1.0, 2.0]);
         assert!(median_interval(&a).is_none());
         assert!(ratio_of_medians(&a, &durations((0..10).map(f64::from))).is_none());
+    }
+
+    #[test]
+    fn sessions_spread_sets_the_interval() {
+        // Three sessions a side, 1% apart within a side, B 20% slower: beyond noise.
+        let a = [10.0, 10.1, 9.9];
+        let b = [12.0, 12.1, 11.9];
+        let r = ratio_between_sessions(&a, &b).unwrap();
+        assert!((r.ratio - 1.2).abs() < 0.01, "{r:?}");
+        assert!(r.low > 1.1 && r.high < 1.3 && r.beyond_noise(), "{r:?}");
+        // The same 20% from sessions that themselves vary by ±30% is within noise.
+        let noisy_a = [7.0, 10.0, 13.0];
+        let noisy_b = [8.4, 12.0, 15.6];
+        let r = ratio_between_sessions(&noisy_a, &noisy_b).unwrap();
+        assert!(!r.beyond_noise(), "{r:?}");
+        // One session on a side borrows the other side's spread; one each has none to judge by.
+        assert!(ratio_between_sessions(&[12.0], &a).is_some());
+        assert!(ratio_between_sessions(&[10.0], &[12.0]).is_none());
+        assert!(ratio_between_sessions(&[0.0, 1.0], &a).is_none());
+        // Identical sessions: a ratio of exactly 1 with no width.
+        let same = ratio_between_sessions(&a, &a).unwrap();
+        assert!((same.ratio - 1.0).abs() < 1e-12 && !same.beyond_noise());
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! Two sessions of the same implementations, B against A: per implementation and metric, the ratio
-//! B/A, its interval where the metric has a spread, and whether it is a regression — worse by more
-//! than the threshold (TorchBench's 7%) and, where noise can be judged, beyond noise.
+//! Sessions of the same implementations, B against A: per implementation and metric, the ratio B/A, its interval
+//! where the metric has a spread (within one session a side, or between several), and whether it is a regression —
+//! worse by more than the threshold (TorchBench's 7%) and, where noise can be judged, beyond noise — unless the
+//! sessions' setups or conditions make the metric one not to judge.
 
-use super::compare::{Ratio, ratio_of_medians};
-use super::{State, WorkerState};
+use super::compare::{Ratio, ratio_between_sessions, ratio_of_medians};
+use super::{Durations, State, WorkerState};
 
 /// Which way is worse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,12 +17,24 @@ pub enum Worse {
 pub struct Row {
     pub worker: String,
     pub metric: &'static str,
+    /// The figure over A's and B's sessions (their geometric mean when there are several).
     pub a: Option<f64>,
     pub b: Option<f64>,
     /// B/A with its 95% interval; the interval is the point itself for single numbers (peaks, bytes).
     pub ratio: Option<Ratio>,
     pub worse: Worse,
     pub regression: bool,
+    /// Why the row is shown but not judged (the sessions' steps or conditions differ).
+    pub not_judged: Option<String>,
+}
+
+/// What may not be judged, and why; set from the sessions' setups and conditions.
+#[derive(Debug, Clone, Default)]
+pub struct Judging {
+    /// A step of A and one of B hold different work (batch, resolution, model): per-step figures are not judged.
+    pub per_step: Option<String>,
+    /// The sessions ran under different conditions: no time is judged.
+    pub times: Option<String>,
 }
 
 fn point(a: Option<f64>, b: Option<f64>) -> Option<Ratio> {
@@ -45,84 +58,169 @@ fn regressed(ratio: Option<Ratio>, worse: Worse, threshold: f64) -> bool {
     }
 }
 
-fn rows_for(a: &WorkerState, b: &WorkerState, threshold: f64) -> Vec<Row> {
-    let median = |w: &WorkerState| w.step_time.quantile_ms(0.5);
-    let h2d = |w: &WorkerState| w.h2d.quantile_ms(0.5);
-    // Throughput is samples over time: B's over A's goes as A's per-sample time over B's, whose
-    // interval it takes.
-    let throughput = ratio_of_medians(&a.sample_time, &b.sample_time).map(|r| Ratio {
-        ratio: b
-            .throughput()
-            .zip(a.throughput())
-            .map_or(r.ratio, |(b, a)| b / a),
-        ..r
-    });
-    let peak_gpu = |w: &WorkerState| w.peak_gpu_memory_bytes.map(|b| b as f64);
-    let bytes = |w: &WorkerState| w.h2d_bytes_per_step().map(|b| b as f64);
-    let row = |metric, va, vb, ratio, worse| Row {
-        worker: a.name.clone(),
-        metric,
-        a: va,
-        b: vb,
-        ratio,
-        worse,
-        regression: regressed(ratio, worse, threshold),
-    };
-    let rows = [
-        row(
-            "median step time (ms)",
-            median(a),
-            median(b),
-            ratio_of_medians(&b.step_time, &a.step_time),
-            Worse::Higher,
-        ),
-        row(
-            "throughput (samples/s)",
-            a.throughput(),
-            b.throughput(),
-            throughput,
-            Worse::Lower,
-        ),
-        row(
-            "peak host RSS (bytes)",
-            Some(a.peak_rss_bytes as f64),
-            Some(b.peak_rss_bytes as f64),
-            point(Some(a.peak_rss_bytes as f64), Some(b.peak_rss_bytes as f64)),
-            Worse::Higher,
-        ),
-        row(
-            "peak GPU memory (bytes)",
-            peak_gpu(a),
-            peak_gpu(b),
-            point(peak_gpu(a), peak_gpu(b)),
-            Worse::Higher,
-        ),
-        row(
-            "median H2D time (ms)",
-            h2d(a),
-            h2d(b),
-            ratio_of_medians(&b.h2d, &a.h2d),
-            Worse::Higher,
-        ),
-        row(
-            "H2D bytes per step",
-            bytes(a),
-            bytes(b),
-            point(bytes(a), bytes(b)),
-            Worse::Higher,
-        ),
-    ];
-    rows.into_iter()
+/// The geometric mean of the sessions' figures, over those that have one.
+fn geometric_mean(values: &[Option<f64>]) -> Option<f64> {
+    let logs: Vec<f64> = values
+        .iter()
+        .flatten()
+        .filter(|v| v.is_finite() && **v > 0.0)
+        .map(|v| v.ln())
+        .collect();
+    if logs.is_empty() {
+        return values.iter().flatten().copied().next();
+    }
+    Some((logs.iter().sum::<f64>() / logs.len() as f64).exp())
+}
+
+/// How a metric is read from a worker, and judged.
+enum Measure {
+    /// A distribution over steps: within one session, its median's interval; between sessions, their spread.
+    Spread(fn(&WorkerState) -> &Durations),
+    /// Samples per second: B/A goes as A's per-sample time over B's, whose within-session interval it takes.
+    Throughput,
+    /// A single figure per session (a peak, a mean): judged by the threshold alone.
+    Point(fn(&WorkerState) -> Option<f64>),
+}
+
+struct Metric {
+    name: &'static str,
+    measure: Measure,
+    worse: Worse,
+    per_step: bool,
+    time: bool,
+}
+
+const METRICS: [Metric; 7] = [
+    Metric {
+        name: "median step time (ms)",
+        measure: Measure::Spread(|w| &w.step_time),
+        worse: Worse::Higher,
+        per_step: true,
+        time: true,
+    },
+    Metric {
+        name: "median time per sample (ms)",
+        measure: Measure::Spread(|w| &w.sample_time),
+        worse: Worse::Higher,
+        per_step: false,
+        time: true,
+    },
+    Metric {
+        name: "throughput (samples/s)",
+        measure: Measure::Throughput,
+        worse: Worse::Lower,
+        per_step: false,
+        time: true,
+    },
+    Metric {
+        name: "peak host RSS (bytes)",
+        measure: Measure::Point(|w| Some(w.peak_rss_bytes as f64)),
+        worse: Worse::Higher,
+        per_step: false,
+        time: false,
+    },
+    Metric {
+        name: "peak GPU memory (bytes)",
+        measure: Measure::Point(|w| w.peak_gpu_memory_bytes.map(|b| b as f64)),
+        worse: Worse::Higher,
+        per_step: false,
+        time: false,
+    },
+    Metric {
+        name: "median H2D time (ms)",
+        measure: Measure::Spread(|w| &w.h2d),
+        worse: Worse::Higher,
+        per_step: true,
+        time: true,
+    },
+    Metric {
+        name: "H2D bytes per step",
+        measure: Measure::Point(|w| w.h2d_bytes_per_step().map(|b| b as f64)),
+        worse: Worse::Higher,
+        per_step: true,
+        time: false,
+    },
+];
+
+impl Metric {
+    fn value(&self, w: &WorkerState) -> Option<f64> {
+        match self.measure {
+            Measure::Spread(durations) => durations(w).quantile_ms(0.5),
+            Measure::Throughput => w.throughput(),
+            Measure::Point(value) => value(w),
+        }
+    }
+
+    /// B/A over one session each (the spread within them) or several (the spread between them).
+    fn ratio(&self, a: &[&WorkerState], b: &[&WorkerState]) -> Option<Ratio> {
+        let values = |side: &[&WorkerState]| -> Option<Vec<f64>> {
+            side.iter().map(|w| self.value(w)).collect()
+        };
+        match (&self.measure, a, b) {
+            (Measure::Point(_), ..) => point(
+                geometric_mean(&a.iter().map(|w| self.value(w)).collect::<Vec<_>>()),
+                geometric_mean(&b.iter().map(|w| self.value(w)).collect::<Vec<_>>()),
+            ),
+            (Measure::Spread(durations), [a], [b]) => ratio_of_medians(durations(b), durations(a)),
+            (Measure::Throughput, [a], [b]) => ratio_of_medians(&a.sample_time, &b.sample_time)
+                .map(|r| Ratio {
+                    ratio: b
+                        .throughput()
+                        .zip(a.throughput())
+                        .map_or(r.ratio, |(b, a)| b / a),
+                    ..r
+                }),
+            _ => ratio_between_sessions(&values(a)?, &values(b)?),
+        }
+    }
+}
+
+fn rows_for(a: &[&WorkerState], b: &[&WorkerState], threshold: f64, judging: &Judging) -> Vec<Row> {
+    let name = a.first().map_or_else(String::new, |w| w.name.clone());
+    METRICS
+        .iter()
+        .map(|metric| {
+            let figure = |side: &[&WorkerState]| {
+                geometric_mean(&side.iter().map(|w| metric.value(w)).collect::<Vec<_>>())
+            };
+            let ratio = metric.ratio(a, b);
+            let not_judged = if metric.per_step {
+                judging.per_step.clone()
+            } else {
+                None
+            }
+            .or_else(|| metric.time.then(|| judging.times.clone()).flatten());
+            Row {
+                worker: name.clone(),
+                metric: metric.name,
+                a: figure(a),
+                b: figure(b),
+                ratio,
+                worse: metric.worse,
+                regression: not_judged.is_none() && regressed(ratio, metric.worse, threshold),
+                not_judged,
+            }
+        })
         .filter(|r| r.a.is_some() || r.b.is_some())
         .collect()
 }
 
-/// Every implementation present in both sessions, in A's order.
-pub fn compare(a: &State, b: &State, threshold: f64) -> Vec<Row> {
-    a.workers
+/// `name` in each of a side's sessions; `None` when one lacks it.
+fn side<'s>(states: &[&'s State], name: &str) -> Option<Vec<&'s WorkerState>> {
+    states.iter().map(|s| s.worker(name)).collect()
+}
+
+/// Every implementation present in every session of both sides, in the order of A's first, B's sessions against
+/// A's.
+pub fn compare(a: &[&State], b: &[&State], threshold: f64, judging: &Judging) -> Vec<Row> {
+    let Some(first) = a.first() else {
+        return Vec::new();
+    };
+    first
+        .workers
         .iter()
-        .filter_map(|wa| Some((wa, b.worker(&wa.name)?)))
-        .flat_map(|(wa, wb)| rows_for(wa, wb, threshold))
+        .filter_map(|w| Some((side(a, &w.name)?, side(b, &w.name)?)))
+        .flat_map(|(wa, wb)| rows_for(&wa, &wb, threshold, judging))
         .collect()
 }
 
@@ -153,8 +251,8 @@ mod tests {
     #[test]
     fn same_session_has_no_regression() {
         let a = state(worker(10.0, 1 << 30));
-        let rows = compare(&a, &a, 0.07);
-        assert_eq!(rows.len(), 3, "{rows:?}");
+        let rows = compare(&[&a], &[&a], 0.07, &Judging::default());
+        assert_eq!(rows.len(), 4, "{rows:?}");
         assert!(rows.iter().all(|r| !r.regression));
         assert!(
             rows.iter()
@@ -166,7 +264,7 @@ mod tests {
     fn slower_and_bigger_are_regressions_small_changes_are_not() {
         let a = state(worker(10.0, 1 << 30));
         let slower = state(worker(12.0, 1 << 30));
-        let rows = compare(&a, &slower, 0.07);
+        let rows = compare(&[&a], &[&slower], 0.07, &Judging::default());
         let regressed: Vec<_> = rows
             .iter()
             .filter(|r| r.regression)
@@ -174,17 +272,97 @@ mod tests {
             .collect();
         assert_eq!(
             regressed,
-            ["median step time (ms)", "throughput (samples/s)"]
+            [
+                "median step time (ms)",
+                "median time per sample (ms)",
+                "throughput (samples/s)"
+            ]
         );
         let slightly = state(worker(10.5, (1 << 30) + (1 << 20)));
-        assert!(compare(&a, &slightly, 0.07).iter().all(|r| !r.regression));
+        assert!(
+            compare(&[&a], &[&slightly], 0.07, &Judging::default())
+                .iter()
+                .all(|r| !r.regression)
+        );
         let bigger = state(worker(10.0, 2 << 30));
-        let rows = compare(&a, &bigger, 0.07);
+        let rows = compare(&[&a], &[&bigger], 0.07, &Judging::default());
         assert!(
             rows.iter()
                 .any(|r| r.metric.starts_with("peak host") && r.regression)
         );
         // Faster is never a regression.
-        assert!(compare(&slower, &a, 0.07).iter().all(|r| !r.regression));
+        assert!(
+            compare(&[&slower], &[&a], 0.07, &Judging::default())
+                .iter()
+                .all(|r| !r.regression)
+        );
+    }
+
+    #[test]
+    fn several_sessions_a_side_are_judged_by_their_spread() {
+        let (a1, a2, a3) = (
+            state(worker(10.0, 1 << 30)),
+            state(worker(10.6, 1 << 30)),
+            state(worker(9.4, 1 << 30)),
+        );
+        let (b1, b2, b3) = (
+            state(worker(12.0, 1 << 30)),
+            state(worker(12.7, 1 << 30)),
+            state(worker(11.3, 1 << 30)),
+        );
+        let rows = compare(
+            &[&a1, &a2, &a3],
+            &[&b1, &b2, &b3],
+            0.07,
+            &Judging::default(),
+        );
+        let step = rows
+            .iter()
+            .find(|r| r.metric.starts_with("median step"))
+            .unwrap();
+        assert!(step.regression, "{step:?}");
+        // Each of B's sessions against A's single one within it would be a regression too, but sessions that vary
+        // as much as the difference are within noise.
+        let (b4, b5) = (state(worker(7.0, 1 << 30)), state(worker(16.0, 1 << 30)));
+        let rows = compare(
+            &[&a1, &a2, &a3],
+            &[&b1, &b4, &b5],
+            0.07,
+            &Judging::default(),
+        );
+        assert!(rows.iter().all(|r| !r.regression), "{rows:?}");
+        let one_each = compare(&[&a1], &[&b5], 0.07, &Judging::default());
+        assert!(one_each.iter().any(|r| r.regression));
+    }
+
+    #[test]
+    fn what_is_not_to_be_judged_is_shown_and_not_judged() {
+        let a = state(worker(10.0, 1 << 30));
+        let slower = state(worker(20.0, 2 << 30));
+        let per_step = Judging {
+            per_step: Some("batch 16 vs 32".into()),
+            times: None,
+        };
+        let rows = compare(&[&a], &[&slower], 0.07, &per_step);
+        let judged = |rows: &[Row], metric: &str| {
+            let row = rows.iter().find(|r| r.metric.starts_with(metric)).unwrap();
+            (row.regression, row.not_judged.clone())
+        };
+        assert_eq!(
+            judged(&rows, "median step"),
+            (false, Some("batch 16 vs 32".into()))
+        );
+        assert_eq!(judged(&rows, "median time per sample"), (true, None));
+        let times = Judging {
+            per_step: None,
+            times: Some("conditions differ".into()),
+        };
+        let rows = compare(&[&a], &[&slower], 0.07, &times);
+        assert_eq!(
+            judged(&rows, "throughput"),
+            (false, Some("conditions differ".into()))
+        );
+        // Memory is no time: still judged.
+        assert_eq!(judged(&rows, "peak host"), (true, None));
     }
 }

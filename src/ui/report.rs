@@ -107,6 +107,9 @@ pub fn table(summary: &Summary) -> String {
         ));
     }
     out.push_str("medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
+    if let Some(machine) = &summary.machine {
+        out.push_str(&format!("machine: {}\n", machine.describe()));
+    }
     for w in &summary.workers {
         if let Some(error) = &w.error {
             out.push_str(&format!("\n{} failed: {error}\n", w.implementation));
@@ -124,7 +127,7 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
         Some(v) => opt(Some(v), 4),
     };
     let mut out = format!(
-        "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
+        "{:<12} {:<28} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
         "impl",
         "metric",
         "A",
@@ -142,15 +145,14 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
             ),
             None => ("-".to_string(), "-".to_string()),
         };
-        let verdict = if row.regression {
-            "REGRESSION"
-        } else if row.ratio.is_none() {
-            "not comparable"
-        } else {
-            "ok"
+        let verdict = match (&row.not_judged, row.regression, row.ratio) {
+            (Some(reason), ..) => format!("not judged: {reason}"),
+            (None, true, _) => "REGRESSION".into(),
+            (None, false, None) => "not comparable".into(),
+            (None, false, Some(_)) => "ok".into(),
         };
         out.push_str(&format!(
-            "{:<12} {:<24} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
+            "{:<12} {:<28} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
             row.worker,
             row.metric,
             value(row.metric, row.a),
@@ -204,6 +206,7 @@ mod tests {
             ratio: None,
             worse: crate::state::regression::Worse::Higher,
             regression: false,
+            not_judged: None,
         };
         let table = super::regression_table(
             &[

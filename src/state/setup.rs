@@ -1,0 +1,197 @@
+//! What two sessions ran and where — configuration, library versions, machine — and how they differ, so that a
+//! comparison says what it compares before it gives a verdict.
+
+use golow_protocol::config::SessionConfig;
+
+use super::State;
+use crate::contracts::Machine;
+
+/// A session's setup: its configuration, the machine it ran on, golow's version, and its folded state (for the
+/// versions each worker reported).
+pub struct Setup<'a> {
+    pub config: &'a SessionConfig,
+    pub machine: &'a Machine,
+    pub golow_version: &'a str,
+    pub state: &'a State,
+}
+
+/// One difference: what differs, A's value and B's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub what: String,
+    pub a: String,
+    pub b: String,
+}
+
+impl Difference {
+    pub fn describe(&self) -> String {
+        format!("{} {} vs {}", self.what, self.a, self.b)
+    }
+}
+
+/// Everything in which B's setup differs from A's, in the order a reader weighs it.
+pub fn differences(a: &Setup, b: &Setup) -> Vec<Difference> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, va: String, vb: String| {
+        if va != vb {
+            out.push(Difference {
+                what: what.to_string(),
+                a: va,
+                b: vb,
+            });
+        }
+    };
+    let (ca, cb) = (a.config, b.config);
+    differ("model", ca.model.name().into(), cb.model.name().into());
+    differ("mode", ca.mode.name().into(), cb.mode.name().into());
+    differ("dataset", ca.dataset.clone(), cb.dataset.clone());
+    differ(
+        "batch",
+        ca.batch_size.to_string(),
+        cb.batch_size.to_string(),
+    );
+    differ(
+        "resolution",
+        format!("{} px", ca.resolution),
+        format!("{} px", cb.resolution),
+    );
+    differ("threads", ca.threads.to_string(), cb.threads.to_string());
+    differ("device", ca.device.clone(), cb.device.clone());
+    differ(
+        "schedule",
+        ca.schedule.name().into(),
+        cb.schedule.name().into(),
+    );
+    differ("pinned", ca.pinned.to_string(), cb.pinned.to_string());
+    differ(
+        "optimiser",
+        format!("{:?}", ca.optimiser),
+        format!("{:?}", cb.optimiser),
+    );
+    for (name, command) in &ca.commands {
+        if let Some(other) = cb.commands.get(name) {
+            differ(&format!("{name}'s command"), command.clone(), other.clone());
+        }
+    }
+    differ("machine", a.machine.host.clone(), b.machine.host.clone());
+    differ("CPU", a.machine.cpu.clone(), b.machine.cpu.clone());
+    differ(
+        "cores",
+        a.machine.cores.to_string(),
+        b.machine.cores.to_string(),
+    );
+    let gpus = |m: &Machine| {
+        let names: Vec<&str> = m.gpus.iter().map(|g| g.name.as_str()).collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    differ("GPUs", gpus(a.machine), gpus(b.machine));
+    differ("golow", a.golow_version.into(), b.golow_version.into());
+    for wa in &a.state.workers {
+        let (Some(ha), Some(hb)) = (
+            wa.hello.as_ref(),
+            b.state.worker(&wa.name).and_then(|w| w.hello.as_ref()),
+        ) else {
+            continue;
+        };
+        for (library, version) in &ha.versions {
+            if let Some(other) = hb.versions.get(library) {
+                differ(
+                    &format!("{}'s {library}", wa.name),
+                    version.clone(),
+                    other.clone(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Whether a step of A and a step of B hold the same work, so that per-step figures compare.
+pub fn same_steps(differences: &[Difference]) -> bool {
+    !differences
+        .iter()
+        .any(|d| matches!(d.what.as_str(), "batch" | "resolution" | "model"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use golow_protocol::event::Body;
+
+    fn config() -> SessionConfig {
+        match golow_protocol::samples::every_body().remove(0) {
+            Body::SessionStart(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn machine() -> Machine {
+        Machine {
+            host: "box".into(),
+            cpu: "Xeon".into(),
+            cores: 2,
+            gpus: Vec::new(),
+            gpu_unavailable: None,
+        }
+    }
+
+    #[test]
+    fn the_same_setup_has_no_differences() {
+        let (c, m, s) = (config(), machine(), State::default());
+        let setup = Setup {
+            config: &c,
+            machine: &m,
+            golow_version: "0.1.0",
+            state: &s,
+        };
+        assert!(differences(&setup, &setup).is_empty());
+    }
+
+    #[test]
+    fn a_different_batch_threads_and_host_are_each_said() {
+        let (ca, m, s) = (config(), machine(), State::default());
+        let cb = SessionConfig {
+            batch_size: ca.batch_size * 2,
+            threads: 1,
+            ..ca.clone()
+        };
+        let mb = Machine {
+            host: "other".into(),
+            ..m.clone()
+        };
+        let a = Setup {
+            config: &ca,
+            machine: &m,
+            golow_version: "0.1.0",
+            state: &s,
+        };
+        let b = Setup {
+            config: &cb,
+            machine: &mb,
+            golow_version: "0.1.0",
+            state: &s,
+        };
+        let said: Vec<String> = differences(&a, &b)
+            .iter()
+            .map(Difference::describe)
+            .collect();
+        assert_eq!(
+            said,
+            ["batch 8 vs 16", "threads 4 vs 1", "machine box vs other"]
+        );
+        assert!(!same_steps(&differences(&a, &b)));
+        let c_threads = SessionConfig {
+            threads: 1,
+            ..ca.clone()
+        };
+        let c = Setup {
+            config: &c_threads,
+            ..a
+        };
+        assert!(same_steps(&differences(&a, &c)));
+    }
+}
