@@ -9,7 +9,12 @@ use common::{golow, headless, idx_file, text};
 /// Runs `golow run --headless ARGS --summary-json` in a fresh directory and checks the contract.
 fn rejects(args: &[&str], expected: &str) {
     let tmp = tempfile::tempdir().unwrap();
-    let out = headless(tmp.path(), args).output().unwrap();
+    rejects_in(tmp.path(), args, expected);
+}
+
+/// `rejects`, in `tmp`, which may hold files the arguments name.
+fn rejects_in(tmp: &Path, args: &[&str], expected: &str) {
+    let out = headless(tmp, args).output().unwrap();
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
@@ -20,7 +25,7 @@ fn rejects(args: &[&str], expected: &str) {
         "{args:?}: expected '{expected}' in: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
+    let left: Vec<_> = std::fs::read_dir(tmp)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
@@ -319,6 +324,58 @@ fn a_bad_theme_file_is_named_with_its_line_and_field() {
         &format!("theme {theme}, line {line}: field colors.mutted is unknown"),
     );
     rejects(&["--theme", "solarized"], "no built-in theme of that name");
+}
+
+#[test]
+fn repeats_are_counted_sessions_run_headless() {
+    rejects(
+        &["--repeat", "0"],
+        "--repeat must be between 1 and 100 (got 0)",
+    );
+    rejects(&["--repeat", "101"], "--repeat must be between 1 and 100");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("x-2.golow"), b"taken").unwrap();
+    rejects_in(
+        tmp.path(),
+        &["--repeat", "2", "--record", "x.golow"],
+        "--record x-2.golow exists",
+    );
+    assert!(!tmp.path().join("x-1.golow").exists());
+    let out = golow(tmp.path(), &["run", "--repeat", "2"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("add --headless"), "{stderr}");
+}
+
+#[test]
+fn compare_takes_two_recordings_or_several_a_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["compare", "a.golow"],
+        vec!["compare", "a.golow", "b.golow", "c.golow"],
+    ] {
+        let out = golow(tmp.path(), &args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    let out = golow(tmp.path(), &["compare", "a.golow", "b.golow", "c.golow"]);
+    assert!(
+        text(&out.stderr).contains("A1 A2 … --vs B1 B2"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::create_dir(tmp.path().join("sweep")).unwrap();
+    let out = golow(
+        tmp.path(),
+        &["compare", "sweep", "--vs", "b.golow", "c.golow"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("sweep is a directory"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

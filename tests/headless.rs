@@ -534,6 +534,99 @@ fn a_descendant_that_leaves_the_process_group_ends_with_the_session() {
 }
 
 #[test]
+fn nothing_a_session_started_outlives_a_kill_9_of_golow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let command = "k9=: golow-test-k9; setsid sleep 3031 & sleep 3032 & sleep 600";
+    let mut child = headless(tmp.path(), &["--cmd", command]).spawn().unwrap();
+    let started = ["golow-test-k9", "sleep 3031", "sleep 3032"];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while started.iter().any(|m| processes_with(m).is_empty()) {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never started its children"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let session_dirs = || {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("golow-session"))
+            .count()
+    };
+    let keepers = || {
+        processes_where(|c| c.contains(" __keep ") && c.contains(&tmp.path().display().to_string()))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<&str> = started
+            .into_iter()
+            .filter(|m| !processes_with(m).is_empty())
+            .collect();
+        if left.is_empty() && session_dirs() == 0 && keepers().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "10 s after golow was killed: {left:?} still run, {} session directories, keepers {:?}",
+            session_dirs(),
+            keepers()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn repeat_runs_and_records_each_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(
+        tmp.path(),
+        &[
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--batch-size",
+            "2",
+            "--steps",
+            "3",
+            "--warmup",
+            "1",
+            "--repeat",
+            "2",
+            "--record",
+            "x.golow",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        stdout.contains("session 1 of 2") && stdout.contains("session 2 of 2"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("golow compare x-1.golow x-2.golow --vs"),
+        "{stdout}"
+    );
+    for k in 1..=2 {
+        assert!(tmp.path().join(format!("x-{k}.golow")).is_file());
+        let s = common::summary(&tmp.path().join(format!("summary-{k}.json")));
+        assert_eq!(worker(&s, "libtorch")["steps"], 3, "{s}");
+    }
+    assert!(!tmp.path().join("x.golow").exists() && !tmp.path().join("summary.json").exists());
+    let compared = golow(tmp.path(), &["compare", "x-1.golow", "--vs", "x-2.golow"]);
+    assert!(
+        text(&compared.stdout).contains("median time per sample"),
+        "{}",
+        text(&compared.stdout)
+    );
+}
+
+#[test]
 fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
     let tmp = tempfile::tempdir().unwrap();
     let flood = r#"flood=timeout 4 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3"#;

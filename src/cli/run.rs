@@ -1,7 +1,7 @@
 //! `golow run`: implementations (and your commands) side by side, in the live view or headless.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -70,6 +70,28 @@ pub struct RunArgs {
     /// Do not record the session.
     #[arg(long)]
     no_record: bool,
+    /// Run the session N times, one after another (headless), each recorded on its own (--record x.golow gives
+    /// x-1.golow … x-N.golow, --summary-json likewise), so that `golow compare` can weigh the spread between sessions.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    repeat: i64,
+}
+
+/// Sessions `--repeat` runs at most.
+const MAX_REPEAT: i64 = 100;
+
+/// `x.golow` → `x-3.golow` for the third of several sessions; the path itself for a single one.
+fn numbered(path: &Path, k: u64, of: u64) -> PathBuf {
+    if of == 1 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy().into_owned());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{k}"),
+    };
+    path.with_file_name(name)
 }
 
 /// The live view's own options; without them the run is headless.
@@ -130,22 +152,45 @@ fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInpu
     })
 }
 
-/// Where the session is recorded, checked before anything runs.
-fn record_to(record: Option<PathBuf>, no_record: bool) -> Result<RecordTo, BadInput> {
-    match (record, no_record) {
-        (_, true) => Ok(RecordTo::Nowhere),
-        (None, false) => Ok(RecordTo::DefaultIn(PathBuf::from("recordings"))),
-        (Some(path), false) => {
-            check_output_path("--record", &path)?;
-            if path.exists() {
-                return Err(BadInput(format!(
-                    "--record {} exists: golow never overwrites a recording; choose another path",
-                    path.display()
-                )));
+/// Where each of `sessions` is recorded, checked before anything runs.
+fn record_to(
+    record: Option<&Path>,
+    no_record: bool,
+    sessions: u64,
+) -> Result<Vec<RecordTo>, BadInput> {
+    (1..=sessions)
+        .map(|k| match (record, no_record) {
+            (_, true) => Ok(RecordTo::Nowhere),
+            (None, false) => Ok(RecordTo::DefaultIn(PathBuf::from("recordings"))),
+            (Some(path), false) => {
+                let path = numbered(path, k, sessions);
+                check_output_path("--record", &path)?;
+                if path.exists() {
+                    return Err(BadInput(format!(
+                        "--record {} exists: golow never overwrites a recording; choose another path",
+                        path.display()
+                    )));
+                }
+                Ok(RecordTo::Path(path))
             }
-            Ok(RecordTo::Path(path))
-        }
+        })
+        .collect()
+}
+
+/// `--repeat`: how many sessions, checked.
+fn repeats(repeat: i64, headless: bool) -> Result<u64, BadInput> {
+    if !(1..=MAX_REPEAT).contains(&repeat) {
+        return Err(BadInput(format!(
+            "--repeat must be between 1 and {MAX_REPEAT} (got {repeat})"
+        )));
     }
+    if repeat > 1 && !headless {
+        return Err(BadInput(
+            "--repeat runs its sessions one after another without the live view: add --headless"
+                .into(),
+        ));
+    }
+    Ok(repeat as u64)
 }
 
 pub fn run(args: RunArgs) -> Result<i32, Failure> {
@@ -153,10 +198,20 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let workload = workload(&args, dataset.default_resolution())?;
     let workers = workload.workers();
     let threads = args.session.threads(workload.schedule, workers.len())?;
-    if let Some(path) = &args.summary_json {
-        check_output_path("--summary-json", path)?;
-    }
-    let record = record_to(args.record, args.no_record)?;
+    let sessions = repeats(args.repeat, args.headless)?;
+    let summaries: Vec<Option<PathBuf>> = (1..=sessions)
+        .map(|k| {
+            let path = args
+                .summary_json
+                .as_deref()
+                .map(|p| numbered(p, k, sessions));
+            if let Some(path) = &path {
+                check_output_path("--summary-json", path)?;
+            }
+            Ok(path)
+        })
+        .collect::<Result<_, BadInput>>()?;
+    let records = record_to(args.record.as_deref(), args.no_record, sessions)?;
     let theme = read_theme(&args.theme)?;
     let compare = args
         .compare
@@ -182,15 +237,52 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
-    let session = Session::open(&plan, &record, std::env::args().collect(), interval).map_err(
-        |e| match e {
+    let mut worst = EXIT_OK;
+    let mut recorded = Vec::new();
+    for (k, (record, summary_json)) in records.iter().zip(&summaries).enumerate() {
+        if sessions > 1 {
+            println!("session {} of {sessions}", k + 1);
+        }
+        let (code, path) = one_session(
+            &plan,
+            record,
+            interval,
+            live.as_ref(),
+            summary_json.as_deref(),
+        )?;
+        recorded.extend(path);
+        worst = worst.max(code);
+        if code == EXIT_INTERRUPTED {
+            break;
+        }
+    }
+    if sessions > 1 && !recorded.is_empty() {
+        let names: Vec<String> = recorded.iter().map(|p| p.display().to_string()).collect();
+        println!(
+            "{} sessions recorded: compare them with another setup's as golow compare {} --vs …",
+            recorded.len(),
+            golow_protocol::text::printable(&names.join(" "))
+        );
+    }
+    Ok(worst)
+}
+
+/// One session of `plan`, to its end: its summary printed and written, its exit code and where it was recorded.
+fn one_session(
+    plan: &crate::session::Plan,
+    record: &RecordTo,
+    interval: Duration,
+    live: Option<&LiveOptions>,
+    summary_json: Option<&Path>,
+) -> Result<(i32, Option<PathBuf>), Failure> {
+    let session =
+        Session::open(plan, record, std::env::args().collect(), interval).map_err(|e| match e {
             OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
                 BadInput(message).into()
             }
             OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
-        },
-    )?;
-    let finished = match &live {
+        })?;
+    let finished = match live {
         Some(options) => watch(session, options)?,
         None => {
             let mut progress = Progress::new(std::io::stderr().is_terminal());
@@ -206,22 +298,25 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         golow_protocol::text::printable(&crate::ui::report::table(&summary))
     );
     // The summary is written whatever became of the recording: it may well go to another disk.
-    let summary_written = write_summary(args.summary_json.as_deref(), &summary);
-    match finished.recorded {
-        Some(Ok(written)) => eprintln!(
-            "golow: recorded {} events ({} bytes) to {}",
-            written.events,
-            written.bytes,
-            golow_protocol::text::printable(&written.path.display().to_string())
-        ),
+    let summary_written = write_summary(summary_json, &summary);
+    let recorded = match finished.recorded {
+        Some(Ok(written)) => {
+            eprintln!(
+                "golow: recorded {} events ({} bytes) to {}",
+                written.events,
+                written.bytes,
+                golow_protocol::text::printable(&written.path.display().to_string())
+            );
+            Some(written.path)
+        }
         Some(Err(e)) => {
             summary_written.map_err(failed)?;
             return Err(failed(format!(
                 "the recording failed: {e} (what was written before replays; the summary was written)"
             )));
         }
-        None => {}
-    }
+        None => None,
+    };
     summary_written.map_err(failed)?;
     let stopped = summary
         .workers
@@ -232,13 +327,14 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         .iter()
         .any(|w| w.status == WorkerStatus::Failed);
     // Quitting the live view is the user's choice; an interrupted headless run is not a success.
-    Ok(if any_failed {
+    let code = if any_failed {
         EXIT_WORKER_FAILED
     } else if stopped && live.is_none() {
         EXIT_INTERRUPTED
     } else {
         EXIT_OK
-    })
+    };
+    Ok((code, recorded))
 }
 
 /// The session in the live view until the user quits.
