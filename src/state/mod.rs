@@ -1,10 +1,12 @@
 //! The fold: `State::apply(record)` turns the event stream into everything the summary and the UI show.
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
-mod compare;
+pub mod compare;
+pub mod conditions;
 pub mod kernels;
 pub mod regression;
 mod series;
+pub mod setup;
 mod stats;
 mod summary;
 
@@ -123,6 +125,9 @@ pub struct WorkerState {
     pub sample_time: Durations,
     /// Timed regions of a built-in step, or the wall interval between a `--cmd` worker's optimiser steps.
     pub step_time: Durations,
+    /// A whole step as a loop sees it, to set a `--cmd` worker beside a built-in one: the built-in's data, copy and
+    /// compute; the `--cmd` worker's interval between optimiser steps.
+    pub step_interval: Durations,
     pub h2d: Durations,
     pub h2d_bytes_total: u64,
     pub h2d_bytes_steps: u64,
@@ -196,6 +201,7 @@ impl WorkerState {
             self.compute.record_ms(step.compute_ms);
             self.sample_time.record_ms(timed / batch);
             self.step_time.record_ms(timed);
+            self.step_interval.record_ms(step.data_ms + timed);
             self.series.sample_ms.push(t, timed / batch);
             self.series.step_ms.push(t, timed);
             if timed > 0.0 {
@@ -231,6 +237,7 @@ impl WorkerState {
         }
         if let Some(ms) = step.interval_ms {
             self.step_time.record_ms(ms);
+            self.step_interval.record_ms(ms);
             self.series.step_ms.push(t, ms);
             self.gpu_activity.stepped(t, ms / 1e3);
         }
@@ -279,6 +286,8 @@ pub struct State {
     pub ended: bool,
     /// Why the session's recording stopped while the session went on.
     pub recording_failed: Option<String>,
+    /// The whole machine's load while the session ran.
+    pub machine: conditions::MachineLoad,
 }
 
 impl State {
@@ -321,6 +330,19 @@ impl State {
             }
             Body::SessionEnd => self.ended = true,
             Body::RecordingFailed { reason } => self.recording_failed = Some(reason.clone()),
+            Body::MachineLoad {
+                load_1m,
+                busy_percent,
+                steal_percent,
+                others_percent,
+                cpu_mhz,
+            } => self.machine.apply(conditions::LoadReading {
+                load_1m: *load_1m,
+                busy_percent: *busy_percent,
+                steal_percent: *steal_percent,
+                others_percent: *others_percent,
+                cpu_mhz: *cpu_mhz,
+            }),
             Body::GpuUnavailable { reason } => self.gpu.unavailable = Some(reason.clone()),
             Body::GpuProcessesUnavailable { reason } => {
                 self.gpu.processes_unavailable = Some(reason.clone());
@@ -493,6 +515,7 @@ fn apply_worker_event(
         | Body::GpuUnavailable { .. }
         | Body::GpuProcessesUnavailable { .. }
         | Body::RecordingFailed { .. }
+        | Body::MachineLoad { .. }
         | Body::GpuInfo { .. }
         | Body::GpuDevice { .. }
         | Body::GpuPcie { .. } => {}

@@ -10,7 +10,9 @@ use ratatui::widgets::Paragraph;
 use super::chart::{self, Line as ChartLine};
 use super::render;
 use super::view::{View, bytes, ms, shape};
-use crate::state::{Durations, Ratio, WorkerState, ratio_of_medians, verdict};
+use crate::state::compare::MIN_SAMPLES;
+use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
+use golow_protocol::config::Schedule;
 
 /// The pair to compare: the one asked for when both are present, else the first two workers.
 fn pair<'a>(
@@ -101,6 +103,73 @@ fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec
     lines
 }
 
+/// What the headline compares, and what the reader must know about how the two ran.
+struct Judged {
+    /// A `--cmd` worker is one of the two: it has no samples and its step is timed from one optimiser step to the
+    /// next, so the pair is compared by step intervals, like with like.
+    commands: bool,
+    /// They ran at once, competing for the same cores.
+    parallel: bool,
+    /// Both have ended: the verdict is final.
+    ended: bool,
+}
+
+impl Judged {
+    fn of(state: &State, a: &WorkerState, b: &WorkerState) -> Judged {
+        let session = state.session.as_ref();
+        let command = |w: &WorkerState| session.is_some_and(|s| s.commands.contains_key(&w.name));
+        let ended = |w: &WorkerState| {
+            matches!(
+                w.activity(),
+                Activity::Done | Activity::Failed | Activity::Stopped
+            )
+        };
+        Judged {
+            commands: command(a) || command(b),
+            parallel: session.is_some_and(|s| s.schedule == Schedule::Parallel),
+            ended: ended(a) && ended(b),
+        }
+    }
+
+    fn headline(&self, a: &WorkerState, b: &WorkerState, times: Option<Ratio>) -> String {
+        let when = if self.ended { "final" } else { "so far" };
+        match times {
+            Some(r) => format!("{when}: {}", verdict(&a.name, &b.name, &r)),
+            None if self.ended => {
+                let measured = |w: &WorkerState| {
+                    if self.commands {
+                        w.step_interval.len()
+                    } else {
+                        w.sample_time.len()
+                    }
+                };
+                let short = if measured(a) <= measured(b) { a } else { b };
+                format!(
+                    "final: no verdict — {} has {} measured steps, {MIN_SAMPLES} are needed",
+                    short.name,
+                    measured(short)
+                )
+            }
+            None => "waiting for enough measured steps to compare".to_string(),
+        }
+    }
+
+    fn notes(&self) -> String {
+        let mut notes = Vec::new();
+        if self.commands {
+            notes.push(
+                "like with like: step intervals (a --cmd worker from one optimiser step to the next, a built-in one's data + copy + compute)",
+            );
+        } else {
+            notes.push("the headline compares time per sample");
+        }
+        if self.parallel {
+            notes.push("they ran in parallel, competing for the same cores (--schedule alternate takes turns)");
+        }
+        notes.join(" · ")
+    }
+}
+
 fn median(d: &Durations) -> Option<f64> {
     d.percentiles().map(|p| p.p50)
 }
@@ -116,18 +185,17 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
     };
     let families = kernel_family_lines(view, a, b);
     let [title, table, kernels, charts] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Length(9),
+        Constraint::Length(3),
+        Constraint::Length(10),
         Constraint::Length(families.len() as u16),
         Constraint::Min(3),
     ])
     .areas(inner);
     render::lines(frame, kernels, &families);
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
-    let headline = match &sample {
-        Some(r) => verdict(&a.name, &b.name, r),
-        None => "waiting for enough measured steps to compare".to_string(),
-    };
+    let intervals = ratio_of_medians(&a.step_interval, &b.step_interval);
+    let judged = Judged::of(view.state, a, b);
+    let headline = judged.headline(a, b, if judged.commands { intervals } else { sample });
     let bold = Style::default().add_modifier(Modifier::BOLD);
     frame.render_widget(
         Paragraph::new(vec![
@@ -144,6 +212,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
                 ),
             ]),
             Line::styled(headline, bold.fg(view.theme.highlight)),
+            Line::styled(judged.notes(), Style::default().fg(view.theme.warning)),
         ]),
         title,
     );
@@ -161,6 +230,12 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             opt_ms(median(&a.step_time)),
             ratio_cell(ratio_of_medians(&a.step_time, &b.step_time)),
             opt_ms(median(&b.step_time)),
+        ),
+        (
+            "step interval p50 (ms)",
+            opt_ms(median(&a.step_interval)),
+            ratio_cell(intervals),
+            opt_ms(median(&b.step_interval)),
         ),
         (
             "throughput (samples/s)",
@@ -224,5 +299,120 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             series: &worker.series.sample_ms,
         }];
         chart::draw(frame, rect, view, &line, ms, (top > 0.0).then_some(top));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use golow_protocol::config::Mode;
+    use golow_protocol::event::{Body, OptimizerStep, Record, Step};
+    use golow_protocol::samples::every_body;
+
+    /// A built-in worker and a `--cmd` one, run in parallel: each step of `libtorch` takes 10 ms of data and 40 of
+    /// compute, `train` steps every 60 ms.
+    fn session(steps: u64, ended: bool) -> State {
+        let Some(Body::SessionStart(config)) = every_body().into_iter().next() else {
+            unreachable!()
+        };
+        let config = golow_protocol::config::SessionConfig {
+            workers: vec!["libtorch".into(), "train".into()],
+            schedule: Schedule::Parallel,
+            warmup: 0,
+            ..config
+        };
+        let mut state = State::default();
+        let mut apply = |worker: Option<&str>, body: Body| {
+            state.apply(&Record::new(0.0, worker.map(String::from), body));
+        };
+        apply(None, Body::SessionStart(config));
+        for (i, name) in ["libtorch", "train"].into_iter().enumerate() {
+            apply(
+                Some(name),
+                Body::WorkerStarted {
+                    pid: 10 + i as u32,
+                    command: vec![],
+                },
+            );
+        }
+        for step in 0..steps {
+            apply(
+                Some("libtorch"),
+                Body::Step(Step {
+                    step,
+                    epoch: 0,
+                    phase: Mode::Train,
+                    batch_size: 8,
+                    data_ms: 10.0,
+                    h2d_ms: None,
+                    h2d_bytes: None,
+                    compute_ms: 40.0 + (step % 3) as f64,
+                    loss: 1.0,
+                    correct: 0,
+                    warmup: false,
+                }),
+            );
+            apply(
+                Some("train"),
+                Body::OptimizerStep(OptimizerStep {
+                    step,
+                    interval_ms: Some(60.0 + (step % 3) as f64),
+                }),
+            );
+        }
+        if ended {
+            for name in ["libtorch", "train"] {
+                apply(
+                    Some(name),
+                    Body::WorkerExited {
+                        exit_code: Some(0),
+                        signal: None,
+                        stop_requested: false,
+                    },
+                );
+            }
+        }
+        state
+    }
+
+    fn judged(state: &State) -> (Judged, String) {
+        let (a, b) = (&state.workers[0], &state.workers[1]);
+        let judged = Judged::of(state, a, b);
+        let times = ratio_of_medians(&a.step_interval, &b.step_interval);
+        let headline = judged.headline(a, b, times);
+        (judged, headline)
+    }
+
+    #[test]
+    fn a_cmd_worker_is_compared_by_step_intervals_with_a_final_verdict() {
+        let (running, headline) = judged(&session(30, false));
+        assert!(running.commands && running.parallel && !running.ended);
+        assert!(
+            headline.starts_with("so far: libtorch 1.20× faster than train"),
+            "{headline}"
+        );
+        assert!(running.notes().contains("like with like: step intervals"));
+        assert!(
+            running
+                .notes()
+                .contains("ran in parallel, competing for the same cores")
+        );
+        let (ended, headline) = judged(&session(30, true));
+        assert!(ended.ended);
+        assert!(
+            headline.starts_with("final: libtorch 1.20× faster than train"),
+            "{headline}"
+        );
+    }
+
+    #[test]
+    fn too_few_steps_at_the_end_say_why_there_is_no_verdict() {
+        let (_, headline) = judged(&session(3, true));
+        assert_eq!(
+            headline,
+            "final: no verdict — libtorch has 3 measured steps, 5 are needed"
+        );
+        let (_, headline) = judged(&session(3, false));
+        assert_eq!(headline, "waiting for enough measured steps to compare");
     }
 }
