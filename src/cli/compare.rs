@@ -157,27 +157,28 @@ fn judge(a: &[Session], b: &[Session], threshold: f64) -> Judged {
         let said: Vec<String> = differences.iter().map(|d| d.describe()).collect();
         notes.push(format!("setups differ: {}", said.join(", ")));
     }
-    if !setup::same_steps(&differences) {
-        let said: Vec<String> = differences
-            .iter()
-            .filter(|d| !setup::same_steps(std::slice::from_ref(d)))
-            .map(|d| d.describe())
-            .collect();
-        judging.per_step = Some(said.join(", "));
+    let step_changes: Vec<String> = differences
+        .iter()
+        .filter(|d| d.changes_steps())
+        .map(|d| d.describe())
+        .collect();
+    if !step_changes.is_empty() {
+        judging.per_step = Some(step_changes.join(", "));
         notes.push(
             "a step of A and one of B hold different work: per-sample time and throughput are judged, per-step figures are not"
                 .into(),
         );
     }
     let side_conditions = |side: &[Session], name: &str, notes: &mut Vec<String>| {
-        let all: Vec<Conditions> = side
-            .iter()
-            .filter_map(|s| s.state.machine.conditions())
-            .collect();
+        let mut all = Vec::new();
         for s in side {
-            if let Some(busy) = s.state.machine.conditions().and_then(|c| c.busy()) {
+            let Some(c) = s.state.machine.conditions() else {
+                continue;
+            };
+            if let Some(busy) = c.busy() {
                 notes.push(format!("during {}: {busy}", s.path.display()));
             }
+            all.push(c);
         }
         let sessions = match side.len() {
             1 => "1 session".to_string(),

@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
-use super::orphans::MARK_ENV;
+use super::orphans::{MARK_ENV, carries_mark};
 
 /// The hidden subcommand that runs the keeper.
 pub const SUBCOMMAND: &str = "__keep";
@@ -90,27 +90,22 @@ pub fn end_marked(mark: &str) {
 
 /// Live processes (not zombies) whose environment carries `MARK_ENV=mark`.
 fn marked_processes(mark: &str) -> Vec<i32> {
-    let marked = format!("{MARK_ENV}={mark}");
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                !stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-            });
-            alive
-                && std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-                    environ
-                        .split(|&b| b == 0)
-                        .any(|var| var == marked.as_bytes())
-                })
-        })
+        .filter(|&pid| !is_zombie(pid) && carries_mark(pid, mark))
         .collect()
+}
+
+/// A zombie has ended and keeps its environment no longer, but its /proc entry lingers until it is reaped.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
 }
 
 /// The keeper's arguments, as `golow __keep MARK DIR` gives them.

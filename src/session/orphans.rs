@@ -28,17 +28,11 @@ pub fn adopt() -> String {
 /// are the descendants it adopted.
 pub fn end_adopted(mark: &str) {
     let me = std::process::id();
-    let marked = format!("{MARK_ENV}={mark}");
     for pid in crate::telemetry::procfs::children(me) {
-        let carries = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-            environ
-                .split(|&b| b == 0)
-                .any(|var| var == marked.as_bytes())
-        });
         let Ok(pid) = i32::try_from(pid) else {
             continue;
         };
-        if !carries {
+        if !carries_mark(pid, mark) {
             continue;
         }
         // SAFETY: kill(2) and waitpid(2) on one child of ours; reaping it is what keeps it from lingering as a
@@ -48,4 +42,14 @@ pub fn end_adopted(mark: &str) {
             libc::waitpid(pid, std::ptr::null_mut(), 0);
         }
     }
+}
+
+/// Whether process `pid` was started with the session's `mark` in its environment.
+pub fn carries_mark(pid: i32, mark: &str) -> bool {
+    let marked = format!("{MARK_ENV}={mark}");
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+        environ
+            .split(|&b| b == 0)
+            .any(|var| var == marked.as_bytes())
+    })
 }

@@ -151,16 +151,15 @@ impl Metric {
         }
     }
 
-    /// B/A over one session each (the spread within them) or several (the spread between them).
-    fn ratio(&self, a: &[&WorkerState], b: &[&WorkerState]) -> Option<Ratio> {
-        let values = |side: &[&WorkerState]| -> Option<Vec<f64>> {
-            side.iter().map(|w| self.value(w)).collect()
-        };
+    /// B/A over one session each (the spread within them) or several (the spread between them); `va` and `vb` are
+    /// each session's figure.
+    fn ratio(
+        &self,
+        (a, va): (&[&WorkerState], &[Option<f64>]),
+        (b, vb): (&[&WorkerState], &[Option<f64>]),
+    ) -> Option<Ratio> {
         match (&self.measure, a, b) {
-            (Measure::Point(_), ..) => point(
-                geometric_mean(&a.iter().map(|w| self.value(w)).collect::<Vec<_>>()),
-                geometric_mean(&b.iter().map(|w| self.value(w)).collect::<Vec<_>>()),
-            ),
+            (Measure::Point(_), ..) => point(geometric_mean(va), geometric_mean(vb)),
             (Measure::Spread(durations), [a], [b]) => ratio_of_medians(durations(b), durations(a)),
             (Measure::Throughput, [a], [b]) => ratio_of_medians(&a.sample_time, &b.sample_time)
                 .map(|r| Ratio {
@@ -170,7 +169,10 @@ impl Metric {
                         .map_or(r.ratio, |(b, a)| b / a),
                     ..r
                 }),
-            _ => ratio_between_sessions(&values(a)?, &values(b)?),
+            _ => {
+                let all = |v: &[Option<f64>]| v.iter().copied().collect::<Option<Vec<f64>>>();
+                ratio_between_sessions(&all(va)?, &all(vb)?)
+            }
         }
     }
 }
@@ -180,21 +182,22 @@ fn rows_for(a: &[&WorkerState], b: &[&WorkerState], threshold: f64, judging: &Ju
     METRICS
         .iter()
         .map(|metric| {
-            let figure = |side: &[&WorkerState]| {
-                geometric_mean(&side.iter().map(|w| metric.value(w)).collect::<Vec<_>>())
+            let values = |side: &[&WorkerState]| -> Vec<Option<f64>> {
+                side.iter().map(|w| metric.value(w)).collect()
             };
-            let ratio = metric.ratio(a, b);
-            let not_judged = if metric.per_step {
-                judging.per_step.clone()
-            } else {
-                None
-            }
-            .or_else(|| metric.time.then(|| judging.times.clone()).flatten());
+            let (va, vb) = (values(a), values(b));
+            let ratio = metric.ratio((a, &va), (b, &vb));
+            let not_judged = [
+                (metric.per_step, &judging.per_step),
+                (metric.time, &judging.times),
+            ]
+            .into_iter()
+            .find_map(|(applies, why)| why.clone().filter(|_| applies));
             Row {
                 worker: name.clone(),
                 metric: metric.name,
-                a: figure(a),
-                b: figure(b),
+                a: geometric_mean(&va),
+                b: geometric_mean(&vb),
                 ratio,
                 worse: metric.worse,
                 regression: not_judged.is_none() && regressed(ratio, metric.worse, threshold),
