@@ -6,7 +6,9 @@
 //! - `chrome-trace`: the Trace Event Format that Perfetto UI and chrome://tracing open: a
 //!   process per worker with its steps as nested slices, counter tracks for its loss and
 //!   resource readings, and instants for epochs, exits and protocol errors; whole-GPU readings
-//!   go on process 0, the monitor.
+//!   go on process 0, the monitor. Each process of a `--cmd` worker that reported is a process
+//!   of its own under its real pid (as `torch.profiler`'s traces name it), with a thread per
+//!   optimiser for its steps and one for its model's forward passes.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -14,7 +16,7 @@ use std::io::{self, BufWriter, Write};
 
 use serde_json::{Value, json};
 
-use golow_protocol::event::{Body, Record, Step};
+use golow_protocol::event::{Body, ForwardPass, OptimizerStep, Record, ScriptProcess, Step};
 
 /// The formats, as `--format` names them (`chrome-trace`, `csv`, `json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -125,10 +127,14 @@ fn mib(bytes: u64) -> f64 {
 /// Steps, counters and instants all go on one thread of their process.
 const TID: u32 = 1;
 
-/// A trace process: pid 0 is the monitor, pid N the N-th worker to appear.
+/// A script's forward passes go on this thread of its process; its optimisers' steps on `TID + optimiser`.
+const FORWARD_TID: u32 = 0;
+
+/// A trace process: pid 0 is the monitor, pid N the N-th worker to appear; a script's process has its real pid.
 struct Track {
-    /// Where the last step slice ended, so that the next one cannot overlap it.
-    steps_end: i64,
+    pid: u64,
+    /// Where the last slice of each thread ended, so that the next one cannot overlap it.
+    ends: HashMap<u32, i64>,
 }
 
 struct ChromeTrace<'a, W: Write> {
@@ -136,6 +142,10 @@ struct ChromeTrace<'a, W: Write> {
     tracks: Vec<Track>,
     /// Each worker's track, so that finding it costs the same however many workers a recording names.
     by_worker: HashMap<String, usize>,
+    /// Each reporting process of a `--cmd` worker's track.
+    by_process: HashMap<(String, u32), usize>,
+    /// Every trace pid given, so that a script's real pid never lands on another track's.
+    pids: std::collections::HashSet<u64>,
     events: usize,
 }
 
@@ -151,6 +161,8 @@ fn write_chrome_trace(
         out,
         tracks: Vec::new(),
         by_worker: HashMap::new(),
+        by_process: HashMap::new(),
+        pids: std::collections::HashSet::new(),
         events: 0,
     };
     trace.add_track("golow monitor", "session")?;
@@ -169,13 +181,60 @@ impl<W: Write> ChromeTrace<'_, W> {
     }
 
     fn add_track(&mut self, name: &str, thread: &str) -> io::Result<usize> {
-        let pid = self.tracks.len();
-        for (kind, value) in [("process_name", name), ("thread_name", thread)] {
-            let args = json!({"name": value});
-            self.emit(json!({"ph": "M", "pid": pid, "tid": TID, "name": kind, "args": args}))?;
+        self.add_track_as(None, name, &[(TID, thread)])
+    }
+
+    /// A new track under `pid` where it is free, else under the next free number; `threads` are named.
+    fn add_track_as(
+        &mut self,
+        pid: Option<u64>,
+        name: &str,
+        threads: &[(u32, &str)],
+    ) -> io::Result<usize> {
+        let mut pid = pid
+            .filter(|p| !self.pids.contains(p))
+            .unwrap_or(self.tracks.len() as u64);
+        while self.pids.contains(&pid) {
+            pid += 1;
         }
-        self.tracks.push(Track { steps_end: 0 });
-        Ok(pid)
+        self.pids.insert(pid);
+        let args = json!({"name": name});
+        self.emit(
+            json!({"ph": "M", "pid": pid, "tid": TID, "name": "process_name", "args": args}),
+        )?;
+        for &(tid, thread) in threads {
+            let args = json!({"name": thread});
+            self.emit(
+                json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": args}),
+            )?;
+        }
+        self.tracks.push(Track {
+            pid,
+            ends: HashMap::new(),
+        });
+        Ok(self.tracks.len() - 1)
+    }
+
+    /// The track of a `--cmd` worker's process: made when it says hello (under its real pid), or at its first
+    /// event when a recording lacks the hello.
+    fn process_track(
+        &mut self,
+        worker: &str,
+        process: u32,
+        hello: Option<&ScriptProcess>,
+    ) -> io::Result<usize> {
+        let key = (worker.to_owned(), process);
+        if let Some(&track) = self.by_process.get(&key) {
+            return Ok(track);
+        }
+        let name = match hello.and_then(|h| h.rank) {
+            Some(rank) => format!("{worker} rank {rank}"),
+            None => format!("{worker} process {process}"),
+        };
+        let threads = [(FORWARD_TID, "forward passes"), (TID, "optimizer 0 steps")];
+        let track = self.add_track_as(hello.map(|h| u64::from(h.pid)), &name, &threads)?;
+        self.by_process.insert(key, track);
+        Ok(track)
     }
 
     fn pid(&mut self, worker: Option<&str>) -> io::Result<usize> {
@@ -192,16 +251,30 @@ impl<W: Write> ChromeTrace<'_, W> {
     fn record(&mut self, record: Record) -> io::Result<()> {
         let pid = self.pid(record.worker.as_deref())?;
         let ts = ticks(record.t_ms);
-        if let Body::Step(step) = &record.body {
-            self.step(pid, ts, step)?;
+        match (&record.body, record.worker.as_deref()) {
+            (Body::Step(step), _) => self.step(pid, ts, step)?,
+            (Body::ScriptProcess(hello), Some(worker)) => {
+                self.process_track(worker, hello.process, Some(hello))?;
+            }
+            (Body::OptimizerStep(step), Some(worker)) => {
+                let track = self.process_track(worker, step.process, None)?;
+                self.optimizer_step(track, ts, step)?;
+            }
+            (Body::ForwardPass(pass), Some(worker)) => {
+                let track = self.process_track(worker, pass.process, None)?;
+                self.forward_pass(track, ts, pass)?;
+            }
+            _ => {}
         }
         if let Some(name) = instant_name(&record.body) {
+            let pid = self.tracks[pid].pid;
             return self.emit(json!({
                 "ph": "i", "s": "p", "pid": pid, "tid": TID, "name": name, "ts": micros(ts),
                 "args": serde_json::to_value(&record.body)?,
             }));
         }
-        for (pid, name, value) in counters(pid, &record.body) {
+        for (track, name, value) in counters(pid, &record.body) {
+            let pid = self.tracks[track].pid;
             // A non-finite value would serialise as null, which viewers reject in a counter.
             if let Some(value) = value.filter(|v| v.is_finite()) {
                 self.emit(json!({
@@ -229,25 +302,79 @@ impl<W: Write> ChromeTrace<'_, W> {
             .iter()
             .flatten()
             .fold(0, |sum, r| i64::saturating_add(sum, r.1));
-        let track = &mut self.tracks[pid];
-        let start = end.saturating_sub(total).max(track.steps_end);
-        track.steps_end = start.saturating_add(total);
-        let parent_end = track.steps_end;
+        let (start, parent_end) = self.place(pid, TID, end, total);
         let warm_up = if step.warmup { " (warm-up)" } else { "" };
         let name = format!("step {}{warm_up}", step.step);
-        self.slice(pid, &name, start, parent_end, serde_json::to_value(step)?)?;
+        self.slice(
+            pid,
+            TID,
+            &name,
+            start,
+            parent_end,
+            serde_json::to_value(step)?,
+        )?;
         let mut at = start;
         for (name, duration) in regions.into_iter().flatten() {
             let child_end = at.saturating_add(duration).min(parent_end);
-            self.slice(pid, name, at, child_end, json!({}))?;
+            self.slice(pid, TID, name, at, child_end, json!({}))?;
             at = child_end;
         }
         Ok(())
     }
 
-    fn slice(&mut self, pid: usize, name: &str, from: i64, to: i64, args: Value) -> io::Result<()> {
+    /// Where a slice of `duration` stamped at `end` goes on a thread: ending at its stamp, unless that would overlap
+    /// the thread's previous slice, when it starts where that one ended.
+    fn place(&mut self, track: usize, tid: u32, end: i64, duration: i64) -> (i64, i64) {
+        let last = self.tracks[track].ends.entry(tid).or_insert(0);
+        let start = end.saturating_sub(duration).max(*last);
+        *last = start.saturating_add(duration);
+        (start, *last)
+    }
+
+    /// An optimiser step of a script: the interval since that optimiser's previous step (the first step: from the
+    /// model's first forward pass), on the optimiser's thread.
+    fn optimizer_step(&mut self, track: usize, end: i64, step: &OptimizerStep) -> io::Result<()> {
+        let Some(ms) = step.interval_ms.or(step.first_step_ms) else {
+            return Ok(());
+        };
+        let tid = TID.saturating_add(step.optimizer);
+        if step.optimizer > 0 && !self.tracks[track].ends.contains_key(&tid) {
+            let args = json!({"name": format!("optimizer {} steps", step.optimizer)});
+            let pid = self.tracks[track].pid;
+            self.emit(
+                json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": args}),
+            )?;
+        }
+        let (start, stop) = self.place(track, tid, end, ticks(ms).max(0));
+        let name = format!("step {}", step.step);
+        self.slice(track, tid, &name, start, stop, serde_json::to_value(step)?)
+    }
+
+    fn forward_pass(&mut self, track: usize, end: i64, pass: &ForwardPass) -> io::Result<()> {
+        let (start, stop) = self.place(track, FORWARD_TID, end, ticks(pass.ms).max(0));
+        let name = format!("forward {}", pass.pass);
+        self.slice(
+            track,
+            FORWARD_TID,
+            &name,
+            start,
+            stop,
+            serde_json::to_value(pass)?,
+        )
+    }
+
+    fn slice(
+        &mut self,
+        track: usize,
+        tid: u32,
+        name: &str,
+        from: i64,
+        to: i64,
+        args: Value,
+    ) -> io::Result<()> {
+        let pid = self.tracks[track].pid;
         self.emit(json!({
-            "ph": "X", "pid": pid, "tid": TID, "name": name,
+            "ph": "X", "pid": pid, "tid": tid, "name": name,
             "ts": micros(from), "dur": micros(to - from), "args": args,
         }))
     }
@@ -271,6 +398,7 @@ fn counters(pid: usize, body: &Body) -> Vec<(usize, String, Option<f64>)> {
     let gpu = |index: u32, name: &str| format!("GPU {index} {name}");
     match *body {
         Body::Step(ref step) => vec![(pid, "loss".into(), Some(step.loss))],
+        Body::Scalar(ref scalar) => vec![(pid, scalar.name.clone(), Some(scalar.value))],
         Body::Process {
             rss_bytes,
             cpu_percent,
@@ -346,6 +474,8 @@ mod tests {
             seed: 7,
             pinned: false,
             optimiser: Optimiser::default(),
+            command_env: Default::default(),
+            stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
         })
     }
@@ -652,5 +782,102 @@ mod tests {
             }
         }
         assert_eq!(tracks.len(), workers + 1);
+    }
+
+    #[test]
+    fn a_scripts_processes_have_their_real_pids_and_step_slices() {
+        use golow_protocol::event::{ForwardPass, OptimizerStep, ScriptProcess};
+        let hello = |process, pid, rank| {
+            Body::ScriptProcess(ScriptProcess {
+                process,
+                pid,
+                rank: Some(rank),
+                local_rank: Some(rank),
+                world_size: Some(2),
+                python: "3.11.7".into(),
+                torch: None,
+                threads: None,
+            })
+        };
+        let step = |process, optimizer, step: u64, interval_ms, first_step_ms| {
+            Body::OptimizerStep(OptimizerStep {
+                process,
+                optimizer,
+                step,
+                interval_ms,
+                first_step_ms,
+            })
+        };
+        let pass = Body::ForwardPass(ForwardPass {
+            process: 0,
+            pass: 0,
+            ms: 40.0,
+            interval_ms: None,
+            grad: true,
+        });
+        let at = |t_ms: f64, body| Record::new(t_ms, Some("ddp".into()), body);
+        let mut records = vec![
+            Record::new(0.0, None, session_start()),
+            at(1.0, hello(0, 4242, 0)),
+            at(2.0, hello(1, 4243, 1)),
+            at(100.0, pass),
+            at(150.0, step(0, 0, 0, None, Some(90.0))),
+            at(151.0, step(1, 0, 0, None, None)),
+        ];
+        for i in 1..5u64 {
+            let t = 150.0 + 20.0 * i as f64;
+            records.push(at(t, step(0, 0, i, Some(20.0), None)));
+            records.push(at(t + 2.0, step(0, 1, i - 1, Some(20.0), None)));
+            records.push(at(t + 1.0, step(1, 0, i, Some(20.0), None)));
+        }
+        let mut out = Vec::new();
+        export(
+            &header(),
+            records.into_iter(),
+            Format::ChromeTrace,
+            &mut out,
+        )
+        .unwrap();
+        let trace: Value = serde_json::from_slice(&out).unwrap();
+        let mut names = HashMap::new();
+        let mut slices: HashMap<(u64, u64), Vec<(f64, f64, String)>> = HashMap::new();
+        for event in trace["traceEvents"].as_array().unwrap() {
+            let (pid, tid) = (
+                event["pid"].as_u64().unwrap(),
+                event["tid"].as_u64().unwrap(),
+            );
+            match event["ph"].as_str().unwrap() {
+                "M" if event["name"] == "process_name" => {
+                    names.insert(pid, event["args"]["name"].as_str().unwrap().to_string());
+                }
+                "X" => {
+                    let ts = event["ts"].as_f64().unwrap();
+                    let end = ts + event["dur"].as_f64().unwrap();
+                    let name = event["name"].as_str().unwrap().to_string();
+                    slices.entry((pid, tid)).or_default().push((ts, end, name));
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(names[&4242], "ddp rank 0");
+        assert_eq!(names[&4243], "ddp rank 1");
+        let steps = &slices[&(4242, 1)];
+        assert_eq!(steps.len(), 5, "rank 1's steps are its own");
+        assert_eq!(steps[0], (60_000.0, 150_000.0, "step 0".to_string()));
+        assert!(steps.windows(2).all(|w| w[0].1 <= w[1].0), "{steps:?}");
+        assert_eq!(
+            slices[&(4242, 2)].len(),
+            4,
+            "the second optimiser has a thread of its own"
+        );
+        assert_eq!(
+            slices[&(4243, 1)].len(),
+            4,
+            "rank 1's first step has no duration"
+        );
+        assert_eq!(
+            slices[&(4242, 0)],
+            [(60_000.0, 100_000.0, "forward 0".to_string())]
+        );
     }
 }

@@ -165,10 +165,24 @@ pub struct SessionConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// What golow set in the environment of `--cmd` workers: the thread counts `--threads` asks for
+    /// (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`), where golow's own environment set none.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub command_env: std::collections::BTreeMap<String, String>,
+    /// A running worker that reports no step (nor forward pass) for this many seconds gets a notice.
+    #[serde(default = "default_stall_after_s")]
+    pub stall_after_s: u64,
     /// The session's time 0 on the host's CLOCK_MONOTONIC, set by the monitor as it starts the clock its records
     /// are stamped with; it places the collector's windows among the steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monotonic_origin_ns: Option<u64>,
+}
+
+/// What `--stall-after` defaults to, and what a recording made before it had means.
+pub const DEFAULT_STALL_AFTER_S: u64 = 30;
+
+fn default_stall_after_s() -> u64 {
+    DEFAULT_STALL_AFTER_S
 }
 
 /// Reads a worker's configuration file; a worker's only input besides the data cache and weights.

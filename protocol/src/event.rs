@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::collector::{
     Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
 };
+pub use crate::script::{ForwardPass, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess};
 
 use crate::config::{Mode, WorkerConfig};
 
@@ -86,15 +87,6 @@ pub struct WorkerExit {
     pub message: Option<String>,
 }
 
-/// An optimiser step of a user's own command (`--cmd`), reported by golow's Python hook.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct OptimizerStep {
-    /// Counts from 0 across every optimiser of the process.
-    pub step: u64,
-    /// Wall time since the previous optimiser step; `null` for the first.
-    pub interval_ms: Option<f64>,
-}
-
 /// What a worker may say. A worker cannot forge monitor events: its lines parse into this type only.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -105,6 +97,33 @@ pub enum WorkerEvent {
     TurnEnd(TurnEnd),
     Exit(WorkerExit),
     OptimizerStep(OptimizerStep),
+    ScriptProcess(ScriptProcess),
+    Optimizer(Optimizer),
+    ForwardPass(ForwardPass),
+    Scalar(Scalar),
+    Phase(Phase),
+}
+
+impl WorkerEvent {
+    /// What a `--cmd` worker's process numbered `process` said, as the monitor records it: only the hook's events,
+    /// stamped with the process the monitor knows it by.
+    pub fn from_script_process(self, process: u32) -> Result<Body, String> {
+        Ok(match self {
+            WorkerEvent::OptimizerStep(e) => Body::OptimizerStep(OptimizerStep { process, ..e }),
+            WorkerEvent::ScriptProcess(e) => Body::ScriptProcess(ScriptProcess { process, ..e }),
+            WorkerEvent::Optimizer(e) => Body::Optimizer(Optimizer { process, ..e }),
+            WorkerEvent::ForwardPass(e) => Body::ForwardPass(ForwardPass { process, ..e }),
+            WorkerEvent::Scalar(e) => Body::Scalar(Scalar { process, ..e }),
+            WorkerEvent::Phase(e) => Body::Phase(Phase { process, ..e }),
+            WorkerEvent::Hello(_)
+            | WorkerEvent::Step(_)
+            | WorkerEvent::Epoch(_)
+            | WorkerEvent::TurnEnd(_)
+            | WorkerEvent::Exit(_) => {
+                return Err("a built-in worker's event on a --cmd worker's socket".into());
+            }
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,6 +159,12 @@ pub enum Body {
         message: String,
     },
     OptimizerStep(OptimizerStep),
+    /// A process of a `--cmd` worker that reports, and the events it reports (see [`crate::script`]).
+    ScriptProcess(ScriptProcess),
+    Optimizer(Optimizer),
+    ForwardPass(ForwardPass),
+    Scalar(Scalar),
+    Phase(Phase),
     /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
     /// (100 = one core busy).
     Process {
@@ -226,6 +251,11 @@ impl From<WorkerEvent> for Body {
             WorkerEvent::TurnEnd(e) => Body::TurnEnd(e),
             WorkerEvent::Exit(e) => Body::Exit(e),
             WorkerEvent::OptimizerStep(e) => Body::OptimizerStep(e),
+            WorkerEvent::ScriptProcess(e) => Body::ScriptProcess(e),
+            WorkerEvent::Optimizer(e) => Body::Optimizer(e),
+            WorkerEvent::ForwardPass(e) => Body::ForwardPass(e),
+            WorkerEvent::Scalar(e) => Body::Scalar(e),
+            WorkerEvent::Phase(e) => Body::Phase(e),
         }
     }
 }

@@ -4,6 +4,7 @@
 //!   are what recordings hold and what the state folds.
 //! - [`config`]: the session's configuration and each worker's (the `config.json` a worker is started with).
 //! - [`collector`]: the CUPTI collector's windows of kernels and copies, and where it finds its socket.
+//! - [`script`]: what golow's Python hook says about a user's own script, on a socket every process of it can reach.
 //! - [`channels`]: the descriptors a worker inherits and the turn grants it reads on one of them.
 //! - [`text`]: what is said that came from outside, made safe for a terminal.
 
@@ -13,4 +14,5 @@ pub mod config;
 pub mod event;
 #[cfg(any(test, feature = "samples"))]
 pub mod samples;
+pub mod script;
 pub mod text;

@@ -3,8 +3,9 @@
 
 use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
 use crate::event::{
-    Body, Breakdown, CollectorStatus, CopyKind, CopyStats, Epoch, ExitStatus, Hello, KernelStats,
-    KernelWindow, MemoryKind, OptimizerStep, Step, Stream, TurnEnd, WorkerExit,
+    Body, Breakdown, CollectorStatus, CopyKind, CopyStats, Epoch, ExitStatus, ForwardPass, Hello,
+    KernelStats, KernelWindow, MemoryKind, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess,
+    Step, Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -61,6 +62,8 @@ pub fn every_body() -> Vec<Body> {
             seed: 1,
             pinned: true,
             optimiser: Optimiser::default(),
+            command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
+            stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
         }),
         Body::WorkerStarted {
@@ -102,8 +105,50 @@ pub fn every_body() -> Vec<Body> {
             cpu_percent: Some(180.5),
         },
         Body::OptimizerStep(OptimizerStep {
+            process: 0,
+            optimizer: 0,
             step: 7,
             interval_ms: Some(31.25),
+            first_step_ms: None,
+        }),
+        Body::OptimizerStep(OptimizerStep {
+            process: 1,
+            optimizer: 1,
+            step: 0,
+            interval_ms: None,
+            first_step_ms: Some(6312.5),
+        }),
+        Body::ScriptProcess(ScriptProcess {
+            process: 1,
+            pid: 4242,
+            rank: Some(1),
+            local_rank: Some(1),
+            world_size: Some(2),
+            python: "3.11.7".into(),
+            torch: Some("2.11.0+cpu".into()),
+            threads: Some(1),
+        }),
+        Body::Optimizer(Optimizer {
+            process: 0,
+            optimizer: 1,
+            class: "AdamW".into(),
+            lr: Some(3e-4),
+        }),
+        Body::ForwardPass(ForwardPass {
+            process: 0,
+            pass: 3,
+            ms: 12.5,
+            interval_ms: Some(14.25),
+            grad: false,
+        }),
+        Body::Scalar(Scalar {
+            process: 0,
+            name: "loss".into(),
+            value: 0.693,
+        }),
+        Body::Phase(Phase {
+            process: 0,
+            name: "eval".into(),
         }),
         Body::GpuUnavailable {
             reason: "libnvidia-ml.so.1 not found".into(),

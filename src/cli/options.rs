@@ -56,6 +56,9 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
+    /// Give notice when a running worker reports no step (nor forward pass) for this many seconds.
+    #[arg(long, default_value_t = golow_protocol::config::DEFAULT_STALL_AFTER_S as i64, value_name = "SECONDS")]
+    stall_after: i64,
     /// Run golow itself on this CPU only (its workers keep every CPU); with --threads one below the core count it
     /// leaves the workers' CPUs alone (README, "The observer effect").
     #[arg(long, value_name = "N")]
@@ -123,6 +126,7 @@ impl SessionOptions {
                 self.interval
             )));
         }
+        positive("--stall-after", self.stall_after)?;
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(BadInput(format!(
                 "--lr must be a positive number (got {})",
@@ -156,6 +160,19 @@ impl SessionOptions {
             1
         };
         Ok((cores / sharing.max(1)).max(1) as u32)
+    }
+
+    /// What `--threads` sets for `--cmd` workers, the way torch reads it: the variables golow's own environment
+    /// leaves unset (a user's own setting wins), and nothing without `--threads`.
+    fn command_env(&self, threads: u32) -> std::collections::BTreeMap<String, String> {
+        if self.threads.is_none() {
+            return Default::default();
+        }
+        ["OMP_NUM_THREADS", "MKL_NUM_THREADS"]
+            .into_iter()
+            .filter(|var| std::env::var_os(var).is_none())
+            .map(|var| (var.to_string(), threads.to_string()))
+            .collect()
     }
 
     /// The plan of a session running `workload` with `threads` per worker, after checking what it needs of this
@@ -203,6 +220,8 @@ impl SessionOptions {
                 lr: self.lr,
                 ..Optimiser::default()
             },
+            command_env: self.command_env(threads),
+            stall_after_s: self.stall_after.max(1) as u64,
             monotonic_origin_ns: None,
         };
         Ok(Plan {

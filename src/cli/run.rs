@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// Do not record the session.
     #[arg(long)]
     no_record: bool,
+    /// Headless: do not pass through what --cmd workers print (by default each line goes to stderr after the
+    /// worker's name; the recording keeps it either way).
+    #[arg(long)]
+    hide_output: bool,
     /// Run the session N times, one after another (headless), each recorded on its own (--record x.golow gives
     /// x-1.golow … x-N.golow, --summary-json likewise), so that `golow compare` can weigh the spread between sessions.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -125,6 +129,13 @@ fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInpu
         u64::from(batch_size),
         args.mode,
     )?;
+    if impls.is_empty() && (args.steps.is_some() || args.epochs.is_some()) {
+        return Err(BadInput(
+            "--steps and --epochs size the built-in implementations' runs; a --cmd script runs its own loop to its \
+             end (stop it early with Ctrl-C, or q in the live view)"
+                .into(),
+        ));
+    }
     let length = match (args.steps, args.epochs) {
         (_, Some(e)) => Length::Epochs(positive("--epochs", e)?),
         (Some(s), None) => Length::Steps(positive("--steps", s)?),
@@ -237,6 +248,18 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
+    if !plan.session.command_env.is_empty() {
+        let set: Vec<String> = plan
+            .session
+            .command_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        eprintln!(
+            "golow: --threads {threads}: the --cmd workers run with {} (a variable your environment sets is kept)",
+            set.join(" ")
+        );
+    }
     let mut worst = EXIT_OK;
     let mut recorded = Vec::new();
     for (k, (record, summary_json)) in records.iter().zip(&summaries).enumerate() {
@@ -249,6 +272,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             interval,
             live.as_ref(),
             summary_json.as_deref(),
+            !args.hide_output,
         )?;
         recorded.extend(path);
         worst = worst.max(code);
@@ -274,6 +298,7 @@ fn one_session(
     interval: Duration,
     live: Option<&LiveOptions>,
     summary_json: Option<&Path>,
+    pass_output: bool,
 ) -> Result<(i32, Option<PathBuf>), Failure> {
     let session =
         Session::open(plan, record, std::env::args().collect(), interval).map_err(|e| match e {
@@ -285,7 +310,7 @@ fn one_session(
     let finished = match live {
         Some(options) => watch(session, options)?,
         None => {
-            let mut progress = Progress::new(std::io::stderr().is_terminal());
+            let mut progress = Progress::new(std::io::stderr().is_terminal(), pass_output);
             let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
             let finished = session.run(&mut progress, control_rx);
             drop(progress);

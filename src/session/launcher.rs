@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
+use tokio::net::UnixListener;
 use tokio::net::unix::pipe;
 use tokio::process::Command;
 use tokio::sync::mpsc::Sender;
@@ -18,8 +19,8 @@ use tokio::sync::mpsc::Sender;
 use golow_protocol::channels::{
     COLLECTOR_FD, CONTROL_FD, CONTROL_FD_ENV, EVENT_FD, EVENT_FD_ENV, Grant,
 };
-use golow_protocol::collector;
 use golow_protocol::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
+use golow_protocol::{collector, script};
 
 use super::lines::{Line, for_each_line};
 use crate::telemetry::cupti;
@@ -47,6 +48,9 @@ pub struct WorkerCommand {
     pub env: Vec<(String, String)>,
     /// The CUPTI collector library CUDA is to load into the worker; `None` measures no GPU activity.
     pub collector: Option<std::path::PathBuf>,
+    /// Where a `--cmd` worker's processes report (see `golow_protocol::script`); a built-in worker writes its events
+    /// on descriptor 3 instead.
+    pub event_socket: Option<std::path::PathBuf>,
 }
 
 impl WorkerCommand {
@@ -131,25 +135,34 @@ pub fn spawn(
     controlled: bool,
     tx: Sender<Incoming>,
 ) -> io::Result<Launched> {
-    let (event_reader, event_writer) = io::pipe()?;
+    let events = match &command.event_socket {
+        Some(path) => Events::Socket(UnixListener::bind(path)?),
+        None => Events::Pipe(io::pipe()?),
+    };
     let control = if controlled { Some(io::pipe()?) } else { None };
     let collector = match &command.collector {
         Some(library) => Some((library, cupti::socket_pair()?)),
         None => None,
     };
-    let event_fd = event_writer.as_raw_fd();
+    let event_fd = match &events {
+        Events::Pipe((_, writer)) => Some(writer.as_raw_fd()),
+        Events::Socket(_) => None,
+    };
     let control_fd = control.as_ref().map(|(r, _)| r.as_raw_fd());
     let collector_fd = collector.as_ref().map(|(_, (_, w))| w.as_raw_fd());
 
     let mut cmd = Command::new(&command.program);
     cmd.args(&command.args)
         .envs(command.env.iter().map(|(k, v)| (k, v)))
-        .env(EVENT_FD_ENV, EVENT_FD.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    match &command.event_socket {
+        Some(path) => cmd.env(script::SOCKET_ENV, path).env_remove(EVENT_FD_ENV),
+        None => cmd.env(EVENT_FD_ENV, EVENT_FD.to_string()),
+    };
     if controlled {
         cmd.env(CONTROL_FD_ENV, CONTROL_FD.to_string());
     } else {
@@ -164,11 +177,11 @@ pub fn spawn(
     unsafe {
         cmd.pre_exec(move || {
             // Lift the descriptors above the targets first, so moving one cannot clobber another.
-            let events = dup_fd_above(event_fd)?;
+            let events = event_fd.map(dup_fd_above).transpose()?;
             let control = control_fd.map(dup_fd_above).transpose()?;
             let collector = collector_fd.map(dup_fd_above).transpose()?;
             for (fd, target) in [
-                (Some(events), EVENT_FD),
+                (events, EVENT_FD),
                 (control, CONTROL_FD),
                 (collector, COLLECTOR_FD),
             ] {
@@ -184,7 +197,6 @@ pub fn spawn(
         });
     }
     let mut child = cmd.spawn()?;
-    drop(event_writer);
     let control_sender = match control {
         Some((reader, writer)) => {
             drop(reader);
@@ -195,26 +207,19 @@ pub fn spawn(
     let pid = child.id().unwrap_or(0);
     let stop_requested = Arc::new(AtomicBool::new(false));
 
-    let events = pipe::Receiver::from_owned_fd(OwnedFd::from(event_reader))?;
-    let event_tx = tx.clone();
-    let event_task = tokio::spawn(async move {
-        for_each_line(events, MAX_WORKER_LINE_BYTES, |line| {
-            let body = match line {
-                Line::Text(text) if text.trim().is_empty() => None,
-                Line::Text(text) => Some(match parse_worker_line(&text) {
-                    Ok(event) => Body::from(event),
-                    Err(message) => Body::ProtocolError { message },
-                }),
-                Line::TooLong => Some(Body::ProtocolError {
-                    message: format!(
-                        "event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped"
-                    ),
-                }),
-            };
-            deliver(&event_tx, worker, body)
-        })
-        .await;
-    });
+    let mut exit_heard = None;
+    let event_task = match events {
+        Events::Pipe((reader, writer)) => {
+            drop(writer);
+            let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+            tokio::spawn(read_events(reader, worker, None, tx.clone()))
+        }
+        Events::Socket(listener) => {
+            let (exited, heard) = tokio::sync::oneshot::channel();
+            exit_heard = Some(exited);
+            tokio::spawn(accept_processes(listener, heard, worker, tx.clone()))
+        }
+    };
     let mut output_tasks = Vec::new();
     if let Some((_, (monitor_end, worker_end))) = collector {
         drop(worker_end);
@@ -245,6 +250,9 @@ pub fn spawn(
         // What the worker left behind in its process group (a --cmd shell's background jobs) ends with it. The
         // group outlives its leader while a member is alive, so its ID cannot have been reused.
         signal_group(pid, libc::SIGKILL);
+        if let Some(exited) = exit_heard {
+            let _ = exited.send(());
+        }
         let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, event_task).await;
         for task in output_tasks {
             let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, task).await;
@@ -271,6 +279,76 @@ pub fn spawn(
         stop_requested,
         stopping_since: None,
     })
+}
+
+/// Where a worker's events come from: descriptor 3 of a built-in worker, or a socket every process of a `--cmd`
+/// worker can reach.
+enum Events {
+    Pipe((io::PipeReader, io::PipeWriter)),
+    Socket(UnixListener),
+}
+
+/// Reads one event stream to its end: a built-in worker's (`process` is `None`), or one process's of a `--cmd`
+/// worker, whose events are stamped with the number the monitor gave its connection.
+async fn read_events<R: tokio::io::AsyncRead + Unpin>(
+    reader: R,
+    worker: usize,
+    process: Option<u32>,
+    tx: Sender<Incoming>,
+) {
+    for_each_line(reader, MAX_WORKER_LINE_BYTES, |line| {
+        let body = match line {
+            Line::Text(text) if text.trim().is_empty() => None,
+            Line::Text(text) => Some(
+                parse_worker_line(&text)
+                    .and_then(|event| match process {
+                        Some(process) => event.from_script_process(process),
+                        None => Ok(Body::from(event)),
+                    })
+                    .unwrap_or_else(|message| Body::ProtocolError { message }),
+            ),
+            Line::TooLong => Some(Body::ProtocolError {
+                message: format!("event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped"),
+            }),
+        };
+        deliver(&tx, worker, body)
+    })
+    .await;
+}
+
+/// Takes the connections of a `--cmd` worker's processes, numbered in the order they come, until the worker's
+/// process has `exited`; then waits (at most `DRAIN_AFTER_EXIT`, as it is itself waited for) for what they still say.
+async fn accept_processes(
+    listener: UnixListener,
+    mut exited: tokio::sync::oneshot::Receiver<()>,
+    worker: usize,
+    tx: Sender<Incoming>,
+) {
+    let mut readers = tokio::task::JoinSet::new();
+    let mut next = 0u32;
+    loop {
+        tokio::select! {
+            _ = &mut exited => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { break };
+                if next == script::MAX_PROCESSES {
+                    let message = format!(
+                        "more than {} processes reported; the others are not listened to",
+                        script::MAX_PROCESSES
+                    );
+                    deliver(&tx, worker, Some(Body::ProtocolError { message })).await;
+                }
+                if next >= script::MAX_PROCESSES {
+                    next = next.saturating_add(1);
+                    continue;
+                }
+                readers.spawn(read_events(stream, worker, Some(next), tx.clone()));
+                next += 1;
+            }
+            Some(_) = readers.join_next(), if !readers.is_empty() => {}
+        }
+    }
+    while readers.join_next().await.is_some() {}
 }
 
 /// Hands `body` to the hub, waiting while the hub is behind: a worker that floods its pipes then waits on them.

@@ -23,8 +23,8 @@ const PYTHON_SOURCES: [(&str, &str); 4] = [
     ),
 ];
 
-/// The step hook `--cmd` workers get on PYTHONPATH.
-const HOOK_SOURCES: [(&str, &str); 2] = [
+/// The step hook `--cmd` workers get on PYTHONPATH, and the optional API a script may import (`import golow`).
+const HOOK_SOURCES: [(&str, &str); 3] = [
     (
         "sitecustomize.py",
         include_str!("../workers/pyhook/sitecustomize.py"),
@@ -33,7 +33,45 @@ const HOOK_SOURCES: [(&str, &str); 2] = [
         "golow_step_hook.py",
         include_str!("../workers/pyhook/golow_step_hook.py"),
     ),
+    ("golow.py", include_str!("../workers/pyhook/golow.py")),
 ];
+
+/// The programs a `--cmd` worker's PATH finds golow's shim for first: each puts the hook back first on PYTHONPATH,
+/// which a command such as `PYTHONPATH=src python train.py` replaced, and runs the real program of that name.
+const SHIMMED: [&str; 12] = [
+    "python",
+    "python3",
+    "python3.9",
+    "python3.10",
+    "python3.11",
+    "python3.12",
+    "python3.13",
+    "python3.14",
+    "torchrun",
+    "accelerate",
+    "deepspeed",
+    "pytest",
+];
+
+/// The shim, with `@HOOK@` and `@SHIMS@` replaced by the session's directories. It looks for the real program on
+/// PATH after its own directory, so PATH reaches the program unchanged.
+const SHIM: &str = r#"#!/bin/sh
+# golow: keeps golow's step hook first on PYTHONPATH, then runs the real program.
+case ":${PYTHONPATH-}:" in
+*":@HOOK@:"*) ;;
+*) PYTHONPATH="@HOOK@${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH ;;
+esac
+name=${0##*/}
+rest=$PATH
+while [ -n "$rest" ]; do
+  dir=${rest%%:*}
+  case "$rest" in *:*) rest=${rest#*:} ;; *) rest= ;; esac
+  [ "$dir" = "@SHIMS@" ] && continue
+  [ -x "${dir:-.}/$name" ] && [ ! -d "${dir:-.}/$name" ] && exec "${dir:-.}/$name" "$@"
+done
+echo "$name: not found" >&2
+exit 127
+"#;
 
 /// How long a run is: a number of steps, or of passes over the split the mode reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,8 +169,19 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
     if !plan.commands.is_empty() {
         let hook_dir = dir.path().join("pyhook");
         write_sources(&hook_dir, &HOOK_SOURCES)?;
-        for (name, command) in &plan.commands {
-            workers.push((name.clone(), command_worker(command, &hook_dir)));
+        let shim_dir = write_shims(dir.path(), &hook_dir)?;
+        for (i, (name, command)) in plan.commands.iter().enumerate() {
+            let socket = dir.path().join(format!("events-{i}.sock"));
+            if socket.as_os_str().len() >= MAX_SOCKET_PATH {
+                return Err(PrepareError::Setup(format!(
+                    "the session directory's path is too long for a socket ({}): set TMPDIR to a shorter directory",
+                    socket.display()
+                )));
+            }
+            workers.push((
+                name.clone(),
+                command_worker(command, &hook_dir, &shim_dir, socket, &session.command_env),
+            ));
         }
     }
     for (_, command) in &mut workers {
@@ -153,17 +202,56 @@ fn write_sources(dir: &Path, sources: &[(&str, &str)]) -> Result<(), PrepareErro
     Ok(())
 }
 
-/// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH.
-fn command_worker(command: &str, hook_dir: &Path) -> WorkerCommand {
-    let mut python_path = hook_dir.display().to_string();
-    if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-        python_path = format!("{python_path}:{}", existing.to_string_lossy());
+/// What a Unix socket's address holds (`sun_path`, with its terminating zero).
+const MAX_SOCKET_PATH: usize = 108;
+
+fn write_shims(session_dir: &Path, hook_dir: &Path) -> Result<PathBuf, PrepareError> {
+    use std::os::unix::fs::PermissionsExt;
+    let shim_dir = session_dir.join("shims");
+    let text = SHIM
+        .replace("@HOOK@", &hook_dir.display().to_string())
+        .replace("@SHIMS@", &shim_dir.display().to_string());
+    let failed = setup("cannot write the PYTHONPATH shims");
+    let written = std::fs::create_dir_all(&shim_dir).and_then(|()| {
+        SHIMMED.iter().try_for_each(|name| {
+            let path = shim_dir.join(name);
+            std::fs::write(&path, &text)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        })
+    });
+    written.map_err(failed)?;
+    Ok(shim_dir)
+}
+
+/// `first`, then what `var` of golow's own environment holds, as a search path.
+fn prepended(first: &Path, var: &str) -> String {
+    match std::env::var_os(var).filter(|p| !p.is_empty()) {
+        Some(existing) => format!("{}:{}", first.display(), existing.to_string_lossy()),
+        None => first.display().to_string(),
     }
+}
+
+/// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH (and its shims first on
+/// PATH, which put it back where the command sets PYTHONPATH itself), its events on `socket`, and what `--threads`
+/// set.
+fn command_worker(
+    command: &str,
+    hook_dir: &Path,
+    shim_dir: &Path,
+    socket: PathBuf,
+    command_env: &std::collections::BTreeMap<String, String>,
+) -> WorkerCommand {
+    let mut env = vec![
+        ("PYTHONPATH".into(), prepended(hook_dir, "PYTHONPATH")),
+        ("PATH".into(), prepended(shim_dir, "PATH")),
+    ];
+    env.extend(command_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     WorkerCommand {
         program: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), command.into()],
-        env: vec![("PYTHONPATH".into(), python_path)],
+        env,
         collector: None,
+        event_socket: Some(socket),
     }
 }
 
@@ -269,6 +357,7 @@ fn prepare_builtin(
                 ],
                 env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
                 collector: None,
+                event_socket: None,
             },
             Impl::Libtorch | Impl::Torchscript => WorkerCommand {
                 program: worker_program.clone(),
@@ -281,6 +370,7 @@ fn prepare_builtin(
                 ],
                 env: Vec::new(),
                 collector: None,
+                event_socket: None,
             },
         };
         workers.push((implementation.name().to_string(), command));

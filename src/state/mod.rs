@@ -5,6 +5,7 @@ pub mod compare;
 pub mod conditions;
 pub mod kernels;
 pub mod regression;
+pub mod script;
 mod series;
 pub mod setup;
 mod stats;
@@ -15,10 +16,10 @@ use std::collections::VecDeque;
 pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
-pub use summary::{Summary, SummaryConfig, WorkerStatus, WorkerSummary};
+pub use summary::{ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary};
 
 use golow_protocol::config::SessionConfig;
-use golow_protocol::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, WorkerExit};
+use golow_protocol::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, Stream, WorkerExit};
 
 /// Workers and GPUs a state tracks at most: a recording from elsewhere cannot make it grow without
 /// bound by naming ever new ones; records about others are dropped.
@@ -27,6 +28,11 @@ pub const MAX_GPUS: usize = 64;
 
 /// Stderr lines kept per worker, to explain a failure.
 pub const STDERR_TAIL_LINES: usize = 20;
+
+/// What a worker printed, kept for the log overlay: the latest lines, each cut to a width no terminal exceeds (the
+/// recording keeps them whole).
+pub const OUTPUT_TAIL_LINES: usize = 500;
+pub const OUTPUT_LINE_CHARS: usize = 400;
 
 /// A worker's time series, in seconds since the session started.
 #[derive(Debug, Clone, Default)]
@@ -149,6 +155,14 @@ pub struct WorkerState {
     pub gpu_activity: kernels::GpuActivity,
     /// Every per-process SM reading of the session (the series keeps only the recent ones).
     pub gpu_sm_readings: Mean,
+    /// A `--cmd` worker's script, as golow's hook sees it; `None` before it reports.
+    pub script: Option<script::ScriptState>,
+    /// When the worker's process started, and when it last showed progress (a step or a forward pass), in seconds
+    /// since the session started.
+    pub started_s: Option<f64>,
+    pub last_progress_s: Option<f64>,
+    /// The latest lines it printed, on either stream.
+    pub output_tail: VecDeque<(Stream, String)>,
 }
 
 /// The mean of every value added, in constant memory.
@@ -228,18 +242,75 @@ impl WorkerState {
         self.last_step = Some(step.clone());
     }
 
-    /// A `--cmd` worker's optimiser step: counted, and timed by its interval once past the warm-up.
+    /// A `--cmd` worker's optimiser step: one of the worker's steps when it is its primary process's first
+    /// optimiser's (see `script`), timed by its interval once past the warm-up; else counted where it belongs.
     fn apply_optimizer_step(&mut self, t: f64, step: &OptimizerStep, warmup: u64) {
+        self.last_progress_s = Some(t);
+        let since_start = self.started_s.map(|start| t - start);
+        let script = self.script.get_or_insert_with(Default::default);
+        if let script::StepRole::Other = script.step(step, warmup, since_start) {
+            return;
+        }
+        let samples = std::mem::take(&mut script.pending_samples);
         self.steps += 1;
         if self.steps <= warmup {
             self.warmup_steps += 1;
             return;
         }
-        if let Some(ms) = step.interval_ms {
-            self.step_time.record_ms(ms);
-            self.step_interval.record_ms(ms);
-            self.series.step_ms.push(t, ms);
-            self.gpu_activity.stepped(t, ms / 1e3);
+        let Some(ms) = step.interval_ms else { return };
+        self.step_time.record_ms(ms);
+        self.step_interval.record_ms(ms);
+        self.series.step_ms.push(t, ms);
+        self.gpu_activity.stepped(t, ms / 1e3);
+        if samples >= 1.0 && ms.is_finite() && ms > 0.0 {
+            self.samples += samples as u64;
+            self.timed_ms += ms;
+            self.sample_time.record_ms(ms / samples);
+            self.series.sample_ms.push(t, ms / samples);
+            self.series.throughput.push(t, samples / (ms / 1e3));
+        }
+    }
+
+    /// A forward pass of a `--cmd` worker's model before its first optimiser step: what an evaluation loop is
+    /// charted by.
+    fn apply_forward_pass(
+        &mut self,
+        t: f64,
+        pass: &golow_protocol::event::ForwardPass,
+        warmup: u64,
+    ) {
+        self.last_progress_s = Some(t);
+        let script = self.script.get_or_insert_with(Default::default);
+        if script.forward_pass(pass, warmup) && self.steps == 0 {
+            self.series
+                .step_ms
+                .push(t, pass.interval_ms.unwrap_or(pass.ms));
+        }
+    }
+
+    /// A number the script reported: its loss and accuracy are charted like a built-in worker's.
+    fn apply_scalar(&mut self, t: f64, scalar: &golow_protocol::event::Scalar) {
+        let script = self.script.get_or_insert_with(Default::default);
+        if !script.scalar(scalar.process, &scalar.name, scalar.value) {
+            return;
+        }
+        match scalar.name.as_str() {
+            "loss" => {
+                self.first_loss.get_or_insert(scalar.value);
+                self.series.loss.push(t, scalar.value);
+            }
+            "accuracy" if (0.0..=1.0).contains(&scalar.value) => {
+                self.series.accuracy.push(t, scalar.value);
+            }
+            _ => {}
+        }
+    }
+
+    /// The latest loss: a built-in worker's last step's, or what a script last reported.
+    pub fn last_loss(&self) -> Option<f64> {
+        match &self.last_step {
+            Some(step) => Some(step.loss),
+            None => self.script.as_ref()?.scalars.get("loss").copied(),
         }
     }
 
@@ -300,6 +371,36 @@ impl State {
             .chain(devices)
             .filter_map(Series::complete_from)
             .fold(0.0, f64::max)
+    }
+
+    /// Why a worker that ran shows no step: a `--cmd` worker whose script stepped no optimiser and ran no model golow
+    /// could see. `None` once anything was measured.
+    pub fn unmeasured(&self, worker: &WorkerState) -> Option<&'static str> {
+        let command = self
+            .session
+            .as_ref()
+            .is_some_and(|s| s.commands.contains_key(&worker.name));
+        let forward = worker.script.as_ref().map_or(0, |s| s.forward.passes);
+        (command && worker.steps == 0 && forward == 0 && worker.pid.is_some()).then_some(
+            "no step seen: golow counts torch.optim optimiser steps and, before the first, forward passes of the \
+             model (the first module with parameters the script calls); none came",
+        )
+    }
+
+    /// How long a running worker has shown no progress (no step, no forward pass), once that is `stall_after_s` or
+    /// more; `None` while it progresses, or when it is not running.
+    pub fn stalled_for_s(&self, worker: &WorkerState) -> Option<f64> {
+        if worker.activity() != Activity::Running || self.ended {
+            return None;
+        }
+        let limit = self
+            .session
+            .as_ref()
+            .map_or(golow_protocol::config::DEFAULT_STALL_AFTER_S, |s| {
+                s.stall_after_s
+            });
+        let quiet = self.t_ms / 1e3 - worker.last_progress_s?;
+        (quiet >= limit as f64).then_some(quiet)
     }
 
     pub fn worker(&self, name: &str) -> Option<&WorkerState> {
@@ -435,13 +536,34 @@ fn apply_worker_event(
     origin_ns: Option<u64>,
 ) {
     match body {
-        Body::WorkerStarted { pid, .. } => worker.pid = Some(*pid),
+        Body::WorkerStarted { pid, .. } => {
+            worker.pid = Some(*pid);
+            worker.started_s = Some(t);
+            worker.last_progress_s = Some(t);
+        }
         Body::Hello(hello) => {
             worker.pinned = Some(hello.config.pinned && hello.device.starts_with("cuda"));
             worker.hello = Some(hello.clone());
         }
-        Body::Step(step) => worker.apply_step(t, step),
+        Body::Step(step) => {
+            worker.last_progress_s = Some(t);
+            worker.apply_step(t, step);
+        }
         Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup),
+        Body::ForwardPass(pass) => worker.apply_forward_pass(t, pass, warmup),
+        Body::Scalar(scalar) => worker.apply_scalar(t, scalar),
+        Body::ScriptProcess(hello) => worker
+            .script
+            .get_or_insert_with(Default::default)
+            .hello(hello),
+        Body::Optimizer(optimizer) => worker
+            .script
+            .get_or_insert_with(Default::default)
+            .optimizer(optimizer),
+        Body::Phase(phase) => worker
+            .script
+            .get_or_insert_with(Default::default)
+            .phase(phase.process, &phase.name),
         Body::Epoch(epoch) => {
             // An accuracy is a fraction; anything else a worker reports is not one.
             let fraction = |a: Option<f64>| a.filter(|a| (0.0..=1.0).contains(a));
@@ -456,14 +578,21 @@ fn apply_worker_event(
             worker.last_epoch = Some(epoch);
         }
         Body::Exit(exit) => worker.exit = Some(exit.clone()),
-        Body::Output {
-            stream: golow_protocol::event::Stream::Stderr,
-            line,
-        } => {
-            if worker.stderr_tail.len() == STDERR_TAIL_LINES {
-                worker.stderr_tail.pop_front();
+        Body::Output { stream, line } => {
+            if *stream == Stream::Stderr {
+                if worker.stderr_tail.len() == STDERR_TAIL_LINES {
+                    worker.stderr_tail.pop_front();
+                }
+                worker.stderr_tail.push_back(line.clone());
             }
-            worker.stderr_tail.push_back(line.clone());
+            if worker.output_tail.len() == OUTPUT_TAIL_LINES {
+                worker.output_tail.pop_front();
+            }
+            let kept = match line.char_indices().nth(OUTPUT_LINE_CHARS) {
+                Some((cut, _)) => format!("{}…", &line[..cut]),
+                None => line.clone(),
+            };
+            worker.output_tail.push_back((*stream, kept));
         }
         Body::ProtocolError { .. } => worker.protocol_errors += 1,
         Body::Process {
@@ -508,8 +637,7 @@ fn apply_worker_event(
                 stop_requested: *stop_requested,
             });
         }
-        Body::Output { .. }
-        | Body::TurnEnd(_)
+        Body::TurnEnd(_)
         | Body::SessionStart(_)
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }

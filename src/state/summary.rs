@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{Mode, Model, Schedule, SessionConfig};
 use golow_protocol::event::ExitStatus;
@@ -16,30 +19,130 @@ pub enum WorkerStatus {
     Stopped,
 }
 
+/// What the session ran: the built-in workers' settings only where a built-in worker ran (a `--cmd` script has its
+/// own model, data and optimiser, which its worker's `script` reports).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct SummaryConfig {
+    #[serde(flatten)]
+    pub builtin: Option<BuiltinConfig>,
+    pub schedule: Schedule,
+    /// `--cmd` workers: name → shell command.
+    pub commands: BTreeMap<String, String>,
+    /// What golow set in the `--cmd` workers' environment (`--threads`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub command_env: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct BuiltinConfig {
     pub model: Model,
     pub dataset: String,
     pub mode: Mode,
     pub batch_size: u32,
     pub resolution: u32,
     pub device: String,
-    pub schedule: Schedule,
-    /// `--cmd` workers: name → shell command.
-    pub commands: std::collections::BTreeMap<String, String>,
 }
 
 impl From<&SessionConfig> for SummaryConfig {
     fn from(c: &SessionConfig) -> SummaryConfig {
-        SummaryConfig {
+        let builtin = (c.workers.len() > c.commands.len()).then(|| BuiltinConfig {
             model: c.model,
             dataset: c.dataset.clone(),
             mode: c.mode,
             batch_size: c.batch_size,
             resolution: c.resolution,
             device: c.device.clone(),
+        });
+        SummaryConfig {
+            builtin,
             schedule: c.schedule,
             commands: c.commands.clone(),
+            command_env: c.command_env.clone(),
+        }
+    }
+}
+
+/// A `--cmd` worker's script, as golow's hook saw it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ScriptSummary {
+    /// Seconds from the worker's start to its first optimiser step (imports, data loading, compilation), and that
+    /// step's own duration from the start of the model's first forward pass.
+    pub time_to_first_step_s: Option<f64>,
+    pub first_step_ms: Option<f64>,
+    /// The worker's process's optimisers; the first one's steps are the worker's `steps`.
+    pub optimizers: Vec<OptimizerSummary>,
+    /// Forward passes of the model before the first optimiser step (an evaluation loop's), timed past the warm-up.
+    pub forward_passes: u64,
+    pub forward_ms: Option<Percentiles>,
+    pub forward_interval_ms: Option<Percentiles>,
+    /// Every process that reported (a launcher's ranks), and how many more were not told apart.
+    pub processes: Vec<ProcessSummary>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more_processes: u64,
+    /// `torch.get_num_threads()` in the worker's process.
+    pub threads: Option<u32>,
+    /// What the script reported through golow's API: the latest value of each.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scalars: BTreeMap<String, f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OptimizerSummary {
+    pub class: Option<String>,
+    /// Its first parameter group's learning rate at its first step.
+    pub lr: Option<f64>,
+    pub steps: u64,
+    pub step_time_ms: Option<Percentiles>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ProcessSummary {
+    pub pid: Option<u32>,
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    /// Its first optimiser's steps, and the intervals between them past the warm-up.
+    pub steps: u64,
+    pub step_time_ms: Option<Percentiles>,
+    pub forward_passes: u64,
+}
+
+impl ScriptSummary {
+    fn from_script(s: &ScriptState) -> ScriptSummary {
+        ScriptSummary {
+            time_to_first_step_s: s.time_to_first_step_s,
+            first_step_ms: s.first_step_ms,
+            optimizers: s
+                .optimizers
+                .iter()
+                .map(|o| OptimizerSummary {
+                    class: o.class.clone(),
+                    lr: o.lr,
+                    steps: o.steps,
+                    step_time_ms: o.interval.percentiles(),
+                })
+                .collect(),
+            forward_passes: s.forward.passes,
+            forward_ms: s.forward.duration.percentiles(),
+            forward_interval_ms: s.forward.interval.percentiles(),
+            processes: s
+                .processes
+                .iter()
+                .map(|p| ProcessSummary {
+                    pid: p.pid,
+                    rank: p.rank,
+                    world_size: p.world_size,
+                    steps: p.steps,
+                    step_time_ms: p.step_interval.percentiles(),
+                    forward_passes: p.forward_passes,
+                })
+                .collect(),
+            more_processes: s.more_processes,
+            threads: s.primary_process().and_then(|p| p.threads),
+            scalars: s.scalars.clone(),
         }
     }
 }
@@ -85,6 +188,12 @@ pub struct WorkerSummary {
     /// Why the worker failed: its own message, else its last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What a reader of these figures must know: a `--cmd` worker that measured nothing, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+    /// A `--cmd` worker's script, as golow's hook saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<ScriptSummary>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -105,7 +214,7 @@ impl Summary {
             workers: state
                 .workers
                 .iter()
-                .map(WorkerSummary::from_worker)
+                .map(|w| WorkerSummary::from_worker(state, w))
                 .collect(),
             machine: state.machine.conditions(),
         }
@@ -126,17 +235,18 @@ fn status(worker: &WorkerState) -> WorkerStatus {
 }
 
 impl WorkerSummary {
-    pub fn from_worker(w: &WorkerState) -> WorkerSummary {
+    pub fn from_worker(state: &State, w: &WorkerState) -> WorkerSummary {
         let status = status(w);
-        let error = (status == WorkerStatus::Failed).then(|| failure_reason(w));
+        let error = (status == WorkerStatus::Failed).then(|| failure_reason(state, w));
+        let versions = match (&w.hello, &w.script) {
+            (Some(hello), _) => hello.versions.clone(),
+            (None, Some(script)) => script.versions(),
+            (None, None) => BTreeMap::new(),
+        };
         WorkerSummary {
             implementation: w.name.clone(),
             status,
-            versions: w
-                .hello
-                .as_ref()
-                .map(|h| h.versions.clone())
-                .unwrap_or_default(),
+            versions,
             exit_code: w.process_end.and_then(|e| e.exit_code),
             signal: w.process_end.and_then(|e| e.signal),
             steps: w.steps,
@@ -150,7 +260,7 @@ impl WorkerSummary {
             throughput_samples_per_s: w.throughput(),
             loss: Loss {
                 first: w.first_loss,
-                last: w.last_step.as_ref().map(|s| s.loss),
+                last: w.last_loss(),
             },
             accuracy: w
                 .last_epoch
@@ -163,11 +273,13 @@ impl WorkerSummary {
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),
             error,
+            notice: state.unmeasured(w).map(String::from),
+            script: w.script.as_ref().map(ScriptSummary::from_script),
         }
     }
 }
 
-fn failure_reason(w: &WorkerState) -> String {
+fn failure_reason(state: &State, w: &WorkerState) -> String {
     let end = match w.process_end {
         Some(ProcessEnd {
             signal: Some(sig), ..
@@ -176,6 +288,8 @@ fn failure_reason(w: &WorkerState) -> String {
             exit_code: Some(code),
             ..
         }) => format!("exited with code {code}"),
+        // A recording cut short (golow killed, a full disk) says nothing of how the worker ended.
+        None if !state.ended => "the recording ends before the worker did".to_string(),
         _ => "did not finish".to_string(),
     };
     let detail = w.exit.as_ref().and_then(|e| e.message.clone()).or_else(|| {

@@ -547,7 +547,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     let mut first = vec![Span::styled(" golow ", bold)];
     if let Some(c) = &state.session {
         let gpu = state.gpu.devices.first().map(|d| d.name.as_str());
-        let described = describe(&c.into(), c.workers.len(), Describe::Header { gpu });
+        let described = describe(&c.into(), Describe::Header { gpu });
         first.push(Span::styled(format!("{described} · "), view.text()));
     }
     first.push(Span::styled(duration(marks.now_s), view.text()));

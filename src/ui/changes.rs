@@ -9,7 +9,8 @@ pub struct Changes(u8);
 
 impl Changes {
     pub const NONE: Changes = Changes(0);
-    /// A step, optimiser step or epoch: the timing, throughput, training and copy panes.
+    /// A step, optimiser step, forward pass, reported number or epoch: the timing, throughput, training and copy
+    /// panes.
     pub const STEPS: Changes = Changes(1);
     /// A /proc reading: host memory and CPU, a worker's or the whole machine's.
     pub const PROCESS: Changes = Changes(2);
@@ -21,7 +22,11 @@ impl Changes {
 
     pub fn of(body: &Body) -> Changes {
         match body {
-            Body::Step(_) | Body::OptimizerStep(_) | Body::Epoch(_) => Changes::STEPS,
+            Body::Step(_)
+            | Body::OptimizerStep(_)
+            | Body::ForwardPass(_)
+            | Body::Scalar(_)
+            | Body::Epoch(_) => Changes::STEPS,
             // The schedule's business: nothing on screen shows it.
             Body::TurnEnd(_) => Changes::NONE,
             Body::Process { .. } | Body::MachineLoad { .. } => Changes::PROCESS,

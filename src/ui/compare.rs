@@ -355,8 +355,11 @@ mod tests {
             apply(
                 Some("train"),
                 Body::OptimizerStep(OptimizerStep {
+                    process: 0,
+                    optimizer: 0,
                     step,
                     interval_ms: Some(60.0 + (step % 3) as f64),
+                    first_step_ms: None,
                 }),
             );
         }

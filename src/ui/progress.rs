@@ -25,11 +25,19 @@ pub struct Progress {
     last_redraw: Option<Instant>,
     /// Otherwise: the tenth of its run each worker was last reported at.
     reported_tenths: Vec<u64>,
+    /// Which workers' notice of no progress was printed (once each time they stall).
+    stall_told: Vec<bool>,
+    /// Whether what `--cmd` workers print is passed through, prefixed with their names.
+    pass_output: bool,
 }
 
 impl Progress {
-    pub fn new(tty: bool) -> Progress {
-        Progress::drawing_to(tty.then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)))
+    /// `pass_output`: print what `--cmd` workers print, each line after its worker's name.
+    pub fn new(tty: bool, pass_output: bool) -> Progress {
+        let mut progress =
+            Progress::drawing_to(tty.then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)));
+        progress.pass_output = pass_output;
+        progress
     }
 
     /// Lines redrawn in place on `terminal`, or a line per tenth without one.
@@ -40,6 +48,35 @@ impl Progress {
             lines,
             last_redraw: None,
             reported_tenths: Vec::new(),
+            stall_told: Vec::new(),
+            pass_output: false,
+        }
+    }
+
+    /// A line of its own above the workers' lines.
+    fn say(&self, line: &str) {
+        let line = golow_protocol::text::printable(line);
+        match &self.lines {
+            Some((multi, _)) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Says once, each time a worker stalls, that it shows no progress, and why where golow knows.
+    fn tell_stalls(&mut self) {
+        self.stall_told.resize(self.state.workers.len(), false);
+        let mut notices = Vec::new();
+        for (i, w) in self.state.workers.iter().enumerate() {
+            let stalled = self.state.stalled_for_s(w);
+            if stalled.is_some() && !self.stall_told[i] {
+                notices.push(stall_notice(&self.state, w));
+            }
+            self.stall_told[i] = stalled.is_some();
+        }
+        for notice in notices {
+            self.say(&notice);
         }
     }
 
@@ -61,7 +98,7 @@ impl Progress {
                     String::new(),
                 ));
             }
-            let text = line(w, total);
+            let text = line(&self.state, w, total);
             let (bar, shown) = &mut bars[i];
             if text != *shown {
                 bar.set_message(text.clone());
@@ -84,27 +121,48 @@ impl Progress {
             };
             if tenth > self.reported_tenths[i] {
                 self.reported_tenths[i] = tenth;
-                eprintln!("{}", line(w, total));
+                eprintln!("{}", line(&self.state, w, total));
             }
         }
     }
 }
 
-fn line(w: &WorkerState, total: u64) -> String {
+/// What a worker that shows no progress is told.
+fn stall_notice(state: &State, w: &WorkerState) -> String {
+    let quiet = state.stalled_for_s(w).unwrap_or(0.0);
+    let what = if w.steps > 0 {
+        format!("no step for {quiet:.0} s")
+    } else {
+        format!("no step in {quiet:.0} s")
+    };
+    match state.unmeasured(w) {
+        Some(why) => format!("golow: {}: {what}; {why} yet", w.name),
+        None => format!("golow: {}: {what}", w.name),
+    }
+}
+
+fn line(state: &State, w: &WorkerState, total: u64) -> String {
+    let passes = w.script.as_ref().map_or(0, |s| s.forward.passes);
     // A `--cmd` worker runs until it ends: its step count has no known total.
     let progress = if w.hello.is_some() && total > 0 {
         let filled = (((w.steps as usize) * BAR_WIDTH) / (total as usize)).min(BAR_WIDTH);
         let bar = format!("{}{}", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled));
         format!("[{bar}] {:>6}/{total:<6}", w.steps)
+    } else if w.steps == 0 && passes > 0 {
+        format!("{:>26} {:<6}", format!("{passes} forward passes"), "")
     } else {
         format!("{:>26} {:<6}", format!("{} steps", w.steps), "")
     };
+    let stalled = state
+        .stalled_for_s(w)
+        .map(|quiet| format!("no step for {quiet:.0} s"));
     let status = match w.activity() {
         Activity::Stopped => "stopped",
         Activity::Done => "done",
         Activity::Failed => "FAILED",
         Activity::Waiting => "waiting",
-        Activity::Running if w.steps == 0 => "loading",
+        Activity::Running if stalled.is_some() => stalled.as_deref().unwrap_or_default(),
+        Activity::Running if w.steps == 0 && passes == 0 => "loading",
         Activity::Running => "running",
     };
     let p50 = w
@@ -113,9 +171,8 @@ fn line(w: &WorkerState, total: u64) -> String {
         .map(|p| format!("{:8.3} ms/sample", p.p50))
         .unwrap_or_else(|| format!("{:>17}", "-"));
     let loss = w
-        .last_step
-        .as_ref()
-        .map(|s| format!("loss {:.4}", s.loss))
+        .last_loss()
+        .map(|loss| format!("loss {loss:.4}"))
         .unwrap_or_default();
     let line = format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name);
     golow_protocol::text::printable(&line).into_owned()
@@ -124,17 +181,23 @@ fn line(w: &WorkerState, total: u64) -> String {
 impl Observer for Progress {
     fn on_record(&mut self, record: &Record) {
         self.state.apply(record);
-        if let Body::RecordingFailed { reason } = &record.body {
-            let line =
-                format!("golow: the recording failed ({reason}); the session goes on unrecorded");
-            let line = golow_protocol::text::printable(&line).into_owned();
-            match &self.lines {
-                Some((multi, _)) => {
-                    let _ = multi.println(line);
+        match (&record.body, &record.worker) {
+            (Body::RecordingFailed { reason }, _) => self.say(&format!(
+                "golow: the recording failed ({reason}); the session goes on unrecorded"
+            )),
+            (Body::Output { line, .. }, Some(worker)) if self.pass_output => {
+                let command = self
+                    .state
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| s.commands.contains_key(worker));
+                if command {
+                    self.say(&format!("{worker} | {line}"));
                 }
-                None => eprintln!("{line}"),
             }
+            _ => {}
         }
+        self.tell_stalls();
         let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {

@@ -1,6 +1,6 @@
 //! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
-use crate::state::{Percentiles, Summary, SummaryConfig, WorkerStatus};
+use crate::state::{Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus};
 
 /// Where a session's description goes.
 pub enum Describe<'a> {
@@ -10,25 +10,24 @@ pub enum Describe<'a> {
     Table,
 }
 
-/// What a session of `workers` runs: the built-in workers' model, mode, dataset, resolution and batch (or, when
-/// only `--cmd` workers run, the commands), then the device and the schedule, joined by " · ".
-pub fn describe(c: &SummaryConfig, workers: usize, form: Describe) -> String {
-    let (model, mode) = (c.model.name(), c.mode.name());
-    let builtin = workers > c.commands.len();
+/// What a session runs: the built-in workers' model, mode, dataset, resolution and batch (or, when only `--cmd`
+/// workers run, the commands) and their device, then the schedule and what golow set for the commands, joined by
+/// " · ".
+pub fn describe(c: &SummaryConfig, form: Describe) -> String {
     let mut parts = Vec::new();
-    match form {
-        Describe::Header { .. } if builtin => parts.extend([
-            format!("{model} {mode}"),
-            format!("{} {} px", c.dataset, c.resolution),
-            format!("batch {}", c.batch_size),
+    match (&form, &c.builtin) {
+        (Describe::Header { .. }, Some(b)) => parts.extend([
+            format!("{} {}", b.model.name(), b.mode.name()),
+            format!("{} {} px", b.dataset, b.resolution),
+            format!("batch {}", b.batch_size),
         ]),
-        Describe::Header { .. } => parts.push("your commands".to_string()),
-        Describe::Table => {
-            if builtin {
+        (Describe::Header { .. }, None) => parts.push("your commands".to_string()),
+        (Describe::Table, builtin) => {
+            if let Some(b) = builtin {
                 parts.extend([
-                    format!("{model} {mode} on {}", c.dataset),
-                    format!("{} px", c.resolution),
-                    format!("batch {}", c.batch_size),
+                    format!("{} {} on {}", b.model.name(), b.mode.name(), b.dataset),
+                    format!("{} px", b.resolution),
+                    format!("batch {}", b.batch_size),
                 ]);
             }
             parts.extend(
@@ -38,11 +37,21 @@ pub fn describe(c: &SummaryConfig, workers: usize, form: Describe) -> String {
             );
         }
     }
-    parts.push(match form {
-        Describe::Header { gpu: Some(gpu) } => format!("{} ({gpu})", c.device),
-        _ => c.device.clone(),
-    });
+    if let Some(b) = &c.builtin {
+        parts.push(match form {
+            Describe::Header { gpu: Some(gpu) } => format!("{} ({gpu})", b.device),
+            _ => b.device.clone(),
+        });
+    }
     parts.push(c.schedule.name().to_string());
+    if !c.command_env.is_empty() {
+        let set: Vec<String> = c
+            .command_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        parts.push(format!("--cmd with {}", set.join(" ")));
+    }
     parts.join(" · ")
 }
 
@@ -64,7 +73,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn table(summary: &Summary) -> String {
     let mut out = String::new();
     if let Some(c) = &summary.config {
-        out.push_str(&describe(c, summary.workers.len(), Describe::Table));
+        out.push_str(&describe(c, Describe::Table));
         out.push('\n');
     }
     out.push_str(&format!(
@@ -111,11 +120,76 @@ pub fn table(summary: &Summary) -> String {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
     for w in &summary.workers {
+        if let Some(script) = &w.script {
+            out.push_str(&script_line(&w.implementation, script));
+        }
+        if let Some(notice) = &w.notice {
+            out.push_str(&format!("{}: {notice}\n", w.implementation));
+        }
+    }
+    for w in &summary.workers {
         if let Some(error) = &w.error {
             out.push_str(&format!("\n{} failed: {error}\n", w.implementation));
         }
     }
     out
+}
+
+/// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes.
+fn script_line(name: &str, s: &ScriptSummary) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = s.time_to_first_step_s {
+        let first = s
+            .first_step_ms
+            .map(|ms| format!(", which took {}", opt(Some(ms), 1) + " ms"))
+            .unwrap_or_default();
+        parts.push(format!(
+            "first step after {}{first}",
+            opt(Some(t), 2) + " s"
+        ));
+    }
+    for o in &s.optimizers {
+        let lr = o.lr.map(|lr| format!(" lr {lr}")).unwrap_or_default();
+        parts.push(format!(
+            "{}{lr}: {} steps, median {} ms",
+            o.class.as_deref().unwrap_or("optimizer"),
+            o.steps,
+            ms(o.step_time_ms, |p| p.p50)
+        ));
+    }
+    // A training loop's first forward pass comes before its first step: worth a word only past the warm-up.
+    if s.forward_passes > 0 && (s.optimizers.is_empty() || s.forward_ms.is_some()) {
+        parts.push(format!(
+            "{} forward passes before any step, median {} ms each, {} ms apart",
+            s.forward_passes,
+            ms(s.forward_ms, |p| p.p50),
+            ms(s.forward_interval_ms, |p| p.p50)
+        ));
+    }
+    if s.processes.len() > 1 || s.more_processes > 0 {
+        let each: Vec<String> = s
+            .processes
+            .iter()
+            .map(|p| match p.rank {
+                Some(rank) => format!("rank {rank} {} steps", p.steps),
+                None => format!("pid {} {} steps", p.pid.unwrap_or(0), p.steps),
+            })
+            .collect();
+        let more = if s.more_processes > 0 {
+            format!(" and {} more", s.more_processes)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{} processes reported ({}){more}",
+            s.processes.len(),
+            each.join(", ")
+        ));
+    }
+    if let Some(threads) = s.threads {
+        parts.push(format!("torch threads {threads}"));
+    }
+    format!("{name}: {}\n", parts.join("; "))
 }
 
 /// `golow compare`'s table: one line per implementation and metric, B against A.

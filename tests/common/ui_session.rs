@@ -62,6 +62,8 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             seed: 0,
             pinned: true,
             optimiser: Optimiser::default(),
+            command_env: Default::default(),
+            stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
         }),
     )];

@@ -1,74 +1,97 @@
-"""golow: one event per PyTorch optimiser step, without touching the user's script.
+"""golow: measures a user's PyTorch script without touching it.
 
-Loaded by golow's sitecustomize.  Importing torch takes seconds, so nothing
-here imports it: a meta-path finder waits for the user's code to import
-``torch.optim.optimizer`` and only then registers a global step post-hook.
+Loaded by golow's sitecustomize in every Python process of a ``--cmd`` worker.
+Importing torch takes seconds, so nothing here imports it: meta-path finders
+wait for the user's code to import ``torch.optim.optimizer`` (then a global
+optimiser step post-hook is registered) and ``torch.nn.modules.module`` (then
+a global forward pre-hook finds the script's model, whose forward passes are
+timed until the first optimiser step).
+
+A process connects to the worker's socket (``GOLOW_EVENT_SOCKET``, inherited
+by whatever a launcher starts) only when it first has something to say, so a
+launcher that never trains is never counted; a forked child connects anew.
 Whatever goes wrong in here must never reach the user's program.
 """
 
 import json
+import math
 import os
-import signal
 import sys
 import threading
 import time
 
-_TARGET = "torch.optim.optimizer"
+_OPTIM = "torch.optim.optimizer"
+_MODULE = "torch.nn.modules.module"
+_MAX_OPTIMIZERS = 16  # golow_protocol::script::MAX_OPTIMIZERS
+_MAX_NAME = 64
 
 _installed = False
-_fd = None          # event fd; None once emitting has stopped
-_fd_id = None       # (st_dev, st_ino) of the fd when we took it
-_pid = None         # only this process emits; forked children inherit the fd
-_lock = threading.Lock()  # optimisers may step from several threads
-_step = 0
-_last_ns = None
+_path = None        # the socket's path; None when not monitored
+_lock = threading.RLock()  # optimisers may step, and models run, in several threads
+
+
+class _Process:
+    """What one process has said; a forked child starts afresh."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.sock = None
+        self.sock_id = None   # (st_dev, st_ino) of the socket when connected
+        self.no_signal = 0
+        self.dead = False     # the monitor went away: stay quiet
+        self.optimizers = None  # optimizer -> [index, steps, last_ns]; a WeakKeyDictionary once torch is in
+        self.next_optimizer = 0
+        self.stepped = False
+        self.first_forward_ns = None
+        self.passes = 0
+        self.last_pass_ns = None
+        self.pass_start_ns = None
+        self.depth = 0
+
+
+_me = _Process()
+_global_hook = None  # the forward pre-hook's handle while the model is not found
+_model_hooks = []    # the model's own hooks' handles while forward passes are counted
 
 
 def install():
-    """Start watching for torch if golow gave us a usable event fd."""
-    global _installed, _fd, _fd_id, _pid
+    """Start watching for torch if golow gave us a socket to report to."""
+    global _installed, _path
     try:
         if _installed:  # a second copy of the hook dir must not double events
             return
         _installed = True
-        # Consume the variable: our descendants may have an unrelated fd with
-        # that number (spawned workers, subprocesses) and must not write to it.
-        raw = os.environ.pop("GOLOW_EVENT_FD", None)
-        if raw is None:
+        _path = os.environ.get("GOLOW_EVENT_SOCKET") or None
+        if _path is None:
             return
-        fd = int(raw)
-        if fd < 0 or not _writable(fd):
-            return
-        st = os.fstat(fd)
-        if fd > 2:
-            # Keep the pipe's write end out of exec'd children, so that one
-            # lingering grandchild cannot hide EOF from the monitor.
-            os.set_inheritable(fd, False)
-        _fd, _fd_id, _pid = fd, (st.st_dev, st.st_ino), os.getpid()
-
-        module = sys.modules.get(_TARGET)
-        if module is not None:  # e.g. a .pth file imported torch already
-            _register(module)
-        else:
-            sys.meta_path.insert(0, _Finder())
+        os.register_at_fork(after_in_child=_forked)
+        for target, register in ((_MODULE, _register_forward), (_OPTIM, _register_steps)):
+            module = sys.modules.get(target)
+            if module is not None:  # e.g. a .pth file imported torch already
+                register(module)
+            else:
+                sys.meta_path.insert(0, _Finder(target, register))
     except Exception:
-        _fd = None
+        _path = None
 
 
-def _writable(fd):
-    import fcntl
-    try:
-        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
-    except OSError:  # closed or never opened
-        return False
-    return mode in (os.O_WRONLY, os.O_RDWR)
+def _forked():
+    global _me, _lock
+    _lock = threading.RLock()  # the parent's may have been held by another thread
+    parent_stepped = _me.stepped
+    _me = _Process()
+    _me.stepped = parent_stepped  # forward passes stay uncounted where the parent trains
 
 
 class _Finder:
-    """Lets the real finders locate torch.optim.optimizer, then wraps its loader."""
+    """Lets the real finders locate a torch module, then wraps its loader."""
+
+    def __init__(self, target, register):
+        self._target = target
+        self._register = register
 
     def find_spec(self, name, path=None, target=None):
-        if name != _TARGET:  # the hot path for every other import
+        if name != self._target:  # the hot path for every other import
             return None
         try:
             sys.meta_path.remove(self)  # one-shot: no cost for later imports
@@ -81,7 +104,7 @@ class _Finder:
                 return None
             if spec.loader is None or not hasattr(spec.loader, "exec_module"):
                 return None
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader, self._register)
             return spec
         except Exception:
             # Defer to the normal machinery; it will redo (and report) the search.
@@ -89,8 +112,9 @@ class _Finder:
 
 
 class _Loader:
-    def __init__(self, loader):
+    def __init__(self, loader, register):
         self._loader = loader
+        self._register = register
 
     def __getattr__(self, name):  # get_source, is_package, ... for inspect & co
         return getattr(self._loader, name)
@@ -104,47 +128,228 @@ class _Loader:
         module.__loader__ = self._loader
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self._loader
-        _register(module)
+        self._register(module)
 
 
-def _register(module):
+def _register_steps(module):
     try:
         module.register_optimizer_step_post_hook(_on_step)
     except Exception:
         pass
 
 
-def _on_step(optimizer, args, kwargs):
-    global _step, _last_ns, _fd
+def _register_forward(module):
+    global _global_hook
     try:
-        if _fd is None or os.getpid() != _pid:
+        _global_hook = module.register_module_forward_pre_hook(_on_any_forward)
+    except Exception:
+        pass
+
+
+def _compiling():
+    # Under torch.compile's tracing the hooks must do nothing: this check is folded away, so they add no graph break.
+    torch = sys.modules.get("torch")
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None)
+    return bool(check and check())
+
+
+def _on_any_forward(module, args):
+    """The first module with parameters to start a forward pass outside any other is the model."""
+    global _global_hook
+    try:
+        if _compiling():
             return
         with _lock:
-            now = time.perf_counter_ns()
-            interval = None if _last_ns is None else round((now - _last_ns) / 1e6, 3)
-            event = {"type": "optimizer_step", "step": _step, "interval_ms": interval}
-            _step += 1
-            _last_ns = now
-            _write((json.dumps(event, separators=(",", ":")) + "\n").encode())
+            if _global_hook is None:
+                return
+            if _me.stepped or next(iter(module.parameters()), None) is not None:
+                _global_hook.remove()
+                _global_hook = None
+                if not _me.stepped:
+                    _watch_model(module)
     except Exception:
-        _fd = None  # the monitor went away or the fd was reused: stop quietly
+        _stop_counting_passes()
 
 
-def _write(data):
-    # If the script closed our fd and the number got reused, do not write
-    # JSON into the user's file.
-    st = os.fstat(_fd)
-    if (st.st_dev, st.st_ino) != _fd_id:
-        raise OSError("event fd was replaced")
-    # A script that restored SIGPIPE to SIG_DFL would be killed by a write to
-    # a closed pipe; block it around the write and discard it if it fired.
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+def _watch_model(model):
+    """Hooks the model itself: two calls a forward pass, and none once the process steps an optimiser."""
     try:
-        while data:
-            data = data[os.write(_fd, data):]
-    except BrokenPipeError:
-        if signal.SIGPIPE not in old and signal.SIGPIPE in signal.sigpending():
-            signal.sigtimedwait({signal.SIGPIPE}, 0)
-        raise
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _model_hooks.append(model.register_forward_pre_hook(_on_model_start))
+        try:
+            _model_hooks.append(model.register_forward_hook(_on_model_end, always_call=True))
+        except TypeError:  # torch < 2.1
+            _model_hooks.append(model.register_forward_hook(_on_model_end))
+        # This call's own pre-hook was taken before ours was added.
+        _on_model_start(model, ())
+    except Exception:  # e.g. a TorchScript module, which takes no hooks
+        _stop_counting_passes()
+
+
+def _stop_counting_passes():
+    global _global_hook
+    try:
+        with _lock:
+            while _model_hooks:
+                _model_hooks.pop().remove()
+            if _global_hook is not None:
+                _global_hook.remove()
+                _global_hook = None
+    except Exception:
+        pass
+
+
+def _on_model_start(model, args):
+    try:
+        if _compiling():
+            return
+        with _lock:
+            _me.depth += 1
+            if _me.depth == 1:
+                _me.pass_start_ns = time.perf_counter_ns()
+                if _me.first_forward_ns is None:
+                    _me.first_forward_ns = _me.pass_start_ns
+    except Exception:
+        pass
+
+
+def _on_model_end(model, args, output):
+    try:
+        if _compiling():
+            return
+        now = time.perf_counter_ns()
+        with _lock:
+            if _me.depth == 0:
+                return
+            _me.depth -= 1
+            if _me.depth > 0 or _me.stepped or _me.pass_start_ns is None:
+                return
+            start, last = _me.pass_start_ns, _me.last_pass_ns
+            torch = sys.modules.get("torch")
+            event = {
+                "type": "forward_pass",
+                "pass": _me.passes,
+                "ms": _ms(now - start),
+                "interval_ms": None if last is None else _ms(start - last),
+                "grad": bool(torch is not None and torch.is_grad_enabled()),
+            }
+            _me.passes += 1
+            _me.last_pass_ns = start
+            _send(event)
+    except Exception:
+        pass
+
+
+def _on_step(optimizer, args, kwargs):
+    try:
+        now = time.perf_counter_ns()
+        with _lock:
+            if _me.optimizers is None:
+                import weakref
+                _me.optimizers = weakref.WeakKeyDictionary()
+            entry = _me.optimizers.get(optimizer)
+            if entry is None:
+                index = min(_me.next_optimizer, _MAX_OPTIMIZERS - 1)
+                _me.next_optimizer += 1
+                entry = _me.optimizers[optimizer] = [index, 0, None]
+                _send({"type": "optimizer", "optimizer": index,
+                       "class": type(optimizer).__name__[:_MAX_NAME], "lr": _lr(optimizer)})
+            index, step, last = entry
+            event = {"type": "optimizer_step", "optimizer": index, "step": step,
+                     "interval_ms": None if last is None else _ms(now - last)}
+            if not _me.stepped:
+                _me.stepped = True
+                if _me.first_forward_ns is not None:
+                    event["first_step_ms"] = _ms(now - _me.first_forward_ns)
+            entry[1], entry[2] = step + 1, now
+            _send(event)
+        if _model_hooks or _global_hook is not None:
+            _stop_counting_passes()
+    except Exception:
+        pass
+
+
+def _lr(optimizer):
+    try:
+        lr = optimizer.param_groups[0].get("lr")
+        if hasattr(lr, "device"):  # a tensor: read it only where that costs no device sync
+            return float(lr) if lr.device.type == "cpu" else None
+        return float(lr) if lr is not None else None
+    except Exception:
+        return None
+
+
+def _ms(ns):
+    return round(ns / 1e6, 3)
+
+
+def _send(event):
+    """Writes one event line, connecting first if this process has not yet; silent for good once anything fails."""
+    if _path is None or _me.dead:
+        return
+    try:
+        if _me.sock is None:
+            _connect()
+        st = os.fstat(_me.sock.fileno())
+        if (st.st_dev, st.st_ino) != _me.sock_id:
+            # The script closed our descriptor and its number was reused: never write JSON into its file.
+            raise OSError("event socket was replaced")
+        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+        # MSG_NOSIGNAL: a script that restored SIGPIPE's default must not die when the monitor goes.
+        _me.sock.sendall(line, _me.no_signal)
+    except Exception:
+        _me.dead = True
+
+
+def _connect():
+    import socket
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # not inherited by exec'd children
+    sock.connect(_path)
+    st = os.fstat(sock.fileno())
+    _me.sock, _me.sock_id, _me.no_signal = sock, (st.st_dev, st.st_ino), socket.MSG_NOSIGNAL
+    torch = sys.modules.get("torch")
+    hello = {
+        "type": "script_process",
+        "pid": os.getpid(),
+        "rank": _env_int("RANK"),
+        "local_rank": _env_int("LOCAL_RANK"),
+        "world_size": _env_int("WORLD_SIZE"),
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "torch": getattr(torch, "__version__", None),
+        "threads": _threads(torch),
+    }
+    sock.sendall((json.dumps(hello, separators=(",", ":")) + "\n").encode(), socket.MSG_NOSIGNAL)
+
+
+def _env_int(name):
+    try:
+        value = int(os.environ[name])
+        return value if value >= 0 else None
+    except (KeyError, ValueError):
+        return None
+
+
+def _threads(torch):
+    try:
+        return int(torch.get_num_threads())
+    except Exception:
+        return None
+
+
+def report(**scalars):
+    """golow.report: numbers the script reports, e.g. report(loss=0.7, samples=64)."""
+    with _lock:
+        for name, value in scalars.items():
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                continue
+            if not math.isfinite(value):  # JSON has no NaN
+                continue
+            _send({"type": "scalar", "name": str(name)[:_MAX_NAME], "value": value})
+
+
+def phase(name):
+    """golow.phase: marks what the script does from now on, e.g. phase("eval")."""
+    with _lock:
+        _send({"type": "phase", "name": str(name)[:_MAX_NAME]})

@@ -10,7 +10,7 @@ import sys
 
 
 def _install_step_hook():
-    if "GOLOW_EVENT_FD" not in os.environ:  # not monitored: cost nothing
+    if "GOLOW_EVENT_SOCKET" not in os.environ:  # not monitored: cost nothing
         return
     try:
         import golow_step_hook

@@ -1,0 +1,100 @@
+//! What golow's Python hook says about a user's own script (`--cmd`). Every Python process of the command that has
+//! something to report connects to the worker's socket (its path in [`SOCKET_ENV`]) and says who it is, then what
+//! it sees: optimiser steps, forward passes of its model until the first step, and what the script reports itself
+//! through the optional API. The monitor numbers the connections: an event's `process` is set by the monitor, never
+//! trusted from the line.
+
+use serde::{Deserialize, Serialize};
+
+/// The variable naming the socket a `--cmd` worker's processes connect to. It is inherited, so that the processes a
+/// launcher (`torchrun`, `mp.spawn`, `accelerate launch`) starts report too.
+pub const SOCKET_ENV: &str = "GOLOW_EVENT_SOCKET";
+
+/// Processes of one `--cmd` worker the monitor listens to at most; later ones are refused.
+pub const MAX_PROCESSES: u32 = 256;
+
+/// Optimisers told apart per process at most; steps of later ones count as the last one's.
+pub const MAX_OPTIMIZERS: u32 = 16;
+
+/// A name the script gives (a phase, a scalar) is cut to this many bytes.
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// A process of the command, as it says hello on connecting: before its first event.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ScriptProcess {
+    #[serde(default)]
+    pub process: u32,
+    pub pid: u32,
+    /// `RANK`, `LOCAL_RANK` and `WORLD_SIZE` from the process's environment, where a launcher set them.
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub python: String,
+    pub torch: Option<String>,
+    /// `torch.get_num_threads()` as the process first reported.
+    pub threads: Option<u32>,
+}
+
+/// An optimiser step of a user's own command, reported by golow's Python hook.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OptimizerStep {
+    #[serde(default)]
+    pub process: u32,
+    /// Which of the process's optimisers, numbered in the order of their first steps.
+    #[serde(default)]
+    pub optimizer: u32,
+    /// Counts this optimiser's steps from 0.
+    pub step: u64,
+    /// Wall time since this optimiser's previous step; `null` for its first.
+    pub interval_ms: Option<f64>,
+    /// On the process's first step only: the time from the start of its model's first forward pass to this step,
+    /// which holds a compiled model's compilation; `null` when no forward pass was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_step_ms: Option<f64>,
+}
+
+/// An optimiser, before its first step.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Optimizer {
+    #[serde(default)]
+    pub process: u32,
+    pub optimizer: u32,
+    /// Its class, e.g. `AdamW`.
+    pub class: String,
+    /// The first parameter group's learning rate at its first step.
+    pub lr: Option<f64>,
+}
+
+/// A forward pass of the script's model (the first module with parameters it calls outside any other), reported
+/// until the process's first optimiser step: what an evaluation or inference loop is measured by.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ForwardPass {
+    #[serde(default)]
+    pub process: u32,
+    /// Counts from 0.
+    pub pass: u64,
+    /// From the call of the model to its return.
+    pub ms: f64,
+    /// Since the start of the previous pass; `null` for the first.
+    pub interval_ms: Option<f64>,
+    /// Whether autograd was recording (false under `torch.no_grad()` or `inference_mode()`).
+    pub grad: bool,
+}
+
+/// A number the script reported through golow's API (`golow.report(loss=…)`): `loss`, `accuracy` and `samples`
+/// fill the panes; others are kept as they come.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Scalar {
+    #[serde(default)]
+    pub process: u32,
+    pub name: String,
+    pub value: f64,
+}
+
+/// A phase the script marked through golow's API (`golow.phase("eval")`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Phase {
+    #[serde(default)]
+    pub process: u32,
+    pub name: String,
+}

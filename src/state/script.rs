@@ -1,0 +1,349 @@
+//! A `--cmd` worker's script as golow's hook sees it: the processes that reported (a launcher's ranks among them),
+//! each optimiser of the worker's own process, forward passes of its model before the first step, its first step,
+//! and what it reported through golow's API.
+//!
+//! The worker's figures (its steps, step times, the compare view's intervals) are those of one process, the
+//! *primary*: rank 0, or where no launcher set ranks, the first process to report. They are its first optimiser's
+//! steps, one per iteration, so a GAN's two optimisers are not counted twice and their intervals are never mixed;
+//! every other optimiser and every other process is counted on its own.
+
+use std::collections::BTreeMap;
+
+use golow_protocol::event::{ForwardPass, Optimizer, OptimizerStep, ScriptProcess};
+use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS};
+
+use super::Durations;
+
+/// Processes told apart in the state; more are counted in `more_processes`.
+pub const MAX_PROCESSES: usize = 64;
+
+/// Scalar names kept; the script's later names are dropped.
+pub const MAX_SCALARS: usize = 16;
+
+/// One process of the command that reported.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessState {
+    pub process: u32,
+    pub pid: Option<u32>,
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    pub threads: Option<u32>,
+    /// Its first optimiser's steps.
+    pub steps: u64,
+    pub forward_passes: u64,
+    /// Intervals between its first optimiser's measured steps.
+    pub step_interval: Durations,
+}
+
+/// One optimiser of the primary process.
+#[derive(Debug, Clone, Default)]
+pub struct OptimizerState {
+    pub class: Option<String>,
+    pub lr: Option<f64>,
+    pub steps: u64,
+    /// Intervals between its own measured steps.
+    pub interval: Durations,
+}
+
+/// Forward passes of the primary process's model, before its first optimiser step.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardState {
+    pub passes: u64,
+    /// From the call of the model to its return, measured passes.
+    pub duration: Durations,
+    pub interval: Durations,
+    /// Whether the latest pass recorded gradients.
+    pub grad: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ScriptState {
+    pub processes: Vec<ProcessState>,
+    /// Processes that reported beyond `MAX_PROCESSES`.
+    pub more_processes: u64,
+    pub primary: Option<u32>,
+    pub optimizers: Vec<OptimizerState>,
+    pub forward: ForwardState,
+    /// The primary process's first optimiser step: seconds from the worker's start, and its own duration (from its
+    /// model's first forward pass, compilation included).
+    pub time_to_first_step_s: Option<f64>,
+    pub first_step_ms: Option<f64>,
+    pub phase: Option<String>,
+    /// The latest value of each number the script reported.
+    pub scalars: BTreeMap<String, f64>,
+    /// Samples the script reported since its previous measured step.
+    pub pending_samples: f64,
+}
+
+/// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
+fn bounded(name: &str) -> String {
+    let mut end = name.len().min(MAX_NAME_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
+}
+
+/// What an optimiser step means for the worker's figures.
+pub enum StepRole {
+    /// The primary process's first optimiser: a worker's step.
+    Iteration,
+    /// Counted on its own (another optimiser, another process).
+    Other,
+}
+
+impl ScriptState {
+    fn process_mut(&mut self, process: u32) -> Option<&mut ProcessState> {
+        match self.processes.iter().position(|p| p.process == process) {
+            Some(i) => Some(&mut self.processes[i]),
+            None if self.processes.len() < MAX_PROCESSES => {
+                self.processes.push(ProcessState {
+                    process,
+                    ..Default::default()
+                });
+                self.processes.last_mut()
+            }
+            None => {
+                self.more_processes += 1;
+                None
+            }
+        }
+    }
+
+    /// Whether `process` is the primary one, choosing it on its first event: rank 0, or the first without a rank.
+    fn is_primary(&mut self, process: u32) -> bool {
+        if let Some(primary) = self.primary {
+            return primary == process;
+        }
+        let rank = self
+            .processes
+            .iter()
+            .find(|p| p.process == process)
+            .and_then(|p| p.rank);
+        if rank.is_none_or(|r| r == 0) {
+            self.primary = Some(process);
+        }
+        self.primary == Some(process)
+    }
+
+    pub fn hello(&mut self, hello: &ScriptProcess) {
+        if let Some(p) = self.process_mut(hello.process) {
+            p.pid = Some(hello.pid);
+            p.rank = hello.rank;
+            p.local_rank = hello.local_rank;
+            p.world_size = hello.world_size;
+            p.python = Some(bounded(&hello.python));
+            p.torch = hello.torch.as_deref().map(bounded);
+            p.threads = hello.threads;
+        }
+    }
+
+    pub fn optimizer(&mut self, optimizer: &Optimizer) {
+        if !self.is_primary(optimizer.process) {
+            return;
+        }
+        if let Some(o) = self.optimizer_mut(optimizer.optimizer) {
+            o.class = Some(bounded(&optimizer.class));
+            o.lr = optimizer.lr.filter(|lr| lr.is_finite());
+        }
+    }
+
+    fn optimizer_mut(&mut self, index: u32) -> Option<&mut OptimizerState> {
+        let index = index.min(MAX_OPTIMIZERS - 1) as usize;
+        if self.optimizers.len() <= index {
+            self.optimizers.resize_with(index + 1, Default::default);
+        }
+        self.optimizers.get_mut(index)
+    }
+
+    /// Counts a step where it belongs, and says whether it is one of the worker's. `warmup` steps of each optimiser
+    /// are counted but not timed; `since_start_s` is the time since the worker started.
+    pub fn step(
+        &mut self,
+        step: &OptimizerStep,
+        warmup: u64,
+        since_start_s: Option<f64>,
+    ) -> StepRole {
+        let primary = self.is_primary(step.process);
+        let lead = step.optimizer == 0;
+        if let Some(p) = self.process_mut(step.process).filter(|_| lead) {
+            p.steps += 1;
+            if let Some(ms) = step.interval_ms.filter(|_| p.steps > warmup) {
+                p.step_interval.record_ms(ms);
+            }
+        }
+        if !primary {
+            return StepRole::Other;
+        }
+        if let Some(ms) = step.first_step_ms {
+            self.first_step_ms = Some(ms);
+        }
+        if self.time_to_first_step_s.is_none() {
+            self.time_to_first_step_s = since_start_s;
+        }
+        if let Some(o) = self.optimizer_mut(step.optimizer) {
+            o.steps += 1;
+            if let Some(ms) = step.interval_ms.filter(|_| o.steps > warmup) {
+                o.interval.record_ms(ms);
+            }
+        }
+        if lead {
+            StepRole::Iteration
+        } else {
+            StepRole::Other
+        }
+    }
+
+    /// Counts a forward pass; true when it is one of the worker's (the primary process's, past the warm-up).
+    pub fn forward_pass(&mut self, pass: &ForwardPass, warmup: u64) -> bool {
+        if let Some(p) = self.process_mut(pass.process) {
+            p.forward_passes += 1;
+        }
+        if !self.is_primary(pass.process) {
+            return false;
+        }
+        let forward = &mut self.forward;
+        forward.passes += 1;
+        forward.grad = Some(pass.grad);
+        if forward.passes <= warmup {
+            return false;
+        }
+        forward.duration.record_ms(pass.ms);
+        if let Some(ms) = pass.interval_ms {
+            forward.interval.record_ms(ms);
+        }
+        true
+    }
+
+    /// Keeps a reported number; false for another process's, or a name beyond `MAX_SCALARS`.
+    pub fn scalar(&mut self, process: u32, name: &str, value: f64) -> bool {
+        if !value.is_finite() || !self.is_primary(process) {
+            return false;
+        }
+        let name = bounded(name);
+        if !self.scalars.contains_key(&name) && self.scalars.len() >= MAX_SCALARS {
+            return false;
+        }
+        if name == "samples" && value > 0.0 {
+            self.pending_samples += value;
+        }
+        self.scalars.insert(name, value);
+        true
+    }
+
+    pub fn phase(&mut self, process: u32, name: &str) {
+        if self.is_primary(process) {
+            self.phase = Some(bounded(name));
+        }
+    }
+
+    /// The primary process, as it said hello.
+    pub fn primary_process(&self) -> Option<&ProcessState> {
+        let primary = self.primary?;
+        self.processes.iter().find(|p| p.process == primary)
+    }
+
+    /// What the primary process runs on: `python` and `torch` → versions.
+    pub fn versions(&self) -> BTreeMap<String, String> {
+        let Some(p) = self.primary_process().or(self.processes.first()) else {
+            return BTreeMap::new();
+        };
+        [("python", &p.python), ("torch", &p.torch)]
+            .into_iter()
+            .filter_map(|(name, v)| Some((name.to_string(), v.clone()?)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(process: u32, rank: Option<u32>) -> ScriptProcess {
+        ScriptProcess {
+            process,
+            pid: 100 + process,
+            rank,
+            local_rank: rank,
+            world_size: rank.map(|_| 2),
+            python: "3.11.7".into(),
+            torch: Some("2.11.0".into()),
+            threads: Some(1),
+        }
+    }
+
+    fn step(process: u32, optimizer: u32, step: u64, interval: Option<f64>) -> OptimizerStep {
+        OptimizerStep {
+            process,
+            optimizer,
+            step,
+            interval_ms: interval,
+            first_step_ms: None,
+        }
+    }
+
+    #[test]
+    fn rank_zero_is_primary_even_when_another_rank_reports_first() {
+        let mut s = ScriptState::default();
+        s.hello(&hello(0, Some(1)));
+        s.hello(&hello(1, Some(0)));
+        assert!(matches!(
+            s.step(&step(0, 0, 0, None), 0, None),
+            StepRole::Other
+        ));
+        assert!(matches!(
+            s.step(&step(1, 0, 0, None), 0, Some(3.0)),
+            StepRole::Iteration
+        ));
+        assert_eq!(s.primary, Some(1));
+        assert_eq!(
+            s.processes.iter().map(|p| p.steps).collect::<Vec<_>>(),
+            [1, 1]
+        );
+        assert_eq!(s.time_to_first_step_s, Some(3.0));
+    }
+
+    #[test]
+    fn a_second_optimiser_is_counted_on_its_own() {
+        let mut s = ScriptState::default();
+        for i in 0..30u64 {
+            let interval = (i > 0).then_some(10.0);
+            assert!(matches!(
+                s.step(&step(0, 0, i, interval), 2, None),
+                StepRole::Iteration
+            ));
+            assert!(matches!(
+                s.step(&step(0, 1, i, interval), 2, None),
+                StepRole::Other
+            ));
+        }
+        assert_eq!(s.optimizers.len(), 2);
+        assert!(
+            s.optimizers
+                .iter()
+                .all(|o| o.steps == 30 && o.interval.len() == 28)
+        );
+        assert_eq!(s.processes[0].steps, 30);
+    }
+
+    #[test]
+    fn names_and_processes_stay_bounded() {
+        let mut s = ScriptState::default();
+        for p in 0..1000 {
+            s.hello(&hello(p, None));
+        }
+        assert_eq!(s.processes.len(), MAX_PROCESSES);
+        assert_eq!(s.more_processes, 1000 - MAX_PROCESSES as u64);
+        for i in 0..100 {
+            s.scalar(0, &format!("{i}{}", "é".repeat(100)), 1.0);
+        }
+        assert_eq!(s.scalars.len(), MAX_SCALARS);
+        assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
+        assert!(!s.scalar(0, "loss", f64::NAN));
+        s.step(&step(0, 1000, 0, None), 0, None);
+        assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
+    }
+}
