@@ -383,7 +383,7 @@ impl State {
         let forward = worker.script.as_ref().map_or(0, |s| s.forward.passes);
         (command && worker.steps == 0 && forward == 0 && worker.pid.is_some()).then_some(
             "no step seen: golow counts torch.optim optimiser steps and, before the first, forward passes of the \
-             model (the first module with parameters the script calls); none came",
+             model (the first module with parameters the script calls)",
         )
     }
 

@@ -136,7 +136,7 @@ fn stall_notice(state: &State, w: &WorkerState) -> String {
         format!("no step in {quiet:.0} s")
     };
     match state.unmeasured(w) {
-        Some(why) => format!("golow: {}: {what}; {why} yet", w.name),
+        Some(why) => format!("golow: {}: {what} ({why} so far)", w.name),
         None => format!("golow: {}: {what}", w.name),
     }
 }

@@ -1,0 +1,383 @@
+//! Ordinary training scripts under `--cmd`, as a new user points golow at them: launched by torchrun, with their own
+//! PYTHONPATH, evaluation loops, GANs, compiled models, scripts that print. Each asserts the figure golow reports
+//! against what the script measured itself.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{PYTHON, headless, summary_of, text, worker};
+
+/// The venv's bin directory first on PATH, so that commands say `python` and `torchrun` as users type them.
+fn with_venv_path(command: &mut std::process::Command) -> &mut std::process::Command {
+    let venv_bin = Path::new(PYTHON).parent().unwrap().to_path_buf();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![venv_bin];
+    paths.extend(std::env::split_paths(&path));
+    command.env("PATH", std::env::join_paths(paths).unwrap())
+}
+
+fn write(dir: &Path, name: &str, source: &str) {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, source).unwrap();
+}
+
+/// `golow run --headless` over `commands`, in `dir`, with `extra` arguments; it must succeed.
+fn run(dir: &Path, commands: &[&str], extra: &[&str]) -> (Output, serde_json::Value) {
+    let mut args = Vec::new();
+    for command in commands {
+        args.extend(["--cmd", command]);
+    }
+    args.extend(extra);
+    let out = with_venv_path(&mut headless(dir, &args)).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    (out, summary_of(dir))
+}
+
+fn f64_of(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The number the script printed after `label`.
+fn printed(out: &Output, label: &str) -> f64 {
+    // What the script prints reaches golow's stderr, after its worker's name.
+    let stderr = text(&out.stderr);
+    let line = stderr
+        .lines()
+        .find_map(|l| l.split_once(label).map(|(_, rest)| rest.trim().to_string()))
+        .unwrap_or_else(|| panic!("no '{label}' in {stderr}"));
+    line.parse()
+        .unwrap_or_else(|_| panic!("'{line}' is not a number"))
+}
+
+const DDP: &str = "\
+import os, time, torch, torch.distributed as dist
+dist.init_process_group('gloo')
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(25):
+    opt.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+    time.sleep(0.01)
+dist.destroy_process_group()
+";
+
+#[test]
+fn a_torchrun_job_reports_each_rank_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "ddp.py", DDP);
+    let (_, s) = run(
+        tmp.path(),
+        &["ddp=torchrun --standalone --nproc-per-node 2 ddp.py"],
+        &["--threads", "1"],
+    );
+    let w = worker(&s, "ddp");
+    assert_eq!(w["steps"], 25, "the worker's steps are rank 0's: {w}");
+    let processes = w["script"]["processes"].as_array().unwrap();
+    let mut ranks: Vec<(u64, u64)> = processes
+        .iter()
+        .map(|p| (p["rank"].as_u64().unwrap(), p["steps"].as_u64().unwrap()))
+        .collect();
+    ranks.sort_unstable();
+    assert_eq!(
+        ranks,
+        [(0, 25), (1, 25)],
+        "torchrun itself never reports: {w}"
+    );
+    assert!(processes.iter().all(|p| p["world_size"] == 2));
+}
+
+#[test]
+fn a_command_that_sets_its_own_pythonpath_is_still_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "src/mylib/__init__.py", "STEPS = 7\n");
+    write(
+        tmp.path(),
+        "train.py",
+        "import mylib, torch\n\
+         m = torch.nn.Linear(4, 1)\n\
+         o = torch.optim.SGD(m.parameters(), lr=0.1)\n\
+         for _ in range(mylib.STEPS):\n\
+         \x20   o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()\n",
+    );
+    let (_, s) = run(
+        tmp.path(),
+        &[
+            "own=PYTHONPATH=src python train.py",
+            "exported=export PYTHONPATH=src; python3 train.py",
+        ],
+        &[],
+    );
+    assert_eq!(worker(&s, "own")["steps"], 7);
+    assert_eq!(worker(&s, "exported")["steps"], 7);
+}
+
+const EVAL: &str = "\
+import time, torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).eval()
+intervals, last = [], None
+with torch.no_grad():
+    for i in range(25):
+        start = time.perf_counter()
+        if last is not None:
+            intervals.append(start - last)
+        last = start
+        model(torch.randn(32, 64))
+        time.sleep(0.02)
+intervals.sort()
+print('median interval ms', intervals[len(intervals) // 2] * 1e3, flush=True)
+";
+
+#[test]
+fn an_evaluation_loop_is_measured_by_its_forward_passes() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "eval.py", EVAL);
+    let (out, s) = run(tmp.path(), &["eval=python eval.py"], &[]);
+    let w = worker(&s, "eval");
+    assert_eq!(w["script"]["forward_passes"], 25, "{w}");
+    assert!(w.get("notice").is_none(), "{w}");
+    let golow_ms = f64_of(&w["script"]["forward_interval_ms"]["p50"]);
+    let own_ms = printed(&out, "median interval ms");
+    assert!(
+        (golow_ms - own_ms).abs() < 0.1 * own_ms,
+        "golow {golow_ms} ms, the script's own clock {own_ms} ms"
+    );
+    assert!(
+        text(&out.stdout).contains("eval: 25 forward passes"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn a_script_that_shows_no_step_is_told_why_while_it_runs_and_in_the_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "idle.py", "import time, torch\ntime.sleep(4)\n");
+    let (out, s) = run(
+        tmp.path(),
+        &["idle=python idle.py"],
+        &["--stall-after", "2"],
+    );
+    let idle = worker(&s, "idle");
+    let notice = idle["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.contains("optimiser steps") && notice.contains("forward passes"),
+        "{idle}"
+    );
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("golow: idle: no step in 2 s (no step seen: golow counts"),
+        "a notice while it ran: {stderr}"
+    );
+    assert!(
+        text(&out.stdout).contains("idle: no step seen"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+const GAN: &str = "\
+import time, torch
+G, D = torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)
+og = torch.optim.Adam(G.parameters(), lr=2e-4)
+od = torch.optim.SGD(D.parameters(), lr=0.1)
+starts = []
+for i in range(30):
+    starts.append(time.perf_counter())
+    z = torch.randn(16, 8)
+    od.zero_grad(); D(G(z).detach()).mean().backward(); od.step()
+    time.sleep(0.005)
+    og.zero_grad(); (-D(G(z))).mean().backward(); og.step()
+    time.sleep(0.015)
+intervals = sorted(b - a for a, b in zip(starts[2:], starts[3:]))
+print('median iteration ms', intervals[len(intervals) // 2] * 1e3, flush=True)
+";
+
+#[test]
+fn two_optimisers_count_iterations_once_and_each_optimiser_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "gan.py", GAN);
+    let (out, s) = run(tmp.path(), &["gan=python gan.py"], &[]);
+    let w = worker(&s, "gan");
+    assert_eq!(w["steps"], 30, "iterations, not optimiser steps: {w}");
+    let optimizers = w["script"]["optimizers"].as_array().unwrap();
+    let seen: Vec<(&str, f64, u64)> = optimizers
+        .iter()
+        .map(|o| {
+            (
+                o["class"].as_str().unwrap(),
+                f64_of(&o["lr"]),
+                o["steps"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("SGD", 0.1, 30), ("Adam", 2e-4, 30)]);
+    let golow_ms = f64_of(&w["step_time_ms"]["p50"]);
+    let own_ms = printed(&out, "median iteration ms");
+    assert!(
+        (golow_ms - own_ms).abs() < 0.1 * own_ms,
+        "golow {golow_ms} ms, the script's own clock {own_ms} ms"
+    );
+}
+
+const COMPILED: &str = "\
+import time, torch
+launched = time.time()
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+compiled = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(8):
+    start = time.perf_counter()
+    opt.zero_grad()
+    compiled(torch.randn(16, 32)).sum().backward()
+    opt.step()
+    if i == 0:
+        print('first iteration ms', (time.perf_counter() - start) * 1e3, flush=True)
+";
+
+#[test]
+fn a_compiled_loops_first_step_and_time_to_it_are_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "compiled.py", COMPILED);
+    let (out, s) = run(tmp.path(), &["compiled=python compiled.py"], &[]);
+    let w = worker(&s, "compiled");
+    assert_eq!(w["steps"], 8);
+    let first_ms = f64_of(&w["script"]["first_step_ms"]);
+    let own_ms = printed(&out, "first iteration ms");
+    assert!(
+        own_ms > 200.0 && (first_ms - own_ms).abs() < 0.05 * own_ms,
+        "compilation shows in the first step: golow {first_ms} ms, the script {own_ms} ms"
+    );
+    let to_first = f64_of(&w["script"]["time_to_first_step_s"]);
+    assert!(to_first * 1e3 > first_ms, "{to_first} s to the first step");
+}
+
+const THREADS: &str = "\
+import os, torch
+print('torch threads', torch.get_num_threads(), flush=True)
+m = torch.nn.Linear(4, 1)
+o = torch.optim.AdamW(m.parameters(), lr=3e-4)
+o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()
+";
+
+#[test]
+fn threads_apply_to_scripts_and_a_script_only_summary_reports_what_applies() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "threads.py", THREADS);
+    let (out, s) = run(tmp.path(), &["t=python threads.py"], &["--threads", "1"]);
+    assert_eq!(printed(&out, "torch threads"), 1.0);
+    let w = worker(&s, "t");
+    assert_eq!(w["script"]["threads"], 1);
+    assert_eq!(s["config"]["command_env"]["OMP_NUM_THREADS"], "1");
+    assert!(
+        text(&out.stderr)
+            .contains("the --cmd workers run with MKL_NUM_THREADS=1 OMP_NUM_THREADS=1")
+    );
+    for absent in [
+        "model",
+        "dataset",
+        "batch_size",
+        "resolution",
+        "device",
+        "mode",
+    ] {
+        assert!(
+            s["config"].get(absent).is_none(),
+            "{absent} does not apply: {}",
+            s["config"]
+        );
+    }
+    assert_eq!(w["script"]["optimizers"][0]["class"], "AdamW");
+    assert_eq!(f64_of(&w["script"]["optimizers"][0]["lr"]), 3e-4);
+    assert!(
+        w["versions"]["torch"].as_str().unwrap().starts_with("2."),
+        "{w}"
+    );
+
+    // The user's own setting wins.
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "threads.py", THREADS);
+    let mut command = headless(
+        tmp.path(),
+        &["--cmd", "t=python threads.py", "--threads", "1"],
+    );
+    let out = with_venv_path(&mut command)
+        .env("OMP_NUM_THREADS", "2")
+        .env("MKL_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    assert_eq!(printed(&out, "torch threads"), 2.0);
+    assert!(
+        summary_of(tmp.path())["config"]
+            .get("command_env")
+            .is_none()
+    );
+}
+
+const REPORTING: &str = "\
+import torch
+try:
+    import golow
+except ImportError:
+    golow = None
+m = torch.nn.Linear(4, 1)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+for i in range(12):
+    x = torch.randn(32, 4)
+    loss = m(x).pow(2).mean()
+    o.zero_grad(); loss.backward(); o.step()
+    if golow:
+        golow.report(loss=loss.item(), samples=len(x))
+print('final loss', loss.item(), flush=True)
+";
+
+#[test]
+fn a_script_that_reports_fills_loss_and_throughput_and_its_output_is_passed_through() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "reporting.py", REPORTING);
+    let (out, s) = run(tmp.path(), &["rep=python reporting.py"], &[]);
+    let w = worker(&s, "rep");
+    let own_loss = printed(&out, "final loss");
+    assert!((f64_of(&w["loss"]["last"]) - own_loss).abs() < 1e-6, "{w}");
+    assert!(w["loss"]["first"].is_number());
+    // A report counts toward the next optimiser step: each of the 10 measured steps (12, 2 of them warm-up) carries
+    // the report made after the step before it.
+    assert_eq!(w["samples"], 10 * 32, "{w}");
+    assert!(f64_of(&w["throughput_samples_per_s"]) > 0.0);
+    assert!(
+        text(&out.stderr).contains("rep | final loss"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "reporting.py", REPORTING);
+    let (out, _) = run(tmp.path(), &["rep=python reporting.py"], &["--hide-output"]);
+    assert!(!text(&out.stderr).contains("final loss"));
+}
+
+#[test]
+fn steps_and_epochs_are_refused_for_scripts_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    for flag in ["--steps", "--epochs"] {
+        let out = headless(tmp.path(), &["--cmd", "t=true", flag, "3"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = text(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains("a --cmd script runs its own loop"),
+            "{stderr}"
+        );
+    }
+}
