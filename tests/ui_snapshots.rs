@@ -145,6 +145,49 @@ fn help_overlay() {
 }
 
 #[test]
+fn the_output_overlay_shows_a_workers_lines_escaped_and_scrolls() {
+    use golow_protocol::event::{Body, Record, Stream};
+    let mut state = session(false, 80);
+    for i in 0..60 {
+        let (stream, line) = match i % 10 {
+            9 => (Stream::Stderr, format!("warning {i}: \x1b[31mred\x1b[0m")),
+            _ => (
+                Stream::Stdout,
+                format!("epoch {i} loss {:.3}", 2.0 / f64::from(i + 1)),
+            ),
+        };
+        state.apply(&Record::new(
+            9000.0,
+            Some("pytorch".into()),
+            Body::Output { stream, line },
+        ));
+    }
+    let mut app = app();
+    press(&mut app, &state, KeyCode::Char('o'));
+    press(&mut app, &state, KeyCode::Right);
+    let latest = render(&mut app, &state, 120, 30);
+    assert!(latest.contains("pytorch output (60 lines)"), "{latest}");
+    assert!(
+        latest.contains("epoch 58") && !latest.contains("epoch 30 "),
+        "{latest}"
+    );
+    assert!(
+        !latest.contains('\x1b') && latest.contains("\\u{1b}[31m"),
+        "{latest}"
+    );
+    insta::assert_snapshot!(latest);
+    press(&mut app, &state, KeyCode::PageUp);
+    press(&mut app, &state, KeyCode::PageUp);
+    let back = render(&mut app, &state, 120, 30);
+    assert!(
+        back.contains("20 back") && back.contains("epoch 30 ") && !back.contains("epoch 58"),
+        "{back}"
+    );
+    press(&mut app, &state, KeyCode::Esc);
+    assert!(!render(&mut app, &state, 120, 30).contains("output ("));
+}
+
+#[test]
 fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {
     let state = session(true, 80);
     let mut app = app();

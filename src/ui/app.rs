@@ -12,6 +12,7 @@ use ratatui::widgets::Paragraph;
 use super::changes::Changes;
 use super::compare;
 use super::keys::{self, Command};
+use super::output::OutputOverlay;
 use super::panes::{self, Pane};
 use super::render::{self, fill};
 use super::report::{Describe, describe};
@@ -70,6 +71,8 @@ pub struct App {
     offset: f64,
     help: bool,
     stop_prompt: bool,
+    /// The output overlay, while open.
+    output: Option<OutputOverlay>,
     compare: Option<(String, String)>,
     quitting: bool,
     /// Where each pane was drawn last, for mouse clicks.
@@ -106,6 +109,7 @@ impl App {
             offset: 0.0,
             help: false,
             stop_prompt: false,
+            output: None,
             compare,
             quitting: false,
             pane_areas: Vec::new(),
@@ -179,6 +183,16 @@ impl App {
             };
         }
         let command = keys::command(self.keys_view(), &key);
+        if let Some(overlay) = self
+            .output
+            .as_mut()
+            .filter(|_| command != Some(Command::Quit))
+        {
+            if !overlay.on_key(key.code, live.workers.len()) {
+                self.output = None;
+            }
+            return Action::None;
+        }
         if command == Some(Command::Quit) {
             return match self.origin {
                 Origin::Replay(_) => Action::Quit,
@@ -244,6 +258,7 @@ impl App {
                 }
             }
             Command::StopWorker => self.stop_prompt = true,
+            Command::Output => self.output = Some(OutputOverlay::default()),
             Command::Theme => self.theme = (self.theme + 1) % self.themes.len(),
             Command::Help => self.help = !self.help,
             // The timeline took its own above; the others belong to views without sessions.
@@ -323,6 +338,7 @@ impl App {
             && matches!(self.origin, Origin::Live { .. })
             && self.mode == Mode::Dashboard
             && !self.help
+            && self.output.is_none()
             && !changes.intersects(Changes::OTHER);
         self.render(frame, live, partial.then_some(changes))
     }
@@ -338,6 +354,7 @@ impl App {
             maximised: self.maximised,
             help: self.help,
             stop_prompt: self.stop_prompt,
+            output: self.output,
             paused: self.paused.is_some(),
             history: self.history.is_some(),
             quitting: self.quitting,
@@ -421,6 +438,9 @@ impl App {
                     }
                 }
             }
+            if let Some(overlay) = &self.output {
+                overlay.draw(frame, body, &view);
+            }
             if self.help {
                 draw_help(frame, area, &view);
             }
@@ -455,6 +475,7 @@ struct Look {
     maximised: Option<usize>,
     help: bool,
     stop_prompt: bool,
+    output: Option<OutputOverlay>,
     paused: bool,
     history: bool,
     quitting: bool,
@@ -590,16 +611,29 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     let total = state.session.as_ref().map_or(0, |s| s.steps);
     let mut second = vec![Span::raw(" ")];
     for w in &state.workers {
-        let status = match w.activity() {
+        let passes = w.script.as_ref().map_or(0, |s| s.forward.passes);
+        let stalled = state.stalled_for_s(w);
+        let mut status = match w.activity() {
             Activity::Stopped => "stopped".to_string(),
             Activity::Done => "done".to_string(),
             Activity::Failed => "FAILED".to_string(),
             Activity::Waiting => "waiting".to_string(),
+            Activity::Running if stalled.is_some() => {
+                format!("no step for {:.0} s", stalled.unwrap_or_default())
+            }
             Activity::Running if w.hello.is_some() && total > 0 => format!("{}/{total}", w.steps),
+            Activity::Running if w.steps == 0 && passes > 0 => format!("{passes} forward passes"),
             Activity::Running => format!("{} steps", w.steps),
         };
+        // A script golow measured nothing of says so once it ended; while it runs, its stall does.
+        let unmeasured = w.process_end.is_some() && state.unmeasured(w).is_some();
+        if unmeasured {
+            status.push_str(", no optimiser step or forward pass seen");
+        }
         let style = if status == "FAILED" {
             Style::default().fg(view.theme.error)
+        } else if stalled.is_some() || unmeasured {
+            Style::default().fg(view.theme.warning)
         } else {
             view.text()
         };

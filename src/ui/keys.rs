@@ -36,6 +36,8 @@ pub enum Command {
     Pane(KeyCode),
     /// Live: ask which worker to stop.
     StopWorker,
+    /// Open the workers' output.
+    Output,
     Theme,
     Help,
     /// Replay: the timeline's clock.
@@ -225,6 +227,13 @@ pub const BINDINGS: &[Binding] = &[
         views: &[Live],
         footer: &[(Live, "s stop a worker")],
         command: |k| (char_key(k) == Some('s')).then_some(Command::StopWorker),
+    },
+    Binding {
+        keys: "o",
+        does: "a worker's output (↑/↓ PgUp/PgDn scroll, ←/→ worker)",
+        views: &[Live, Replay],
+        footer: &[(Live, "o output"), (Replay, "o output")],
+        command: |k| (char_key(k) == Some('o')).then_some(Command::Output),
     },
     Binding {
         keys: "t",

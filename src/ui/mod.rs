@@ -9,6 +9,7 @@ mod compare;
 mod event_loop;
 pub use event_loop::Wakes;
 mod input;
+mod output;
 pub mod keys;
 pub mod live;
 mod panes;
