@@ -78,7 +78,7 @@ fn a_torchrun_job_reports_each_rank_apart() {
     let (_, s) = run(
         tmp.path(),
         &["ddp=torchrun --standalone --nproc-per-node 2 ddp.py"],
-        &["--threads", "1"],
+        &["--threads", "1", "--record", "ddp.golow"],
     );
     let w = worker(&s, "ddp");
     assert_eq!(w["steps"], 25, "the worker's steps are rank 0's: {w}");
