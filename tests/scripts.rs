@@ -381,3 +381,52 @@ fn steps_and_epochs_are_refused_for_scripts_alone() {
         );
     }
 }
+
+const MEMORY: &str = "\
+import time, torch
+held = torch.ones(300 << 20, dtype=torch.uint8)
+t = time.process_time()
+while time.process_time() - t < 1.5:
+    pass
+m = torch.nn.Linear(4, 1)
+o = torch.optim.SGD(m.parameters(), lr=0.1)
+o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()
+";
+
+#[test]
+fn a_scripts_memory_and_cpu_are_its_process_trees_from_the_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "memory.py", MEMORY);
+    let (_, s) = run(
+        tmp.path(),
+        &["mem=python memory.py"],
+        &["--record", "mem.golow"],
+    );
+    let peak = worker(&s, "mem")["peak_host_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak >= 300 << 20,
+        "the script held 300 MiB; golow saw {peak} bytes"
+    );
+    let out = common::golow(
+        tmp.path(),
+        &["export", "mem.golow", "--format", "json", "-o", "mem.json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let export: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("mem.json")).unwrap())
+            .unwrap();
+    let cpu: Vec<f64> = export["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "process")
+        .filter_map(|r| r["cpu_percent"].as_f64())
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let most = cpu.iter().copied().fold(0.0, f64::max);
+    assert!(
+        most <= cores * 100.0 * 1.1,
+        "{most}% on {cores} cores: a process's whole CPU time landed in one interval"
+    );
+    assert!(most > 50.0, "the busy loop shows: {cpu:?}");
+}

@@ -156,22 +156,37 @@ pub fn descendants(roots: impl IntoIterator<Item = u32>) -> HashMap<u32, Vec<u32
 /// reading the workers' own files, and trees change rarely (data-loader processes at epoch starts).
 const TREE_REFRESH: Duration = Duration::from_secs(5);
 
-/// Each watched root's process tree, rescanned at most every `TREE_REFRESH` or when the roots change.
+/// While a root is younger than this, its tree is rescanned every `YOUNG_REFRESH`: a command's shell starts its
+/// program just after golow started the shell, and a launcher its ranks a moment later.
+const YOUNG: Duration = Duration::from_secs(10);
+const YOUNG_REFRESH: Duration = Duration::from_millis(250);
+
+/// Each watched root's process tree, rescanned every `YOUNG_REFRESH` while a root is young, every `TREE_REFRESH`
+/// after, and whenever the roots change.
 #[derive(Default)]
 pub struct Trees {
     roots: Vec<u32>,
     trees: HashMap<u32, Vec<u32>>,
     scanned: Option<Instant>,
+    /// When each root was first watched.
+    first_seen: HashMap<u32, Instant>,
 }
 
 impl Trees {
     /// Rescans when due; true when it did.
     pub fn refresh(&mut self, roots: &[u32]) -> bool {
-        let stale = self.scanned.is_none_or(|t| t.elapsed() >= TREE_REFRESH);
+        let now = Instant::now();
+        for &root in roots {
+            self.first_seen.entry(root).or_insert(now);
+        }
+        self.first_seen.retain(|root, _| roots.contains(root));
+        let young = self.first_seen.values().any(|&t| now - t < YOUNG);
+        let refresh = if young { YOUNG_REFRESH } else { TREE_REFRESH };
+        let stale = self.scanned.is_none_or(|t| t.elapsed() >= refresh);
         if stale || self.roots != roots {
             self.trees = descendants(roots.iter().copied());
             self.roots = roots.to_vec();
-            self.scanned = Some(Instant::now());
+            self.scanned = Some(now);
             return true;
         }
         false
@@ -191,30 +206,38 @@ impl Trees {
     }
 }
 
-/// A worker's process tree read as one: memory and CPU summed. The root's high-water mark is read
-/// only when `peak` asks (it lives in the costlier status file); the peak is never below the tree's
-/// current total.
-fn read_tree(
-    files: &mut StatFiles,
-    pids: &[u32],
-    page: u64,
-    known_peak: u64,
-    peak: bool,
-) -> Option<ProcReading> {
-    let readings: Vec<(u64, u64)> = pids.iter().filter_map(|&p| files.read(p)).collect();
-    readings.first()?;
-    let rss_bytes = readings.iter().map(|&(_, pages)| pages * page).sum();
-    let root_peak = if peak {
-        pids.first()
-            .and_then(|&p| read_peak(p, &mut files.buf))
+/// A worker's process tree read as one: each member's CPU ticks, and their resident memory summed. With `peaks`
+/// (at rescans: they live in the costlier status files) the highest of the members' own high-water marks too.
+/// Their sum would overstate the tree's peak (each member peaked at its own time); the highest is a floor.
+struct TreeReading {
+    members: Vec<(u32, u64)>,
+    rss_bytes: u64,
+    member_peak: u64,
+}
+
+fn read_tree(files: &mut StatFiles, pids: &[u32], page: u64, peaks: bool) -> Option<TreeReading> {
+    let mut members = Vec::with_capacity(pids.len());
+    let mut rss_bytes = 0u64;
+    for &pid in pids {
+        if let Some((ticks, pages)) = files.read(pid) {
+            members.push((pid, ticks));
+            rss_bytes = rss_bytes.saturating_add(pages.saturating_mul(page));
+        }
+    }
+    members.first()?;
+    let member_peak = if peaks {
+        members
+            .iter()
+            .filter_map(|&(pid, _)| read_peak(pid, &mut files.buf))
+            .max()
             .unwrap_or(0)
     } else {
         0
     };
-    Some(ProcReading {
+    Some(TreeReading {
+        members,
         rss_bytes,
-        peak_rss_bytes: known_peak.max(root_peak).max(rss_bytes),
-        cpu_ticks: readings.iter().map(|&(ticks, _)| ticks).sum(),
+        member_peak,
     })
 }
 
@@ -231,8 +254,15 @@ pub fn watched_pids(watched: &Watched) -> Option<Vec<(usize, u32)>> {
 
 /// Reads the workers' process trees; driven by the session's clock (one reading per worker per
 /// interval), so it needs no thread of its own and costs no extra wake-ups.
+///
+/// CPU is accounted per process: a tree's CPU over an interval is what each of its processes used since its own
+/// previous reading. A process seen for the first time starts at zero, so the CPU it used before (a whole script's
+/// start-up, when a rescan first finds it) never lands in one interval; one that ended simply drops out.
 pub struct ProcSampler {
+    /// Each root's last reading: when, and the CPU ticks its tree has used since golow watched it.
     last: HashMap<u32, (Instant, u64)>,
+    /// Each member's ticks at its last reading.
+    members: HashMap<u32, u64>,
     peaks: HashMap<u32, u64>,
     trees: Trees,
     files: StatFiles,
@@ -244,6 +274,7 @@ impl Default for ProcSampler {
     fn default() -> Self {
         ProcSampler {
             last: HashMap::new(),
+            members: HashMap::new(),
             peaks: HashMap::new(),
             trees: Trees::default(),
             files: StatFiles::default(),
@@ -255,7 +286,7 @@ impl Default for ProcSampler {
 }
 
 impl ProcSampler {
-    /// The CPU time of every worker tree read so far, at its latest reading, in clock ticks.
+    /// The CPU time every worker tree has used while watched, at its latest reading, in clock ticks.
     pub fn workers_ticks(&self) -> u64 {
         self.last.values().map(|&(_, ticks)| ticks).sum()
     }
@@ -265,31 +296,40 @@ impl ProcSampler {
         let roots: Vec<u32> = workers.iter().map(|&(_, pid)| pid).collect();
         let rescanned = self.trees.refresh(&roots);
         if rescanned {
-            self.files.keep_only(&self.trees.all());
+            let all = self.trees.all();
+            self.files.keep_only(&all);
+            self.members.retain(|pid, _| all.contains(pid));
         }
         let mut readings = Vec::with_capacity(workers.len());
         for &(worker, pid) in workers {
-            let known_peak = self.peaks.get(&pid).copied().unwrap_or(0);
             let tree = self.trees.tree(pid);
-            let Some(reading) = read_tree(&mut self.files, &tree, self.page, known_peak, rescanned)
-            else {
+            let Some(reading) = read_tree(&mut self.files, &tree, self.page, rescanned) else {
                 continue;
             };
-            let now = Instant::now();
-            let cpu_percent = self.last.get(&pid).and_then(|&(then, ticks)| {
-                let wall = now.duration_since(then).as_secs_f64();
-                (wall > 0.0).then(|| {
-                    reading.cpu_ticks.saturating_sub(ticks) as f64 / self.ticks_per_s / wall * 100.0
+            let used: u64 = reading
+                .members
+                .iter()
+                .map(|&(member, ticks)| {
+                    let before = self.members.insert(member, ticks);
+                    before.map_or(0, |b| ticks.saturating_sub(b))
                 })
+                .sum();
+            let now = Instant::now();
+            let cpu_percent = self.last.get(&pid).and_then(|&(then, _)| {
+                let wall = now.duration_since(then).as_secs_f64();
+                (wall > 0.0).then(|| used as f64 / self.ticks_per_s / wall * 100.0)
             });
-            self.last.insert(pid, (now, reading.cpu_ticks));
-            self.peaks.insert(pid, reading.peak_rss_bytes);
+            let total = self.last.get(&pid).map_or(0, |&(_, t)| t) + used;
+            self.last.insert(pid, (now, total));
+            let peak = self.peaks.get(&pid).copied().unwrap_or(0);
+            let peak = peak.max(reading.rss_bytes).max(reading.member_peak);
+            self.peaks.insert(pid, peak);
             readings.push((
                 worker,
                 Body::Process {
                     pid,
                     rss_bytes: reading.rss_bytes,
-                    peak_rss_bytes: reading.peak_rss_bytes,
+                    peak_rss_bytes: peak,
                     cpu_percent,
                 },
             ));
@@ -382,6 +422,95 @@ mod tests {
         let _ = child.wait();
         assert_eq!(tree[&me][0], me);
         assert!(tree[&me].contains(&child.id()), "{tree:?}");
+    }
+
+    /// `sh -c SCRIPT`, killed with its children when dropped.
+    struct Shell(std::process::Child);
+
+    impl Shell {
+        fn run(script: &str) -> Shell {
+            use std::os::unix::process::CommandExt;
+            let child = std::process::Command::new("sh")
+                .args(["-c", script])
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            Shell(child)
+        }
+    }
+
+    impl Drop for Shell {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the shell's own process group.
+            unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+            let _ = self.0.wait();
+        }
+    }
+
+    fn cpu_of(reading: &[(usize, Body)]) -> Option<f64> {
+        match reading {
+            [(_, Body::Process { cpu_percent, .. })] => *cpu_percent,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_process_found_late_starts_its_cpu_at_zero_and_the_tree_is_found_early() {
+        // The shell's child burns a second of CPU before the sampler first finds it.
+        let shell = Shell::run(
+            "sleep 0.4; python3 -c 'import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass\ntime.sleep(30)'; true",
+        );
+        let root = shell.0.id();
+        let mut sampler = ProcSampler::default();
+        assert_eq!(cpu_of(&sampler.sample(&[(0, root)])), None);
+        std::thread::sleep(Duration::from_millis(2000));
+        let found = cpu_of(&sampler.sample(&[(0, root)])).unwrap();
+        assert!(
+            sampler.trees.tree(root).len() >= 2,
+            "a young root's tree is rescanned: {:?}",
+            sampler.trees.tree(root)
+        );
+        assert!(
+            found < 20.0,
+            "the child's CPU before it was seen landed in one interval: {found}%"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let after = cpu_of(&sampler.sample(&[(0, root)])).unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        assert!(after <= cores * 100.0 + 5.0, "{after}%");
+    }
+
+    #[test]
+    fn a_trees_peak_counts_a_childs_own_high_water_mark() {
+        let shell = Shell::run(
+            "python3 -c 'import time\nb = bytearray(b\"x\") * (200 << 20)\ndel b\ntime.sleep(30)'; true",
+        );
+        let root = shell.0.id();
+        let mut sampler = ProcSampler::default();
+        let peak = |sampler: &mut ProcSampler| match sampler.sample(&[(0, root)]).as_slice() {
+            [
+                (
+                    _,
+                    Body::Process {
+                        peak_rss_bytes,
+                        rss_bytes,
+                        ..
+                    },
+                ),
+            ] => (*peak_rss_bytes, *rss_bytes),
+            other => panic!("{other:?}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut high, mut now) = peak(&mut sampler);
+        while high < 200 << 20 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(300));
+            (high, now) = peak(&mut sampler);
+        }
+        assert!(high >= 200 << 20, "peak {high} bytes");
+        assert!(
+            now < high / 2,
+            "the allocation was freed: {now} of {high} bytes"
+        );
     }
 
     #[test]
