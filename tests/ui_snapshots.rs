@@ -320,6 +320,17 @@ fn replay_view_with_its_timeline() {
     let timeline = app.timeline_mut().unwrap();
     timeline.position_ms = state.t_ms / 2.0;
     insta::assert_snapshot!(render(&mut app, &state, 160, 40));
+    // In the jump prompt no key is a command: q is kept from quitting, and only Enter or Esc closes it.
+    app.on_key(key(KeyCode::Char('j')), &state);
+    for code in [KeyCode::Char('1'), KeyCode::Char('q'), KeyCode::Char('0')] {
+        assert_eq!(app.on_key(key(code), &state), Action::None, "{code:?}");
+    }
+    let prompt = render(&mut app, &state, 160, 40);
+    assert!(prompt.contains("jump to (s or h:mm:ss): 10▏"), "{prompt}");
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter), &state),
+        Action::Seek(10_000.0)
+    );
     assert_eq!(app.on_key(key(KeyCode::Char('q')), &state), Action::Quit);
 }
 

@@ -182,6 +182,14 @@ impl App {
                 _ => Action::None,
             };
         }
+        if let Origin::Replay(timeline) = &mut self.origin
+            && timeline.prompting()
+        {
+            return match timeline.on_key(key.code) {
+                Moved::Jumped(ms) => Action::Seek(ms),
+                Moved::Handled | Moved::Ignored => Action::None,
+            };
+        }
         let command = keys::command(self.keys_view(), &key);
         if let Some(overlay) = self
             .output

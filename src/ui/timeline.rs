@@ -25,6 +25,8 @@ pub struct Timeline {
     speed: usize,
     /// The time typed after `j`, while the prompt is open.
     prompt: Option<String>,
+    /// The prompt was given a key it does not take: it says what it takes.
+    prompt_hint: bool,
 }
 
 /// What a key did to the clock.
@@ -47,6 +49,7 @@ impl Timeline {
             playing: true,
             speed: 2,
             prompt: None,
+            prompt_hint: false,
         }
     }
 
@@ -68,22 +71,30 @@ impl Timeline {
         self.position_ms != before
     }
 
-    /// A key: typed into the prompt while it is open, else the key map's replay bindings for the clock.
+    /// Whether the jump prompt is open: it takes every key.
+    pub fn prompting(&self) -> bool {
+        self.prompt.is_some()
+    }
+
+    /// A key: typed into the prompt while it is open (only Enter, with a time, or Esc closes it; any other key
+    /// stays in the prompt, which then says what it takes), else the key map's replay bindings for the clock.
     pub fn on_key(&mut self, code: KeyCode) -> Moved {
         if let Some(typed) = self.prompt.as_mut() {
+            self.prompt_hint = false;
             match code {
                 KeyCode::Char(c) if c.is_ascii_digit() || c == ':' || c == '.' => typed.push(c),
                 KeyCode::Backspace => {
                     typed.pop();
                 }
-                KeyCode::Enter => {
-                    let target = parse_time(typed);
-                    self.prompt = None;
-                    if let Some(ms) = target {
+                KeyCode::Esc => self.prompt = None,
+                KeyCode::Enter => match parse_time(typed) {
+                    Some(ms) => {
+                        self.prompt = None;
                         return self.jump(ms);
                     }
-                }
-                _ => self.prompt = None,
+                    None => self.prompt_hint = true,
+                },
+                _ => self.prompt_hint = true,
             }
             return Moved::Handled;
         }
@@ -127,6 +138,9 @@ impl Timeline {
             duration(self.duration_ms / 1e3),
         );
         let tail = match &self.prompt {
+            Some(typed) if self.prompt_hint => format!(
+                " jump to (s or h:mm:ss): {typed}▏ digits, : and . · Enter jumps · Esc cancels"
+            ),
             Some(typed) => format!(" jump to (s or h:mm:ss): {typed}▏"),
             None => format!(" {}", self.label),
         };
@@ -196,6 +210,37 @@ mod tests {
         }
         assert_eq!(t.speed(), 0.25);
         assert_eq!(t.on_key(KeyCode::Char('x')), Moved::Ignored);
+    }
+
+    #[test]
+    fn the_jump_prompt_keeps_keys_it_does_not_take_and_closes_only_on_enter_or_esc() {
+        let mut t = Timeline::new(600_000.0, "x".into());
+        assert_eq!(t.on_key(KeyCode::Char('j')), Moved::Handled);
+        for key in [
+            KeyCode::Char('1'),
+            KeyCode::Char('q'),
+            KeyCode::Char('G'),
+            KeyCode::Char('2'),
+        ] {
+            assert_eq!(t.on_key(key), Moved::Handled, "{key:?} stays in the prompt");
+        }
+        assert_eq!(t.prompt.as_deref(), Some("12"));
+        assert!(!t.prompt_hint, "the last key was taken");
+        t.on_key(KeyCode::Char('x'));
+        assert!(t.prompt_hint);
+        assert_eq!(t.on_key(KeyCode::Enter), Moved::Jumped(12_000.0));
+        assert_eq!(t.prompt, None);
+        t.on_key(KeyCode::Char('j'));
+        t.on_key(KeyCode::Char(':'));
+        assert_eq!(
+            t.on_key(KeyCode::Enter),
+            Moved::Handled,
+            "no time: the prompt stays"
+        );
+        assert!(t.prompt.is_some() && t.prompt_hint);
+        assert_eq!(t.on_key(KeyCode::Esc), Moved::Handled);
+        assert_eq!(t.prompt, None);
+        assert_eq!(t.position_ms, 12_000.0);
     }
 
     #[test]
