@@ -170,6 +170,23 @@ impl Dots {
     }
 }
 
+/// Whether none of `lines` has a reading in the view's window.
+pub fn is_empty(lines: &[Line], view: &View) -> bool {
+    let w = view.window;
+    lines
+        .iter()
+        .all(|l| l.series.window_iter(w.from, w.to).next().is_none())
+}
+
+/// What a chart without readings shows, wrapped within its area.
+pub fn no_readings(frame: &mut Frame, area: Rect, view: &View) {
+    frame.render_widget(
+        Paragraph::new(Span::styled("no readings in this window yet", view.muted()))
+            .wrap(ratatui::widgets::Wrap { trim: true }),
+        area,
+    );
+}
+
 /// Draws `lines` in `area`: a y axis with its top value, an x axis with the window's ends, and one
 /// Braille line per series. `y_label` formats the top; `y_max` fixes it (else the data's max).
 pub fn draw(
@@ -192,10 +209,7 @@ pub fn draw(
         })
         .collect();
     if points.iter().all(|(_, p)| p.is_empty()) {
-        frame.render_widget(
-            Paragraph::new(Span::styled("no readings in this window yet", view.muted())),
-            area,
-        );
+        no_readings(frame, area, view);
         return;
     }
     let top = y_max.unwrap_or_else(|| {

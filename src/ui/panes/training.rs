@@ -58,7 +58,6 @@ impl Pane for Training {
                 series: &w.series.loss,
             })
             .collect();
-        chart::draw(frame, loss_area, view, &loss, |v| format!("{v:.2}"), None);
         let w = view.window;
         let smooth: Vec<Series> = workers
             .iter()
@@ -72,14 +71,20 @@ impl Pane for Training {
                 series: s,
             })
             .collect();
-        chart::draw(
-            frame,
-            accuracy_area,
-            view,
-            &accuracy,
-            |v| format!("{:.0}%", v * 100.0),
-            Some(1.0),
-        );
+        // Two empty charts side by side would each say so, cut where they meet: one notice says it for both.
+        if chart::is_empty(&loss, view) && chart::is_empty(&accuracy, view) {
+            chart::no_readings(frame, plots, view);
+        } else {
+            chart::draw(frame, loss_area, view, &loss, |v| format!("{v:.2}"), None);
+            chart::draw(
+                frame,
+                accuracy_area,
+                view,
+                &accuracy,
+                |v| format!("{:.0}%", v * 100.0),
+                Some(1.0),
+            );
+        }
         let mut text = vec![Line::styled(
             format!(
                 "{:<12} {:>6} {:>8} {:>9} {:>9}",
@@ -93,10 +98,7 @@ impl Pane for Training {
                 .last_step
                 .as_ref()
                 .map_or("-".into(), |s| s.epoch.to_string());
-            let loss = wk
-                .last_step
-                .as_ref()
-                .map_or("-".into(), |s| format!("{:.4}", s.loss));
+            let loss = wk.last_loss().map_or("-".into(), |l| format!("{l:.4}"));
             let train = wk.last_epoch.as_ref().and_then(|e| e.train_accuracy);
             let eval = wk.series.eval_accuracy.last().map(|(_, v)| v);
             text.push(Line::from(vec![
@@ -108,5 +110,53 @@ impl Pane for Training {
             ]));
         }
         render::lines(frame, numbers, &text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::State;
+    use crate::ui::view::Window;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    #[test]
+    fn a_pane_without_readings_says_so_once() {
+        let theme = crate::ui::theme::builtin("dark").unwrap();
+        let mut state = State::default();
+        state.apply(&golow_protocol::event::Record::new(
+            0.0,
+            Some("train".into()),
+            golow_protocol::event::Body::WorkerStarted {
+                pid: 1,
+                command: vec!["sh".into()],
+            },
+        ));
+        let view = View {
+            state: &state,
+            theme: &theme,
+            window: Window {
+                from: 0.0,
+                to: 60.0,
+            },
+            focused: false,
+        };
+        for width in [50, 80, 160] {
+            let mut terminal = Terminal::new(TestBackend::new(width, 12)).unwrap();
+            terminal
+                .draw(|frame| Training.draw(frame, frame.area(), &view))
+                .unwrap();
+            let buffer = terminal.backend().buffer();
+            let text: String = (0..buffer.area.height)
+                .flat_map(|y| (0..buffer.area.width).map(move |x| (x, y)))
+                .map(|(x, y)| buffer[(x, y)].symbol().to_string())
+                .collect();
+            assert_eq!(
+                text.matches("no readings").count(),
+                1,
+                "width {width}: {text}"
+            );
+        }
     }
 }
