@@ -608,6 +608,33 @@ fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
         &["export", "s.golow", "--format", "json", "-o", "new.json"],
     );
     assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
+
+    // An existing file is refused and left as it was, unless --force, which replaces it whole.
+    let existing = tmp.path().join("mine.csv");
+    std::fs::write(&existing, "my own data\n").unwrap();
+    let export = |extra: &[&str]| {
+        let mut args = vec!["export", "s.golow", "--format", "json", "-o", "mine.csv"];
+        args.extend(extra);
+        golow(tmp.path(), &args)
+    };
+    let refused = export(&[]);
+    let stderr = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("exists") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "my own data\n");
+    let forced = export(&["--force"]);
+    assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
+    let replaced: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&existing).unwrap()).unwrap();
+    assert!(
+        replaced["records"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    );
 }
 
 #[test]

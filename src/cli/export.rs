@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::options::check_output_path;
 use super::replay::open_player;
-use super::{EXIT_OK, Failure, failed};
+use super::{BadInput, EXIT_OK, Failure, failed};
 use crate::export::Format;
 
 #[derive(Args)]
@@ -15,13 +15,24 @@ pub struct ExportArgs {
     file: PathBuf,
     #[arg(long, value_enum)]
     format: Format,
-    /// Where to write (never overwritten half-way: written to a temporary file, then renamed).
+    /// Where to write (never overwritten half-way: written to a temporary file, then renamed); an existing file is
+    /// refused unless --force.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file.
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     check_output_path("--output", &args.output)?;
+    if !args.force && args.output.symlink_metadata().is_ok() {
+        return Err(BadInput(format!(
+            "--output {} exists: golow export does not overwrite it; choose another path or add --force",
+            args.output.display()
+        ))
+        .into());
+    }
     let mut player = open_player(&args.file)?;
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
     let written = crate::files::write_atomically(&args.output, |file| {
