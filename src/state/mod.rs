@@ -875,6 +875,18 @@ mod tests {
     }
 
     #[test]
+    fn a_recording_cut_short_says_so_rather_than_that_its_workers_failed_to_finish() {
+        let mut state = fold("pytorch", vec![step(0, 5.0, false)]);
+        let error = |state: &State| Summary::from_state(state).workers[0].error.clone();
+        assert_eq!(
+            error(&state).as_deref(),
+            Some("the recording ends before the worker did")
+        );
+        state.apply(&Record::new(10.0, None, Body::SessionEnd));
+        assert_eq!(error(&state).as_deref(), Some("did not finish"));
+    }
+
+    #[test]
     fn a_stop_requested_by_the_user_is_not_a_failure() {
         let state = fold(
             "pytorch",
