@@ -840,7 +840,8 @@ mod tests {
         .unwrap();
         let trace: Value = serde_json::from_slice(&out).unwrap();
         let mut names = HashMap::new();
-        let mut slices: HashMap<(u64, u64), Vec<(f64, f64, String)>> = HashMap::new();
+        type Slices = Vec<(f64, f64, String)>;
+        let mut slices: HashMap<(u64, u64), Slices> = HashMap::new();
         for event in trace["traceEvents"].as_array().unwrap() {
             let (pid, tid) = (
                 event["pid"].as_u64().unwrap(),
