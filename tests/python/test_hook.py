@@ -285,7 +285,7 @@ class HookTest(unittest.TestCase):
         self.assertIsNone(passes[0]["interval_ms"])
         self.assertTrue(all(p["interval_ms"] >= p["ms"] * 0.5 for p in passes[1:]), passes)
 
-    def test_a_compiled_model_is_measured_without_graph_breaks(self):
+    def test_a_compiled_model_is_measured_without_graph_breaks_or_recompiles(self):
         source = """
         import torch, torch._dynamo
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -293,19 +293,44 @@ class HookTest(unittest.TestCase):
         with torch.no_grad():
             for _ in range(3):
                 compiled(torch.randn(3, 4))
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for _ in range(3):
             opt.zero_grad()
             compiled(torch.randn(3, 4)).sum().backward()
             opt.step()
+        compiled(torch.randn(3, 4))  # after the first step, as before it: no recompilation
         print(dict(torch._dynamo.utils.counters["graph_break"]), flush=True)
+        print(torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs, flush=True)
         """
         proc, streams = self.run_monitored(source)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout, "{}\n")
+        self.assertEqual(proc.stderr, "", "golow's hooks made torch warn")
+        # One graph more: the training graph, compiled once.
+        self.assertEqual(proc.stdout, "{}\n1\n")
         events = streams[0]
         self.assertEqual(len(of_type(events, "forward_pass")), 4, events)
         self.assert_steps(events, 0, 3)
+
+    def test_a_model_golow_times_still_scripts_traces_and_saves_as_without_golow(self):
+        # A module's own hooks would go with it: TorchScript would compile them, torch.save pickle them.
+        saved = os.path.join(self.tmp.name, "whole.pt")
+        source = f"""
+        import torch
+        m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU())
+        m(torch.randn(2, 4))
+        print(tuple(torch.jit.script(m)(torch.randn(2, 4)).shape), flush=True)
+        print(tuple(torch.jit.trace(m, torch.randn(2, 4))(torch.randn(2, 4)).shape), flush=True)
+        torch.save(m, {saved!r})
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr), (0, "(2, 8)\n(2, 8)\n", ""))
+        self.assertGreaterEqual(len(of_type(streams[0], "forward_pass")), 1)
+        load = subprocess.run(
+            [sys.executable, "-c", f"import torch; print(torch.load({saved!r}, weights_only=False)[0])"],
+            capture_output=True, text=True, timeout=300, env=self.env(""))
+        self.assertEqual(load.returncode, 0, load.stderr)
+        self.assertIn("Linear(in_features=4", load.stdout)
 
     def test_the_api_reports_numbers_and_phases(self):
         source = textwrap.dedent("""

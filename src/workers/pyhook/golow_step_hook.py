@@ -4,8 +4,8 @@ Loaded by golow's sitecustomize in every Python process of a ``--cmd`` worker.
 Importing torch takes seconds, so nothing here imports it: meta-path finders
 wait for the user's code to import ``torch.optim.optimizer`` (then a global
 optimiser step post-hook is registered) and ``torch.nn.modules.module`` (then
-a global forward pre-hook finds the script's model, whose forward passes are
-timed until the first optimiser step).
+global forward hooks find the script's model, whose forward passes are timed
+until the first optimiser step).
 
 A process connects to the worker's socket (``GOLOW_EVENT_SOCKET``, inherited
 by whatever a launcher starts) only when it first has something to say, so a
@@ -50,8 +50,9 @@ class _Process:
 
 
 _me = _Process()
-_global_hook = None  # the forward pre-hook's handle while the model is not found
-_model_hooks = []    # the model's own hooks' handles while forward passes are counted
+_forward_hooks = []  # the global forward hooks' handles
+_counting = True     # forward passes are timed until the process's first optimiser step
+_model = None        # a weak reference to the model once found
 
 
 def install():
@@ -139,83 +140,83 @@ def _register_steps(module):
 
 
 def _register_forward(module):
-    global _global_hook
+    """Global forward hooks, never the model's own: a module's hooks go wherever it goes (torch.jit.script compiles
+    them, torch.save pickles them), the global ones stay in this process."""
     try:
-        _global_hook = module.register_module_forward_pre_hook(_on_any_forward)
+        import warnings
+        # torch.compile warns of any global hook; ours only time the model's calls, and say nothing while traced.
+        warnings.filterwarnings(
+            "ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks", category=UserWarning)
+        _forward_hooks.append(module.register_module_forward_pre_hook(_on_module_start))
+        try:
+            _forward_hooks.append(module.register_module_forward_hook(_on_module_end, always_call=True))
+        except TypeError:  # torch < 2.1
+            _forward_hooks.append(module.register_module_forward_hook(_on_module_end))
     except Exception:
-        pass
+        _stop_counting_passes()
+
+
+_is_compiling = None  # torch.compiler.is_compiling, once torch has it
 
 
 def _compiling():
-    # Under torch.compile's tracing the hooks must do nothing: this check is folded away, so they add no graph break.
-    torch = sys.modules.get("torch")
-    compiler = getattr(torch, "compiler", None)
-    check = getattr(compiler, "is_compiling", None)
-    return bool(check and check())
-
-
-def _on_any_forward(module, args):
-    """The first module with parameters to start a forward pass outside any other is the model."""
-    global _global_hook
-    try:
-        if _compiling():
-            return
-        with _lock:
-            if _global_hook is None:
-                return
-            if _me.stepped or next(iter(module.parameters()), None) is not None:
-                _global_hook.remove()
-                _global_hook = None
-                if not _me.stepped:
-                    _watch_model(module)
-    except Exception:
-        _stop_counting_passes()
-
-
-def _watch_model(model):
-    """Hooks the model itself: two calls a forward pass, and none once the process steps an optimiser."""
-    try:
-        _model_hooks.append(model.register_forward_pre_hook(_on_model_start))
-        try:
-            _model_hooks.append(model.register_forward_hook(_on_model_end, always_call=True))
-        except TypeError:  # torch < 2.1
-            _model_hooks.append(model.register_forward_hook(_on_model_end))
-        # This call's own pre-hook was taken before ours was added.
-        _on_model_start(model, ())
-    except Exception:  # e.g. a TorchScript module, which takes no hooks
-        _stop_counting_passes()
+    # Under torch.compile's tracing the hooks do nothing: this check is folded away, so they add no graph break.
+    global _is_compiling
+    if _is_compiling is None:
+        compiler = getattr(sys.modules.get("torch"), "compiler", None)
+        _is_compiling = getattr(compiler, "is_compiling", None)
+        if _is_compiling is None:
+            return False
+    return _is_compiling()
 
 
 def _stop_counting_passes():
-    global _global_hook
+    """After the first optimiser step (or a failure) forward passes are no longer timed. The hooks go too, unless
+    torch.compile may have compiled code that checks them (it guards on how many global hooks there are, and
+    removing them would recompile): then they stay, doing nothing."""
+    global _counting
     try:
         with _lock:
-            while _model_hooks:
-                _model_hooks.pop().remove()
-            if _global_hook is not None:
-                _global_hook.remove()
-                _global_hook = None
+            _counting = False
+            if "torch._dynamo" in sys.modules:
+                return
+            while _forward_hooks:
+                _forward_hooks.pop().remove()
     except Exception:
         pass
 
 
-def _on_model_start(model, args):
+def _on_module_start(module, args):
+    """Every module's call: the first with parameters called outside any other is the model, and its calls are
+    timed."""
+    global _model
     try:
-        if _compiling():
+        if _compiling() or not _counting:
+            return
+        model = _model() if _model is not None else None
+        if model is not None and module is not model:  # the hot path: every other module's call
             return
         with _lock:
+            if model is None:
+                if _me.stepped or next(iter(module.parameters()), None) is None:
+                    return
+                import weakref
+                _model = weakref.ref(module)
+                model = module
+            if module is not model:
+                return
             _me.depth += 1
             if _me.depth == 1:
                 _me.pass_start_ns = time.perf_counter_ns()
                 if _me.first_forward_ns is None:
                     _me.first_forward_ns = _me.pass_start_ns
     except Exception:
-        pass
+        _stop_counting_passes()
 
 
-def _on_model_end(model, args, output):
+def _on_module_end(module, args, output):
     try:
-        if _compiling():
+        if _compiling() or not _counting or _model is None or module is not _model():
             return
         now = time.perf_counter_ns()
         with _lock:
@@ -263,7 +264,7 @@ def _on_step(optimizer, args, kwargs):
                     event["first_step_ms"] = _ms(now - _me.first_forward_ns)
             entry[1], entry[2] = step + 1, now
             _send(event)
-        if _model_hooks or _global_hook is not None:
+        if _counting:
             _stop_counting_passes()
     except Exception:
         pass
