@@ -626,11 +626,28 @@ fn repeat_runs_and_records_each_session() {
     );
 }
 
+/// A script that sends optimiser steps on its worker's event socket as fast as it can, until killed.
+fn flood_script(dir: &std::path::Path) -> String {
+    let path = dir.join("flood.py");
+    std::fs::write(
+        &path,
+        "import os, socket\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         s.connect(os.environ['GOLOW_EVENT_SOCKET'])\n\
+         line = b'{\"type\":\"optimizer_step\",\"step\":1,\"interval_ms\":0.5}\\n'\n\
+         lines = line * 10000\n\
+         while True:\n\
+         \x20   s.sendall(lines)\n",
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
 #[test]
 fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
     let tmp = tempfile::tempdir().unwrap();
-    let flood = r#"flood=timeout 4 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3"#;
-    let mut child = headless(tmp.path(), &["--cmd", flood, "--record", "flood.golow"])
+    let flood = format!("flood=timeout 4 python3 {}", flood_script(tmp.path()));
+    let mut child = headless(tmp.path(), &["--cmd", &flood, "--record", "flood.golow"])
         .spawn()
         .unwrap();
     let status = format!("/proc/{}/status", child.id());
@@ -687,11 +704,13 @@ fn a_full_disk_stops_the_recording_not_the_session() {
     let tmp = tempfile::tempdir().unwrap();
     let disk = SmallDisk::mount(tmp.path().join("small"));
     let recording = disk.0.join("s.golow");
-    let flood =
-        r#"flood=timeout 3 yes '{"type":"optimizer_step","step":1,"interval_ms":0.5}' >&3; exit 0"#;
+    let flood = format!(
+        "flood=timeout 3 python3 {}; exit 0",
+        flood_script(tmp.path())
+    );
     let out = headless(
         tmp.path(),
-        &["--cmd", flood, "--record", recording.to_str().unwrap()],
+        &["--cmd", &flood, "--record", recording.to_str().unwrap()],
     )
     .output()
     .unwrap();

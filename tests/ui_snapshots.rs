@@ -188,6 +188,58 @@ fn the_output_overlay_shows_a_workers_lines_escaped_and_scrolls() {
 }
 
 #[test]
+fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
+    use golow_protocol::config::SessionConfig;
+    use golow_protocol::event::{Body, Record};
+    let Some(Body::SessionStart(config)) = golow_protocol::samples::every_body().into_iter().next()
+    else {
+        unreachable!()
+    };
+    let config = SessionConfig {
+        workers: vec!["train".into()],
+        commands: [("train".to_string(), "python idle.py".to_string())].into(),
+        stall_after_s: 30,
+        ..config
+    };
+    let mut state = State::default();
+    let mut at = |t_ms: f64, body: Body| {
+        let worker = (!matches!(body, Body::SessionStart(_))).then(|| "train".to_string());
+        state.apply(&Record::new(t_ms, worker, body));
+        render(&mut app(), &state, 120, 30)
+    };
+    let reading = Body::Process {
+        pid: 7,
+        rss_bytes: 1 << 20,
+        peak_rss_bytes: 1 << 20,
+        cpu_percent: Some(1.0),
+    };
+    at(0.0, Body::SessionStart(config));
+    at(
+        10.0,
+        Body::WorkerStarted {
+            pid: 7,
+            command: vec!["sh".into()],
+        },
+    );
+    let early = at(20_000.0, reading.clone());
+    assert!(early.contains("train 0 steps"), "{early}");
+    let stalled = at(45_010.0, reading);
+    assert!(stalled.contains("train no step for 45 s"), "{stalled}");
+    let ended = at(
+        46_000.0,
+        Body::WorkerExited {
+            exit_code: Some(0),
+            signal: None,
+            stop_requested: false,
+        },
+    );
+    assert!(
+        ended.contains("train done, no optimiser step or forward pass seen"),
+        "{ended}"
+    );
+}
+
+#[test]
 fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {
     let state = session(true, 80);
     let mut app = app();
