@@ -565,19 +565,11 @@ fn a_summary_is_written_only_to_a_regular_file_or_a_new_path() {
     assert!(!tmp.path().join("recordings").exists(), "a session ran");
 }
 
-#[test]
-fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
-    let tmp = tempfile::tempdir().unwrap();
+/// Records a short real session (one --cmd worker) to `name` in `dir`.
+fn record_a_quick_session(dir: &Path, name: &str) {
     let recorded = golow(
-        tmp.path(),
-        &[
-            "run",
-            "--headless",
-            "--cmd",
-            "quick=true",
-            "--record",
-            "s.golow",
-        ],
+        dir,
+        &["run", "--headless", "--cmd", "quick=true", "--record", name],
     );
     assert_eq!(
         recorded.status.code(),
@@ -585,56 +577,143 @@ fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
         "{}",
         text(&recorded.stderr)
     );
+}
+
+#[test]
+fn an_export_is_written_only_to_a_regular_file_or_a_new_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    record_a_quick_session(tmp.path(), "s.golow");
     let paths = unwritable_paths(tmp.path());
-    for (path, kind) in &paths {
-        let out = golow(
-            tmp.path(),
-            &[
-                "export",
-                "s.golow",
-                "--format",
-                "json",
-                "-o",
-                path.to_str().unwrap(),
-            ],
-        );
-        let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{kind}: {stderr}");
-        assert!(stderr.contains(&format!("it is {kind}")), "{stderr}");
-    }
-    assert_untouched(tmp.path(), &paths);
     let fresh = golow(
         tmp.path(),
         &["export", "s.golow", "--format", "json", "-o", "new.json"],
     );
     assert_eq!(fresh.status.code(), Some(0), "{}", text(&fresh.stderr));
 
-    // An existing file is refused and left as it was, unless --force, which replaces it whole.
+    // Refused with and without --force: it does not make golow write through a link or into a FIFO, a device or a
+    // directory.
+    for force in [&[][..], &["--force"][..]] {
+        for (path, kind) in &paths {
+            let mut args = vec![
+                "export",
+                "s.golow",
+                "--format",
+                "json",
+                "-o",
+                path.to_str().unwrap(),
+            ];
+            args.extend(force);
+            let out = golow(tmp.path(), &args);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{force:?} {kind}: {stderr}");
+            assert!(stderr.contains(&format!("it is {kind}")), "{stderr}");
+        }
+        assert_untouched(tmp.path(), &paths);
+    }
+}
+
+#[test]
+fn an_export_refuses_an_existing_file_unless_forced_and_replaces_it_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    record_a_quick_session(tmp.path(), "s.golow");
+    let recording = std::fs::read(tmp.path().join("s.golow")).unwrap();
+    // Not text, not JSON: whatever the file holds must come back byte for byte.
+    let mine: Vec<u8> = (0..=255u8).cycle().take(3000).collect();
     let existing = tmp.path().join("mine.csv");
-    std::fs::write(&existing, "my own data\n").unwrap();
-    let export = |extra: &[&str]| {
-        let mut args = vec!["export", "s.golow", "--format", "json", "-o", "mine.csv"];
+    std::fs::write(&existing, &mine).unwrap();
+    let export = |output: &str, extra: &[&str]| {
+        let mut args = vec!["export", "s.golow", "--format", "json", "-o", output];
         args.extend(extra);
         golow(tmp.path(), &args)
     };
-    let refused = export(&[]);
-    let stderr = text(&refused.stderr);
-    assert_eq!(refused.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("exists") && stderr.contains("--force"),
-        "{stderr}"
+    let one_line = |out: &std::process::Output, code: i32, expected: &[&str]| {
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("golow: "), "{stderr}");
+        for part in expected {
+            assert!(stderr.contains(part), "expected '{part}' in: {stderr}");
+        }
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    };
+    let no_temporary_files = || {
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
+    };
+
+    // Refused, with the file left as it was.
+    one_line(
+        &export("mine.csv", &[]),
+        2,
+        &["--output mine.csv exists", "add --force"],
     );
-    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "my own data\n");
-    let forced = export(&["--force"]);
+    assert!(
+        std::fs::read(&existing).unwrap() == mine,
+        "mine.csv was changed"
+    );
+    no_temporary_files();
+
+    // --force with an export that fails half-way (the file size limit is hit while writing): the old file stays.
+    let mut limited = common::golow_command(tmp.path());
+    limited.args([
+        "export", "s.golow", "--format", "json", "-o", "mine.csv", "--force",
+    ]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut limited, || {
+            // Past the limit a write fails with EFBIG rather than killing the process with SIGXFSZ.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: 1024,
+                rlim_max: 1024,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    one_line(&limited.output().unwrap(), 1, &["cannot write mine.csv"]);
+    assert!(
+        std::fs::read(&existing).unwrap() == mine,
+        "mine.csv was changed"
+    );
+    no_temporary_files();
+
+    // --force replaces it with a whole export.
+    let forced = export("mine.csv", &["--force"]);
     assert_eq!(forced.status.code(), Some(0), "{}", text(&forced.stderr));
-    let replaced: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&existing).unwrap()).unwrap();
+    let replaced = std::fs::read(&existing).unwrap();
+    assert!(replaced.len() > 1024, "the limit above was hit half-way");
+    let replaced: serde_json::Value = serde_json::from_slice(&replaced).unwrap();
     assert!(
         replaced["records"]
             .as_array()
             .is_some_and(|r| !r.is_empty())
     );
+    assert!(replaced["header"].is_object());
+    no_temporary_files();
+
+    // Not even --force writes over the recording being exported, however it is named.
+    for output in ["s.golow", "./s.golow"] {
+        one_line(
+            &export(output, &["--force"]),
+            2,
+            &[
+                "is the recording being exported",
+                "never overwrites a recording",
+            ],
+        );
+    }
+    assert!(
+        std::fs::read(tmp.path().join("s.golow")).unwrap() == recording,
+        "the recording was changed"
+    );
+    no_temporary_files();
 }
 
 #[test]

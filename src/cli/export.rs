@@ -1,6 +1,7 @@
 //! `golow export`: a recording as a Chrome trace (Perfetto), CSV or JSON, written whole or not at all.
 
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -19,13 +20,22 @@ pub struct ExportArgs {
     /// refused unless --force.
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace an existing output file.
+    /// Replace an existing output file (never the recording being exported): the export is written to a temporary
+    /// file beside it and renamed over it, so a failed export leaves the old file as it was.
     #[arg(long)]
     force: bool,
 }
 
 pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     check_output_path("--output", &args.output)?;
+    // Not even --force replaces the recording being read: golow never overwrites a recording.
+    if is_same_file(&args.file, &args.output) {
+        return Err(BadInput(format!(
+            "--output {} is the recording being exported: golow never overwrites a recording; choose another path",
+            args.output.display()
+        ))
+        .into());
+    }
     if !args.force && args.output.symlink_metadata().is_ok() {
         return Err(BadInput(format!(
             "--output {} exists: golow export does not overwrite it; choose another path or add --force",
@@ -51,4 +61,12 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
         );
     }
     Ok(EXIT_OK)
+}
+
+/// Whether `a` and `b` are one existing file, however each is spelled.
+fn is_same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
