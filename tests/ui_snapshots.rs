@@ -379,11 +379,30 @@ fn replay_view_with_its_timeline() {
     }
     let prompt = render(&mut app, &state, 160, 40);
     assert!(prompt.contains("jump to (s or h:mm:ss): 10▏"), "{prompt}");
+    // A key the prompt does not take is not typed: the prompt line says what it takes.
+    assert_eq!(app.on_key(key(KeyCode::Char('x')), &state), Action::None);
+    let hinted = render(&mut app, &state, 160, 40);
+    let timeline_row = hinted.lines().rev().nth(1).unwrap();
+    insta::assert_snapshot!("replay_jump_prompt_says_what_it_takes", timeline_row);
     assert_eq!(
         app.on_key(key(KeyCode::Enter), &state),
         Action::Seek(10_000.0)
     );
+    // Esc closes it without a jump; then q is a command again.
+    for code in [KeyCode::Char('j'), KeyCode::Char('5'), KeyCode::Esc] {
+        assert_eq!(app.on_key(key(code), &state), Action::None, "{code:?}");
+    }
+    assert!(!render(&mut app, &state, 160, 40).contains("jump to"));
     assert_eq!(app.on_key(key(KeyCode::Char('q')), &state), Action::Quit);
+    // Ctrl-C quits even from the prompt.
+    app.on_key(key(KeyCode::Char('j')), &state);
+    assert_eq!(
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            &state
+        ),
+        Action::Quit
+    );
 }
 
 #[test]

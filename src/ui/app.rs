@@ -2,7 +2,7 @@
 //! It draws the session state it is given and answers keys with actions; it never touches files or
 //! processes (stopping workers is a `Control` the caller forwards to the session).
 
-use crossterm::event::{KeyCode, KeyEvent, MouseButton, MouseEvent, MouseEventKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -185,6 +185,10 @@ impl App {
         if let Origin::Replay(timeline) = &mut self.origin
             && timeline.prompting()
         {
+            // The prompt keeps every key, q included, but Ctrl-C quits here as everywhere else.
+            if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+                return Action::Quit;
+            }
             return match timeline.on_key(key.code) {
                 Moved::Jumped(ms) => Action::Seek(ms),
                 Moved::Handled | Moved::Ignored => Action::None,

@@ -121,9 +121,35 @@ mod tests {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
 
+    /// The pane drawn on a terminal `width` wide, as text, row after row.
+    fn drawn(state: &State, width: u16) -> String {
+        let theme = crate::ui::theme::builtin("dark").unwrap();
+        let view = View {
+            state,
+            theme: &theme,
+            window: Window {
+                from: 0.0,
+                to: 60.0,
+            },
+            focused: false,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(width, 12)).unwrap();
+        terminal
+            .draw(|frame| Training.draw(frame, frame.area(), &view))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        (0..buffer.area.height)
+            .map(|y| {
+                let row: String = (0..buffer.area.width)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect();
+                row + "\n"
+            })
+            .collect()
+    }
+
     #[test]
     fn a_pane_without_readings_says_so_once() {
-        let theme = crate::ui::theme::builtin("dark").unwrap();
         let mut state = State::default();
         state.apply(&golow_protocol::event::Record::new(
             0.0,
@@ -133,29 +159,40 @@ mod tests {
                 command: vec!["sh".into()],
             },
         ));
-        let view = View {
-            state: &state,
-            theme: &theme,
-            window: Window {
-                from: 0.0,
-                to: 60.0,
-            },
-            focused: false,
-        };
+        // Neither chart has readings: one notice across both, whole, not one cut off by the other.
+        for width in [40, 50, 80, 160] {
+            let text = drawn(&state, width);
+            let notices = text.matches("no readings").count();
+            assert_eq!(notices, 1, "width {width}:\n{text}");
+            if width >= 80 {
+                assert!(
+                    text.contains("no readings in this window yet"),
+                    "width {width}:\n{text}"
+                );
+            }
+        }
+        // A script that reports its loss but no accuracy: the loss is charted, and the accuracy's half alone says
+        // it has nothing.
+        for t in 1..=30 {
+            state.workers[0]
+                .series
+                .loss
+                .push(f64::from(t), 2.0 - f64::from(t) / 30.0);
+        }
         for width in [50, 80, 160] {
-            let mut terminal = Terminal::new(TestBackend::new(width, 12)).unwrap();
-            terminal
-                .draw(|frame| Training.draw(frame, frame.area(), &view))
-                .unwrap();
-            let buffer = terminal.backend().buffer();
-            let text: String = (0..buffer.area.height)
-                .flat_map(|y| (0..buffer.area.width).map(move |x| (x, y)))
-                .map(|(x, y)| buffer[(x, y)].symbol().to_string())
-                .collect();
+            let text = drawn(&state, width);
             assert_eq!(
                 text.matches("no readings").count(),
                 1,
-                "width {width}: {text}"
+                "width {width}:\n{text}"
+            );
+            // The loss chart is drawn (its x axis), and the notice is in the accuracy's half, to its right.
+            assert!(text.contains('└'), "width {width}:\n{text}");
+            let row = text.lines().find(|l| l.contains("no readings")).unwrap();
+            let column = row[..row.find("no readings").unwrap()].chars().count();
+            assert!(
+                column > usize::from(width) / 2 - 2,
+                "width {width}:\n{text}"
             );
         }
     }
