@@ -1,4 +1,5 @@
-//! Links the Rust workers against the torch that `make build` installed, so they run without LD_LIBRARY_PATH.
+//! Links the Rust workers against the torch that `make build` installed, so they run without LD_LIBRARY_PATH, and
+//! compiles the shim to the libtorch kernels tch does not expose (csrc/), against that torch's headers.
 
 fn main() {
     // torch-sys (links = "tch") tells dependants where libtorch lives.
@@ -18,9 +19,26 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=GOLOW_LIBTORCH_VERSION={version}");
+    compile_shim(&lib_dir);
     let lib_dir = lib_dir.display();
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
     // libtorch_cuda registers CUDA with the dispatcher only from static initialisers: without
     // --no-as-needed the linker drops it (no symbol is referenced) and CUDA never shows up.
     println!("cargo:rustc-link-arg-bin=golow-worker=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+}
+
+fn compile_shim(lib_dir: &std::path::Path) {
+    let source = "csrc/aten_backward.cpp";
+    println!("cargo:rerun-if-changed={source}");
+    let include = lib_dir.join("../include");
+    cc::Build::new()
+        .cpp(true)
+        .file(source)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        // torch's wheels since 2.7 are built with the C++11 ABI only.
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .warnings(false)
+        .compile("golow_aten_backward");
 }

@@ -3,5 +3,7 @@
 //! session's weights read into that layout. The GPU kernels need an NVIDIA GPU to be written and checked against
 //! `libtorch`; until then the monitor's `--impl cudnn` says why it cannot run.
 
+pub mod aten;
 pub mod plan;
+pub mod program;
 pub mod weights;

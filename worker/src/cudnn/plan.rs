@@ -6,7 +6,7 @@
 use golow_protocol::config::Model;
 
 /// N, C, H, W.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub n: usize,
     pub c: usize,
@@ -240,6 +240,26 @@ impl Plan {
         })
     }
 
+    /// The same network for another batch size (the last, partial batch of a pass over a split).
+    pub fn with_batch(&self, n: usize) -> Plan {
+        let mut plan = self.clone();
+        let resize = |s: &mut Shape| s.n = n;
+        resize(&mut plan.input);
+        resize(&mut plan.pooled);
+        for conv in std::iter::once(&mut plan.stem).chain(
+            plan.blocks
+                .iter_mut()
+                .flat_map(|b| b.convs.iter_mut().chain(b.downsample.as_mut())),
+        ) {
+            resize(&mut conv.input);
+            resize(&mut conv.output);
+        }
+        for block in &mut plan.blocks {
+            resize(&mut block.output);
+        }
+        plan
+    }
+
     pub fn convs(&self) -> impl Iterator<Item = &Conv> {
         std::iter::once(&self.stem).chain(
             self.blocks
@@ -315,6 +335,15 @@ mod tests {
         assert!(!names.contains(&"layer1.1.downsample.0.weight"));
         let fc = plan.params.iter().find(|p| p.name == "fc.weight").unwrap();
         assert_eq!(fc.shape, [10, 2048]);
+    }
+
+    #[test]
+    fn another_batch_size_changes_only_the_batch() {
+        let plan = Plan::new(Model::Resnet50, 3, 10, 16, 32).unwrap();
+        assert_eq!(
+            plan.with_batch(5),
+            Plan::new(Model::Resnet50, 3, 10, 5, 32).unwrap()
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The Rust workers (`golow-worker`): each run is one process that trains or evaluates one implementation
 //! and reports on its event channel. Workers know nothing of the UI or of each other.
 
+#[cfg(test)]
+mod aten_matches_libtorch;
 mod batches;
 mod clock;
 mod libtorch;

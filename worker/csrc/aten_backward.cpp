@@ -1,0 +1,120 @@
+// What the `aten` level needs of libtorch and tch does not expose: the backward kernels (tch's generator leaves out
+// every `*_backward` operator), called as autograd calls them, and SGD's update written as torch::optim::SGD
+// writes it (tch has no add with a scale, which that update is made of). Tensors cross as tch's handles
+// (`at::Tensor*`); results are new handles the caller owns. Errors come back as a malloc'd message, never thrown
+// across the C boundary.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/_log_softmax_backward_data.h>
+#include <ATen/ops/native_batch_norm_backward.h>
+#include <ATen/ops/nll_loss_backward.h>
+#include <ATen/ops/nll_loss_forward.h>
+#include <ATen/ops/ones_like.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <tuple>
+
+namespace {
+
+char *error_message(const std::exception &e) {
+    const char *what = e.what();
+    // libtorch appends a C++ stack trace after the first line: the first line says what was wrong.
+    size_t length = std::strcspn(what, "\n");
+    char *message = static_cast<char *>(std::malloc(length + 1));
+    if (message != nullptr) {
+        std::memcpy(message, what, length);
+        message[length] = '\0';
+    }
+    return message;
+}
+
+at::Tensor *handle(const at::Tensor &t) { return t.defined() ? new at::Tensor(t) : nullptr; }
+
+} // namespace
+
+extern "C" {
+
+// Gradients of a 2-D convolution without bias (dilation 1, one group) with respect to its input (when
+// `grad_input` is not null) and its weight.
+char *golow_convolution_backward(const at::Tensor *grad_output, const at::Tensor *input, const at::Tensor *weight,
+                                 int64_t stride, int64_t padding, at::Tensor **grad_input,
+                                 at::Tensor **grad_weight) {
+    try {
+        auto grads = at::convolution_backward(*grad_output, *input, *weight, c10::nullopt, {stride, stride},
+                                              {padding, padding}, {1, 1}, false, {0, 0}, 1,
+                                              {grad_input != nullptr, true, false});
+        if (grad_input != nullptr) {
+            *grad_input = handle(std::get<0>(grads));
+        }
+        *grad_weight = handle(std::get<1>(grads));
+        return nullptr;
+    } catch (const std::exception &e) {
+        return error_message(e);
+    }
+}
+
+// Gradients of batch norm in training mode (batch statistics, saved by `native_batch_norm`) with respect to its
+// input, scale and shift.
+char *golow_batch_norm_backward(const at::Tensor *grad_output, const at::Tensor *input, const at::Tensor *weight,
+                                const at::Tensor *save_mean, const at::Tensor *save_invstd, double eps,
+                                at::Tensor **grad_input, at::Tensor **grad_weight, at::Tensor **grad_bias) {
+    try {
+        auto grads = at::native_batch_norm_backward(*grad_output, *input, *weight, c10::nullopt, c10::nullopt,
+                                                    *save_mean, *save_invstd, true, eps, {true, true, true});
+        *grad_input = handle(std::get<0>(grads));
+        *grad_weight = handle(std::get<1>(grads));
+        *grad_bias = handle(std::get<2>(grads));
+        return nullptr;
+    } catch (const std::exception &e) {
+        return error_message(e);
+    }
+}
+
+// The gradient of the mean cross-entropy of `logits` (N×classes) against `targets` with respect to the logits:
+// log-softmax and negative log-likelihood backward, as autograd goes through them.
+char *golow_cross_entropy_backward(const at::Tensor *logits, const at::Tensor *targets, at::Tensor **grad) {
+    try {
+        auto log_probabilities = at::_log_softmax(*logits, 1, false);
+        auto [loss, total_weight] =
+            at::nll_loss_forward(log_probabilities, *targets, c10::nullopt, at::Reduction::Mean, -100);
+        auto grad_log_probabilities = at::nll_loss_backward(at::ones_like(loss), log_probabilities, *targets,
+                                                            c10::nullopt, at::Reduction::Mean, -100, total_weight);
+        *grad = handle(at::_log_softmax_backward_data(grad_log_probabilities, log_probabilities, 1,
+                                                      log_probabilities.scalar_type()));
+        return nullptr;
+    } catch (const std::exception &e) {
+        return error_message(e);
+    }
+}
+
+// One SGD step over `param` (torch::optim::SGD's arithmetic, dampening 0, not Nesterov), leaving `grad` as it is;
+// `first` starts the momentum buffer.
+char *golow_sgd_step(at::Tensor *param, const at::Tensor *grad, at::Tensor *momentum_buffer, double lr,
+                     double momentum, double weight_decay, bool first) {
+    try {
+        at::Tensor direction = *grad;
+        if (weight_decay != 0) {
+            direction = direction.add(*param, weight_decay);
+        }
+        if (momentum != 0) {
+            if (first) {
+                momentum_buffer->copy_(direction);
+            } else {
+                momentum_buffer->mul_(momentum).add_(direction);
+            }
+            direction = *momentum_buffer;
+        }
+        param->add_(direction, -lr);
+        return nullptr;
+    } catch (const std::exception &e) {
+        return error_message(e);
+    }
+}
+
+void golow_free_error(char *message) { std::free(message); }
+
+} // extern "C"

@@ -1,0 +1,542 @@
+//! The `aten` backend: the framework-free program on libtorch's primitive kernels, called one by one through tch
+//! with no autograd and no modules (convolution, its backward, batch norm and its backward, max pooling and its
+//! backward, threshold backward, mm). It is a level of its own between `libtorch` and `cudnn`: the same kernels as
+//! `libtorch`, so the difference between the two is what autograd and modules cost; and the reference the `cudnn`
+//! backend is checked against, operation by operation, on a GPU.
+//!
+//! Parameters, their gradients and SGD's momentum are each one contiguous tensor in the plan's layout, each
+//! parameter a view into it, so the update is three operations over the whole model. libtorch's kernels return
+//! new tensors (on the CPU, convolution and batch norm have no kernel that writes into a given one), so here the
+//! program's buffers name values rather than memory; the `cudnn` backend allocates them once.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char};
+
+use tch::{Device, Kind, Tensor};
+use torch_sys::C_tensor;
+
+use super::plan::Plan;
+use super::program::{Buf, Op, Program};
+use super::weights::Weights;
+use golow_protocol::config::Optimiser;
+
+/// torchvision's (and tch's) batch norm.
+const MOMENTUM: f64 = 0.1;
+const EPS: f64 = 1e-5;
+
+unsafe extern "C" {
+    fn golow_convolution_backward(
+        grad_output: *const C_tensor,
+        input: *const C_tensor,
+        weight: *const C_tensor,
+        stride: i64,
+        padding: i64,
+        grad_input: *mut *mut C_tensor,
+        grad_weight: *mut *mut C_tensor,
+    ) -> *mut c_char;
+    #[allow(clippy::too_many_arguments)]
+    fn golow_batch_norm_backward(
+        grad_output: *const C_tensor,
+        input: *const C_tensor,
+        weight: *const C_tensor,
+        save_mean: *const C_tensor,
+        save_invstd: *const C_tensor,
+        eps: f64,
+        grad_input: *mut *mut C_tensor,
+        grad_weight: *mut *mut C_tensor,
+        grad_bias: *mut *mut C_tensor,
+    ) -> *mut c_char;
+    fn golow_cross_entropy_backward(
+        logits: *const C_tensor,
+        targets: *const C_tensor,
+        grad: *mut *mut C_tensor,
+    ) -> *mut c_char;
+    fn golow_sgd_step(
+        param: *mut C_tensor,
+        grad: *const C_tensor,
+        momentum_buffer: *mut C_tensor,
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+        first: bool,
+    ) -> *mut c_char;
+    fn golow_free_error(message: *mut c_char);
+}
+
+/// Panics with libtorch's message, as tch's own calls do, when `error` is not null; the worker reports it.
+fn check(error: *mut c_char) {
+    if error.is_null() {
+        return;
+    }
+    // SAFETY: a NUL-terminated string from the shim, freed once here.
+    let message = unsafe {
+        let message = CStr::from_ptr(error).to_string_lossy().into_owned();
+        golow_free_error(error);
+        message
+    };
+    panic!("libtorch: {message}");
+}
+
+/// Takes ownership of a tensor handle the shim returned.
+fn owned(handle: *mut C_tensor) -> Tensor {
+    assert!(!handle.is_null(), "libtorch returned no tensor");
+    // SAFETY: a handle created with `new at::Tensor` by the shim and owned by nobody else.
+    unsafe { Tensor::from_ptr(handle) }
+}
+
+/// The (input, weight) gradients of a convolution; the input's only when asked for.
+fn convolution_backward(
+    grad_output: &Tensor,
+    input: &Tensor,
+    weight: &Tensor,
+    stride: usize,
+    padding: usize,
+    want_input: bool,
+) -> (Option<Tensor>, Tensor) {
+    let mut grad_input = std::ptr::null_mut();
+    let mut grad_weight = std::ptr::null_mut();
+    // SAFETY: the tensors outlive the call; the out-pointers are written by the shim with owned handles.
+    check(unsafe {
+        golow_convolution_backward(
+            grad_output.as_ptr(),
+            input.as_ptr(),
+            weight.as_ptr(),
+            stride as i64,
+            padding as i64,
+            if want_input {
+                &mut grad_input
+            } else {
+                std::ptr::null_mut()
+            },
+            &mut grad_weight,
+        )
+    });
+    (want_input.then(|| owned(grad_input)), owned(grad_weight))
+}
+
+/// The gradient of the mean cross-entropy with respect to the logits.
+fn cross_entropy_backward(logits: &Tensor, targets: &Tensor) -> Tensor {
+    let mut grad = std::ptr::null_mut();
+    // SAFETY: as above.
+    check(unsafe { golow_cross_entropy_backward(logits.as_ptr(), targets.as_ptr(), &mut grad) });
+    owned(grad)
+}
+
+/// The (input, scale, shift) gradients of a training-mode batch norm.
+fn batch_norm_backward(
+    grad_output: &Tensor,
+    input: &Tensor,
+    scale: &Tensor,
+    mean: &Tensor,
+    invstd: &Tensor,
+) -> (Tensor, Tensor, Tensor) {
+    let mut outs = [std::ptr::null_mut(); 3];
+    let [a, b, c] = &mut outs;
+    // SAFETY: as above.
+    check(unsafe {
+        golow_batch_norm_backward(
+            grad_output.as_ptr(),
+            input.as_ptr(),
+            scale.as_ptr(),
+            mean.as_ptr(),
+            invstd.as_ptr(),
+            EPS,
+            a,
+            b,
+            c,
+        )
+    });
+    let [a, b, c] = outs.map(owned);
+    (a, b, c)
+}
+
+/// A parameter's value and gradient: views into the flat buffers.
+struct ParamViews {
+    value: Tensor,
+    grad: Tensor,
+}
+
+struct LayerViews {
+    weight: ParamViews,
+    scale: ParamViews,
+    shift: ParamViews,
+    running_mean: Tensor,
+    running_var: Tensor,
+}
+
+pub struct AtenNet {
+    plan: Plan,
+    optimiser: Optimiser,
+    train: Option<Program>,
+    /// Evaluation steps by batch size: the training batch, and the last, partial one of a pass over the test split.
+    eval: HashMap<usize, Program>,
+    trainable: Tensor,
+    statistics: Tensor,
+    grads: Tensor,
+    momentum: Tensor,
+    stepped: bool,
+    layers: Vec<LayerViews>,
+    head_weight: ParamViews,
+    head_bias: ParamViews,
+    values: Vec<Option<Tensor>>,
+}
+
+fn view(flat: &Tensor, offset: usize, shape: &[usize]) -> Tensor {
+    let elements: usize = shape.iter().product();
+    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+    flat.narrow(0, offset as i64, elements as i64)
+        .view(&shape[..])
+}
+
+impl AtenNet {
+    /// The network of `plan` (its batch size is the training step's) with `weights`, on `device`.
+    pub fn new(plan: Plan, weights: &Weights, optimiser: Optimiser, device: Device) -> AtenNet {
+        let trainable = Tensor::from_slice(&weights.trainable).to_device(device);
+        let statistics = Tensor::from_slice(&weights.statistics).to_device(device);
+        let grads = trainable.zeros_like();
+        let momentum = trainable.zeros_like();
+        let train = Program::train(&plan);
+        let shape_of = |offset: usize| {
+            plan.params
+                .iter()
+                .find(|p| p.trainable && p.offset == offset)
+                .map(|p| p.shape.clone())
+                .expect("every offset of the program is a parameter's")
+        };
+        let param = |offset: usize| {
+            let shape = shape_of(offset);
+            ParamViews {
+                value: view(&trainable, offset, &shape),
+                grad: view(&grads, offset, &shape),
+            }
+        };
+        let layers = train
+            .layers
+            .iter()
+            .map(|l| {
+                let c = l.conv.output.c;
+                LayerViews {
+                    weight: param(l.weight),
+                    scale: param(l.scale),
+                    shift: param(l.shift),
+                    running_mean: view(&statistics, l.running_mean, &[c]),
+                    running_var: view(&statistics, l.running_var, &[c]),
+                }
+            })
+            .collect();
+        let head_weight = param(train.head.weight);
+        let head_bias = param(train.head.bias);
+        AtenNet {
+            eval: HashMap::from([(plan.input.n, Program::eval(&plan))]),
+            plan,
+            optimiser,
+            train: Some(train),
+            trainable,
+            statistics,
+            grads,
+            momentum,
+            stepped: false,
+            layers,
+            head_weight,
+            head_bias,
+            values: Vec::new(),
+        }
+    }
+
+    /// One training step: its mean loss and logits; every parameter updated.
+    pub fn train_step(&mut self, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        let program = self.train.take().expect("the training step is planned");
+        let out = self.run(&program, images, targets);
+        self.train = Some(program);
+        out
+    }
+
+    /// Batch norm on running statistics, nothing kept for a backward pass: mean loss and logits.
+    pub fn evaluate(&mut self, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        let n = images.size()[0] as usize;
+        let program = match self.eval.remove(&n) {
+            Some(p) => p,
+            None => Program::eval(&self.plan.with_batch(n)),
+        };
+        let out = self.run(&program, images, targets);
+        self.eval.insert(n, program);
+        out
+    }
+
+    /// The gradient of the last training step of a parameter named as torchvision names it.
+    pub fn gradient(&self, name: &str) -> Option<Tensor> {
+        self.named(name, &self.grads)
+    }
+
+    /// A trainable parameter's value, or a running statistic's.
+    pub fn parameter(&self, name: &str) -> Option<Tensor> {
+        let p = self.plan.params.iter().find(|p| p.name == name)?;
+        let flat = if p.trainable {
+            &self.trainable
+        } else {
+            &self.statistics
+        };
+        Some(view(flat, p.offset, &p.shape))
+    }
+
+    fn named(&self, name: &str, flat: &Tensor) -> Option<Tensor> {
+        let p = self
+            .plan
+            .params
+            .iter()
+            .find(|p| p.trainable && p.name == name)?;
+        Some(view(flat, p.offset, &p.shape))
+    }
+
+    fn value(&self, buf: Buf) -> &Tensor {
+        self.values[buf.0]
+            .as_ref()
+            .expect("the program reads only what it wrote")
+    }
+
+    fn set(&mut self, buf: Buf, value: Tensor) {
+        self.values[buf.0] = Some(value);
+    }
+
+    fn run(&mut self, program: &Program, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        self.values.clear();
+        self.values.resize_with(program.buffers.len(), || None);
+        self.set(program.images, images.shallow_clone());
+        for op in &program.ops {
+            self.execute(program, op, targets);
+        }
+        let loss = self.value(program.loss).shallow_clone();
+        let logits = self.value(program.logits).shallow_clone();
+        (loss, logits)
+    }
+
+    fn execute(&mut self, program: &Program, op: &Op, targets: &Tensor) {
+        match *op {
+            Op::Conv {
+                layer,
+                input,
+                output,
+            } => {
+                let conv = &program.layers[layer].conv;
+                let (s, p) = (conv.stride as i64, conv.pad as i64);
+                let y = self.value(input).convolution(
+                    &self.layers[layer].weight.value,
+                    None::<&Tensor>,
+                    [s, s],
+                    [p, p],
+                    [1, 1],
+                    false,
+                    [0, 0],
+                    1,
+                );
+                self.set(output, y);
+            }
+            Op::BatchNorm {
+                layer,
+                input,
+                output,
+                saved,
+            } => {
+                let l = &self.layers[layer];
+                let (y, mean, invstd) = self.value(input).native_batch_norm(
+                    Some(&l.scale.value),
+                    Some(&l.shift.value),
+                    Some(&l.running_mean),
+                    Some(&l.running_var),
+                    saved.is_some(),
+                    MOMENTUM,
+                    EPS,
+                );
+                self.set(output, y);
+                if let Some(saved) = saved {
+                    self.set(saved.mean, mean);
+                    self.set(saved.invstd, invstd);
+                }
+            }
+            Op::Relu { data } => {
+                let _ = self.value(data).shallow_clone().relu_();
+            }
+            Op::MaxPool {
+                input,
+                output,
+                indices,
+            } => {
+                let (y, i) = self.value(input).max_pool2d_with_indices(
+                    [3, 3],
+                    [2, 2],
+                    [1, 1],
+                    [1, 1],
+                    false,
+                );
+                self.set(output, y);
+                if let Some(indices) = indices {
+                    self.set(indices, i);
+                }
+            }
+            Op::AddRelu { data, shortcut } => {
+                let mut sum = self.value(data).shallow_clone();
+                let _ = sum.g_add_(self.value(shortcut));
+                let _ = sum.relu_();
+            }
+            Op::AvgPool { input, output } => {
+                let y = self.value(input).adaptive_avg_pool2d([1, 1]);
+                self.set(output, y);
+            }
+            Op::Linear { input, output } => {
+                let y = self
+                    .value(input)
+                    .flatten(1, -1)
+                    .linear(&self.head_weight.value, Some(&self.head_bias.value));
+                self.set(output, y);
+            }
+            Op::Loss { logits, loss } => {
+                let l = self.value(logits).cross_entropy_for_logits(targets);
+                self.set(loss, l);
+            }
+            Op::LossBackward { logits, grad } => {
+                let g = cross_entropy_backward(self.value(logits), targets);
+                self.set(grad, g);
+            }
+            Op::LinearBackward {
+                grad_output,
+                input,
+                grad_input,
+            } => {
+                let g = self.value(grad_output).shallow_clone();
+                let input = self.value(input).shallow_clone();
+                let x = input.flatten(1, -1);
+                self.head_weight.grad.copy_(&g.tr().mm(&x));
+                self.head_bias
+                    .grad
+                    .copy_(&g.sum_dim_intlist(0, false, Kind::Float));
+                let gx = g.mm(&self.head_weight.value).view(&input.size()[..]);
+                self.set(grad_input, gx);
+            }
+            Op::AvgPoolBackward {
+                grad_output,
+                grad_input,
+            } => {
+                let BufferShape { n, c, h, w } = BufferShape::of(program, grad_input);
+                let g = (self.value(grad_output) / (h * w) as f64)
+                    .expand([n, c, h, w], false)
+                    .contiguous();
+                self.set(grad_input, g);
+            }
+            Op::ReluBackward { grad, output } => {
+                let g = self.value(grad);
+                let _ = self.value(output).threshold_backward_grad_input(g, g, 0.0);
+            }
+            Op::BatchNormBackward {
+                layer,
+                grad_output,
+                input,
+                saved,
+                grad_input,
+            } => {
+                let l = &self.layers[layer];
+                let (gx, gscale, gshift) = batch_norm_backward(
+                    self.value(grad_output),
+                    self.value(input),
+                    &l.scale.value,
+                    self.value(saved.mean),
+                    self.value(saved.invstd),
+                );
+                l.scale.grad.shallow_clone().copy_(&gscale);
+                l.shift.grad.shallow_clone().copy_(&gshift);
+                self.set(grad_input, gx);
+            }
+            Op::ConvBackward {
+                layer,
+                grad_output,
+                input,
+                grad_input,
+                accumulate,
+            } => {
+                let conv = &program.layers[layer].conv;
+                let l = &self.layers[layer];
+                let (gx, gw) = convolution_backward(
+                    self.value(grad_output),
+                    self.value(input),
+                    &l.weight.value,
+                    conv.stride,
+                    conv.pad,
+                    grad_input.is_some(),
+                );
+                l.weight.grad.shallow_clone().copy_(&gw);
+                if let (Some(buf), Some(gx)) = (grad_input, gx) {
+                    if accumulate {
+                        let _ = self.value(buf).shallow_clone().g_add_(&gx);
+                    } else {
+                        self.set(buf, gx);
+                    }
+                }
+            }
+            Op::MaxPoolBackward {
+                grad_output,
+                input,
+                indices,
+                grad_input,
+                ..
+            } => {
+                let x = self.value(input);
+                let out = x.empty_like();
+                let g = x.max_pool2d_with_indices_backward_grad_input(
+                    &out,
+                    self.value(grad_output),
+                    [3, 3],
+                    [2, 2],
+                    [1, 1],
+                    [1, 1],
+                    false,
+                    self.value(indices),
+                );
+                self.set(grad_input, g);
+            }
+            Op::Accumulate { into, from } => {
+                let _ = self.value(into).shallow_clone().g_add_(self.value(from));
+            }
+            Op::Sgd => self.sgd(),
+        }
+    }
+
+    /// libtorch's SGD (torch::optim::SGD, as tch runs it for the other levels) over the whole trainable buffer at
+    /// once: d = g + wd·p; the momentum buffer starts as d, then b = m·b + d; p -= lr·b.
+    fn sgd(&mut self) {
+        let o = &self.optimiser;
+        // SAFETY: the three tensors are this network's own, alive for the call.
+        check(unsafe {
+            golow_sgd_step(
+                self.trainable.as_mut_ptr(),
+                self.grads.as_ptr(),
+                self.momentum.as_mut_ptr(),
+                o.lr,
+                o.momentum,
+                o.weight_decay,
+                !self.stepped,
+            )
+        });
+        self.stepped = true;
+    }
+}
+
+/// A tensor buffer's shape as libtorch takes it.
+struct BufferShape {
+    n: i64,
+    c: i64,
+    h: i64,
+    w: i64,
+}
+
+impl BufferShape {
+    fn of(program: &Program, buf: Buf) -> BufferShape {
+        match program.buffers[buf.0] {
+            super::program::BufferKind::Tensor(s) => BufferShape {
+                n: s.n as i64,
+                c: s.c as i64,
+                h: s.h as i64,
+                w: s.w as i64,
+            },
+            other => panic!("{other:?} is not a tensor"),
+        }
+    }
+}

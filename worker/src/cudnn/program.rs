@@ -1,0 +1,796 @@
+//! The training and evaluation step of the framework-free ResNet as an explicit program: every forward operation,
+//! the hand-written backward of each in reverse order (gradients added where the residual branches join), and the
+//! SGD update. It is worked out once from the shape plan for one batch size; the buffers it names are planned
+//! here too: activations a training step needs again in its backward pass are kept, every other buffer is reused
+//! as soon as its last reader has run, so a backend allocates them all once and never inside a step.
+//!
+//! Two backends run the same program: `aten` (libtorch's CPU and CUDA kernels without autograd) and `cudnn`.
+
+use std::collections::HashMap;
+
+use super::plan::{Conv, Param, Plan, Shape};
+
+/// A buffer of the program, an index into `Program::buffers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Buf(pub usize);
+
+/// What a buffer holds; buffers of one kind are interchangeable, so the planner reuses them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BufferKind {
+    /// f32, N×C×H×W (features are N×C×1×1, logits N×classes×1×1).
+    Tensor(Shape),
+    /// Where each max-pool output came from, one integer per output element.
+    Indices(Shape),
+    /// f32 per channel: a batch norm's batch mean or inverse standard deviation, kept for its backward pass.
+    Channels(usize),
+    /// The batch's mean loss, one f32.
+    Scalar,
+}
+
+impl BufferKind {
+    /// Bytes on a device that stores indices as i64 and everything else as f32.
+    pub fn bytes(&self) -> usize {
+        match self {
+            BufferKind::Tensor(s) => 4 * s.elements(),
+            BufferKind::Indices(s) => 8 * s.elements(),
+            BufferKind::Channels(c) => 4 * c,
+            BufferKind::Scalar => 4,
+        }
+    }
+}
+
+/// A convolution and the batch norm after it, with where their parameters live in the plan's buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    pub conv: Conv,
+    /// Offsets in the trainable buffer.
+    pub weight: usize,
+    pub scale: usize,
+    pub shift: usize,
+    /// Offsets in the statistics buffer.
+    pub running_mean: usize,
+    pub running_var: usize,
+}
+
+/// The fully connected layer: offsets of its weight (classes × features) and bias in the trainable buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    pub weight: usize,
+    pub bias: usize,
+    pub features: usize,
+    pub classes: usize,
+}
+
+/// `layer` indexes `Program::layers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// output = conv(input).
+    Conv {
+        layer: usize,
+        input: Buf,
+        output: Buf,
+    },
+    /// output = batch norm(input): with `saved`, training mode (batch statistics, saved for the backward pass, and
+    /// the running statistics updated); without, inference mode on the running statistics.
+    BatchNorm {
+        layer: usize,
+        input: Buf,
+        output: Buf,
+        saved: Option<Saved>,
+    },
+    /// data = max(data, 0), in place.
+    Relu { data: Buf },
+    /// 3×3, stride 2, padding 1; `indices` where a training step needs them for the backward pass.
+    MaxPool {
+        input: Buf,
+        output: Buf,
+        indices: Option<Buf>,
+    },
+    /// data = max(data + shortcut, 0), in place: where a residual block's branches join.
+    AddRelu { data: Buf, shortcut: Buf },
+    /// output (N×C×1×1) = the mean of each channel of input.
+    AvgPool { input: Buf, output: Buf },
+    /// logits = features · weightᵀ + bias.
+    Linear { input: Buf, output: Buf },
+    /// loss = mean over the batch of −log softmax(logits)[target].
+    Loss { logits: Buf, loss: Buf },
+    /// grad = (softmax(logits) − one-hot(target)) / N.
+    LossBackward { logits: Buf, grad: Buf },
+    /// grad_input = grad_output · weight; the head's weight and bias gradients.
+    LinearBackward {
+        grad_output: Buf,
+        input: Buf,
+        grad_input: Buf,
+    },
+    /// grad_input = grad_output spread evenly over each channel's pixels.
+    AvgPoolBackward { grad_output: Buf, grad_input: Buf },
+    /// grad = grad where output > 0, else 0, in place (`output` is the ReLU's, which is positive where its input was).
+    ReluBackward { grad: Buf, output: Buf },
+    /// grad_input and the layer's scale and shift gradients from the batch statistics saved by the forward pass.
+    BatchNormBackward {
+        layer: usize,
+        grad_output: Buf,
+        input: Buf,
+        saved: Saved,
+        grad_input: Buf,
+    },
+    /// The layer's weight gradient, and the gradient with respect to its input when `grad_input` is given: written
+    /// over it, or added to it (`accumulate`) where a residual block's two branches meet its input.
+    ConvBackward {
+        layer: usize,
+        grad_output: Buf,
+        input: Buf,
+        grad_input: Option<Buf>,
+        accumulate: bool,
+    },
+    MaxPoolBackward {
+        grad_output: Buf,
+        input: Buf,
+        output: Buf,
+        indices: Buf,
+        grad_input: Buf,
+    },
+    /// into += from.
+    Accumulate { into: Buf, from: Buf },
+    /// SGD with momentum and weight decay over the whole trainable buffer, from the gradients written above.
+    Sgd,
+}
+
+/// A training-mode batch norm's batch mean and inverse standard deviation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Saved {
+    pub mean: Buf,
+    pub invstd: Buf,
+}
+
+impl Op {
+    /// The buffers the op reads (in-place operands included).
+    pub fn reads(&self) -> Vec<Buf> {
+        match *self {
+            Op::Conv { input, .. }
+            | Op::AvgPool { input, .. }
+            | Op::Linear { input, .. }
+            | Op::MaxPool { input, .. }
+            | Op::BatchNorm { input, .. } => vec![input],
+            Op::Relu { data } => vec![data],
+            Op::AddRelu { data, shortcut } => vec![data, shortcut],
+            Op::Loss { logits, .. } | Op::LossBackward { logits, .. } => vec![logits],
+            Op::LinearBackward {
+                grad_output, input, ..
+            } => vec![grad_output, input],
+            Op::AvgPoolBackward { grad_output, .. } => vec![grad_output],
+            Op::ReluBackward { grad, output } => vec![grad, output],
+            Op::BatchNormBackward {
+                grad_output,
+                input,
+                saved,
+                ..
+            } => vec![grad_output, input, saved.mean, saved.invstd],
+            Op::ConvBackward {
+                grad_output,
+                input,
+                grad_input,
+                accumulate,
+                ..
+            } => {
+                let mut reads = vec![grad_output, input];
+                reads.extend(grad_input.filter(|_| accumulate));
+                reads
+            }
+            Op::MaxPoolBackward {
+                grad_output,
+                input,
+                output,
+                indices,
+                ..
+            } => vec![grad_output, input, output, indices],
+            Op::Accumulate { into, from } => vec![into, from],
+            Op::Sgd => vec![],
+        }
+    }
+
+    /// The buffers the op writes.
+    pub fn writes(&self) -> Vec<Buf> {
+        match *self {
+            Op::Conv { output, .. } | Op::AvgPool { output, .. } | Op::Linear { output, .. } => {
+                vec![output]
+            }
+            Op::BatchNorm { output, saved, .. } => {
+                let mut writes = vec![output];
+                writes.extend(saved.map(|s| [s.mean, s.invstd]).into_iter().flatten());
+                writes
+            }
+            Op::MaxPool {
+                output, indices, ..
+            } => std::iter::once(output).chain(indices).collect(),
+            Op::Relu { data } | Op::AddRelu { data, .. } => vec![data],
+            Op::Loss { loss, .. } => vec![loss],
+            Op::LossBackward { grad, .. } | Op::ReluBackward { grad, .. } => vec![grad],
+            Op::LinearBackward { grad_input, .. }
+            | Op::AvgPoolBackward { grad_input, .. }
+            | Op::BatchNormBackward { grad_input, .. }
+            | Op::MaxPoolBackward { grad_input, .. } => vec![grad_input],
+            Op::ConvBackward { grad_input, .. } => grad_input.into_iter().collect(),
+            Op::Accumulate { into, .. } => vec![into],
+            Op::Sgd => vec![],
+        }
+    }
+}
+
+/// One step, training or evaluation, for one batch size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    pub train: bool,
+    pub input: Shape,
+    pub layers: Vec<Layer>,
+    pub head: Head,
+    pub buffers: Vec<BufferKind>,
+    pub ops: Vec<Op>,
+    /// Where the batch goes (N×C×H×W) and where its logits and mean loss come out.
+    pub images: Buf,
+    pub logits: Buf,
+    pub loss: Buf,
+}
+
+impl Program {
+    /// A training step (forward, backward, update) for `plan`'s batch size.
+    pub fn train(plan: &Plan) -> Program {
+        Builder::new(plan, true, true).build()
+    }
+
+    /// An evaluation step: forward with batch norm on running statistics, and the loss.
+    pub fn eval(plan: &Plan) -> Program {
+        Builder::new(plan, false, true).build()
+    }
+
+    /// The same step with a buffer of its own for every value: what the planned reuse is checked against.
+    pub fn without_reuse(plan: &Plan, train: bool) -> Program {
+        Builder::new(plan, train, false).build()
+    }
+
+    /// Bytes of every buffer together (parameters, gradients and momentum not included).
+    pub fn buffer_bytes(&self) -> usize {
+        self.buffers.iter().map(BufferKind::bytes).sum()
+    }
+}
+
+struct Builder<'a> {
+    plan: &'a Plan,
+    train: bool,
+    reuse: bool,
+    layers: Vec<Layer>,
+    buffers: Vec<BufferKind>,
+    free: HashMap<BufferKind, Vec<Buf>>,
+    ops: Vec<Op>,
+}
+
+/// What the forward pass of a residual block leaves for its backward pass.
+struct BlockTrace {
+    input: Buf,
+    /// Per convolution: its layer, its input, its output before batch norm, its normalised output (after ReLU
+    /// where one follows, and for the last the block's output), and the batch statistics.
+    convs: Vec<ConvTrace>,
+    downsample: Option<ConvTrace>,
+}
+
+struct ConvTrace {
+    layer: usize,
+    input: Buf,
+    conv_out: Buf,
+    normalised: Buf,
+    saved: Option<Saved>,
+}
+
+fn param<'p>(plan: &'p Plan, name: &str) -> &'p Param {
+    plan.params
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("the plan has no parameter {name}"))
+}
+
+impl<'a> Builder<'a> {
+    fn new(plan: &'a Plan, train: bool, reuse: bool) -> Builder<'a> {
+        let layers = plan
+            .convs()
+            .map(|conv| {
+                let offset =
+                    |suffix: &str| param(plan, &format!("{}.{suffix}", conv.batch_norm)).offset;
+                Layer {
+                    weight: param(plan, &format!("{}.weight", conv.name)).offset,
+                    scale: offset("weight"),
+                    shift: offset("bias"),
+                    running_mean: offset("running_mean"),
+                    running_var: offset("running_var"),
+                    conv: conv.clone(),
+                }
+            })
+            .collect();
+        Builder {
+            plan,
+            train,
+            reuse,
+            layers,
+            buffers: Vec::new(),
+            free: HashMap::new(),
+            ops: Vec::new(),
+        }
+    }
+
+    fn take(&mut self, kind: BufferKind) -> Buf {
+        if let Some(buf) = self.free.get_mut(&kind).and_then(Vec::pop) {
+            return buf;
+        }
+        self.buffers.push(kind);
+        Buf(self.buffers.len() - 1)
+    }
+
+    /// `buf`'s value has been read for the last time.
+    fn release(&mut self, buf: Buf) {
+        if self.reuse {
+            self.free.entry(self.buffers[buf.0]).or_default().push(buf);
+        }
+    }
+
+    /// Releases a forward value in evaluation, where no backward pass reads it again.
+    fn release_after_forward(&mut self, buf: Buf) {
+        if !self.train {
+            self.release(buf);
+        }
+    }
+
+    fn tensor(&mut self, shape: Shape) -> Buf {
+        self.take(BufferKind::Tensor(shape))
+    }
+
+    fn kind(&self, buf: Buf) -> BufferKind {
+        self.buffers[buf.0]
+    }
+
+    fn shape(&self, buf: Buf) -> Shape {
+        match self.kind(buf) {
+            BufferKind::Tensor(s) | BufferKind::Indices(s) => s,
+            other => panic!("{other:?} has no shape"),
+        }
+    }
+
+    /// Convolution then batch norm (then ReLU when `relu`); the input is not released.
+    fn conv_bn(&mut self, layer: usize, input: Buf, relu: bool) -> ConvTrace {
+        let output = self.layers[layer].conv.output;
+        let conv_out = self.tensor(output);
+        self.ops.push(Op::Conv {
+            layer,
+            input,
+            output: conv_out,
+        });
+        let normalised = self.tensor(output);
+        let saved = self.train.then(|| Saved {
+            mean: self.take(BufferKind::Channels(output.c)),
+            invstd: self.take(BufferKind::Channels(output.c)),
+        });
+        self.ops.push(Op::BatchNorm {
+            layer,
+            input: conv_out,
+            output: normalised,
+            saved,
+        });
+        self.release_after_forward(conv_out);
+        if relu {
+            self.ops.push(Op::Relu { data: normalised });
+        }
+        ConvTrace {
+            layer,
+            input,
+            conv_out,
+            normalised,
+            saved,
+        }
+    }
+
+    fn build(mut self) -> Program {
+        let plan = self.plan;
+        let images = self.tensor(plan.input);
+        // Forward.
+        let stem = self.conv_bn(0, images, true);
+        let pooled = self.tensor(plan.pooled);
+        let indices = self
+            .train
+            .then(|| self.take(BufferKind::Indices(plan.pooled)));
+        self.ops.push(Op::MaxPool {
+            input: stem.normalised,
+            output: pooled,
+            indices,
+        });
+        self.release_after_forward(stem.normalised);
+        let mut layer = 1;
+        let mut x = pooled;
+        let mut traces = Vec::with_capacity(plan.blocks.len());
+        for block in &plan.blocks {
+            let input = x;
+            let mut convs = Vec::with_capacity(block.convs.len());
+            for i in 0..block.convs.len() {
+                let last = i + 1 == block.convs.len();
+                let trace = self.conv_bn(layer, x, !last);
+                layer += 1;
+                if i > 0 {
+                    self.release_after_forward(x);
+                }
+                x = trace.normalised;
+                convs.push(trace);
+            }
+            let downsample = block.downsample.as_ref().map(|_| {
+                let trace = self.conv_bn(layer, input, false);
+                layer += 1;
+                trace
+            });
+            let shortcut = downsample.as_ref().map_or(input, |d| d.normalised);
+            self.ops.push(Op::AddRelu { data: x, shortcut });
+            // The shortcut's normalised output is read by nothing after the sum.
+            if let Some(d) = &downsample {
+                self.release(d.normalised);
+            }
+            self.release_after_forward(input);
+            traces.push(BlockTrace {
+                input,
+                convs,
+                downsample,
+            });
+        }
+        let features = self.tensor(Shape {
+            h: 1,
+            w: 1,
+            ..plan.blocks.last().map_or(plan.pooled, |b| b.output)
+        });
+        self.ops.push(Op::AvgPool {
+            input: x,
+            output: features,
+        });
+        self.release_after_forward(x);
+        let logits = self.tensor(Shape {
+            n: plan.input.n,
+            c: plan.classes,
+            h: 1,
+            w: 1,
+        });
+        self.ops.push(Op::Linear {
+            input: features,
+            output: logits,
+        });
+        self.release_after_forward(features);
+        let loss = self.take(BufferKind::Scalar);
+        self.ops.push(Op::Loss { logits, loss });
+        if self.train {
+            self.backward(logits, features, x, &traces, &stem, indices, pooled);
+            self.ops.push(Op::Sgd);
+        }
+        let head = Head {
+            weight: param(plan, "fc.weight").offset,
+            bias: param(plan, "fc.bias").offset,
+            features: plan.features,
+            classes: plan.classes,
+        };
+        Program {
+            train: self.train,
+            input: plan.input,
+            layers: self.layers,
+            head,
+            buffers: self.buffers,
+            ops: self.ops,
+            images,
+            logits,
+            loss,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &mut self,
+        logits: Buf,
+        features: Buf,
+        last_output: Buf,
+        blocks: &[BlockTrace],
+        stem: &ConvTrace,
+        indices: Option<Buf>,
+        pooled: Buf,
+    ) {
+        let grad_logits = self.tensor(self.shape(logits));
+        self.ops.push(Op::LossBackward {
+            logits,
+            grad: grad_logits,
+        });
+        let grad_features = self.tensor(self.shape(features));
+        self.ops.push(Op::LinearBackward {
+            grad_output: grad_logits,
+            input: features,
+            grad_input: grad_features,
+        });
+        self.release(grad_logits);
+        let mut grad = self.tensor(self.shape(last_output));
+        self.ops.push(Op::AvgPoolBackward {
+            grad_output: grad_features,
+            grad_input: grad,
+        });
+        self.release(grad_features);
+        for block in blocks.iter().rev() {
+            grad = self.block_backward(block, grad);
+        }
+        // The stem: max pool, ReLU, batch norm, convolution (no gradient for the images).
+        let grad_stem = self.tensor(self.shape(stem.normalised));
+        self.ops.push(Op::MaxPoolBackward {
+            grad_output: grad,
+            input: stem.normalised,
+            output: pooled,
+            indices: indices.expect("a training step keeps the max pool's indices"),
+            grad_input: grad_stem,
+        });
+        self.release(grad);
+        self.ops.push(Op::ReluBackward {
+            grad: grad_stem,
+            output: stem.normalised,
+        });
+        let grad_conv = self.norm_backward(stem, grad_stem);
+        self.release(grad_stem);
+        self.ops.push(Op::ConvBackward {
+            layer: stem.layer,
+            grad_output: grad_conv,
+            input: stem.input,
+            grad_input: None,
+            accumulate: false,
+        });
+        self.release(grad_conv);
+    }
+
+    /// Batch norm's backward: the gradient at its convolution's output, in a new buffer.
+    fn norm_backward(&mut self, trace: &ConvTrace, grad_output: Buf) -> Buf {
+        let grad_input = self.tensor(self.shape(trace.conv_out));
+        self.ops.push(Op::BatchNormBackward {
+            layer: trace.layer,
+            grad_output,
+            input: trace.conv_out,
+            saved: trace.saved.expect("a training step saves batch statistics"),
+            grad_input,
+        });
+        grad_input
+    }
+
+    /// From the gradient at a block's output to the gradient at its input (a new buffer); `grad` is released.
+    fn block_backward(&mut self, block: &BlockTrace, grad: Buf) -> Buf {
+        let last = block.convs.last().expect("a block has convolutions");
+        // Through the ReLU after the sum: from here `grad` is the gradient of both branches' outputs.
+        self.ops.push(Op::ReluBackward {
+            grad,
+            output: last.normalised,
+        });
+        let mut grad_here = grad;
+        let mut grad_input = None;
+        for (i, trace) in block.convs.iter().enumerate().rev() {
+            if i + 1 < block.convs.len() {
+                self.ops.push(Op::ReluBackward {
+                    grad: grad_here,
+                    output: trace.normalised,
+                });
+            }
+            let grad_conv = self.norm_backward(trace, grad_here);
+            if grad_here != grad {
+                self.release(grad_here);
+            }
+            let grad_in = self.tensor(self.shape(trace.input));
+            self.ops.push(Op::ConvBackward {
+                layer: trace.layer,
+                grad_output: grad_conv,
+                input: trace.input,
+                grad_input: Some(grad_in),
+                accumulate: false,
+            });
+            self.release(grad_conv);
+            if i == 0 {
+                grad_input = Some(grad_in);
+            } else {
+                grad_here = grad_in;
+            }
+        }
+        let grad_input = grad_input.expect("a block has convolutions");
+        // The shortcut's gradient joins the main branch's at the block's input.
+        match &block.downsample {
+            Some(trace) => {
+                let grad_conv = self.norm_backward(trace, grad);
+                self.ops.push(Op::ConvBackward {
+                    layer: trace.layer,
+                    grad_output: grad_conv,
+                    input: block.input,
+                    grad_input: Some(grad_input),
+                    accumulate: true,
+                });
+                self.release(grad_conv);
+            }
+            None => self.ops.push(Op::Accumulate {
+                into: grad_input,
+                from: grad,
+            }),
+        }
+        self.release(grad);
+        grad_input
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use golow_protocol::config::Model;
+
+    fn plans() -> Vec<Plan> {
+        vec![
+            Plan::new(Model::Resnet18, 1, 10, 4, 28).unwrap(),
+            Plan::new(Model::Resnet50, 3, 10, 2, 32).unwrap(),
+            Plan::new(Model::Resnet50, 3, 1000, 32, 224).unwrap(),
+        ]
+    }
+
+    /// Runs `program` over symbolic values: each write makes a new value, and each read must find the value the
+    /// same read finds in the program without reuse. A buffer reused too early shows up as a read of a value
+    /// written since.
+    fn values_read(program: &Program) -> Vec<Vec<usize>> {
+        let mut current: HashMap<Buf, usize> = HashMap::new();
+        let mut next = 0;
+        let mut reads = Vec::new();
+        current.insert(program.images, usize::MAX);
+        for op in &program.ops {
+            reads.push(
+                op.reads()
+                    .iter()
+                    .map(|b| {
+                        *current
+                            .get(b)
+                            .unwrap_or_else(|| panic!("{op:?} reads {b:?} unwritten"))
+                    })
+                    .collect(),
+            );
+            for b in op.writes() {
+                // An in-place op (it reads what it writes) keeps the value's identity: what follows reads its result.
+                current.insert(b, next);
+                next += 1;
+            }
+        }
+        reads
+    }
+
+    #[test]
+    fn reuse_never_hands_an_op_a_value_written_since() {
+        for plan in plans() {
+            for train in [true, false] {
+                let planned = if train {
+                    Program::train(&plan)
+                } else {
+                    Program::eval(&plan)
+                };
+                let apart = Program::without_reuse(&plan, train);
+                assert_eq!(planned.ops.len(), apart.ops.len());
+                assert_eq!(
+                    values_read(&planned),
+                    values_read(&apart),
+                    "train {train}, {:?}",
+                    plan.input
+                );
+                assert!(planned.buffers.len() < apart.buffers.len());
+            }
+        }
+    }
+
+    #[test]
+    fn every_op_agrees_with_its_buffers_kinds() {
+        for plan in plans() {
+            let program = Program::train(&plan);
+            for op in &program.ops {
+                for b in op.reads().into_iter().chain(op.writes()) {
+                    assert!(b.0 < program.buffers.len(), "{op:?}");
+                }
+                let shape = |b: Buf| match program.buffers[b.0] {
+                    BufferKind::Tensor(s) => s,
+                    other => panic!("{op:?}: {other:?} where a tensor belongs"),
+                };
+                match *op {
+                    Op::Conv {
+                        layer,
+                        input,
+                        output,
+                    } => {
+                        let conv = &program.layers[layer].conv;
+                        assert_eq!((shape(input), shape(output)), (conv.input, conv.output));
+                    }
+                    Op::ConvBackward {
+                        layer,
+                        grad_output,
+                        input,
+                        grad_input,
+                        ..
+                    } => {
+                        let conv = &program.layers[layer].conv;
+                        assert_eq!(
+                            (shape(grad_output), shape(input)),
+                            (conv.output, conv.input)
+                        );
+                        if let Some(g) = grad_input {
+                            assert_eq!(shape(g), conv.input);
+                        }
+                    }
+                    Op::BatchNormBackward {
+                        grad_output,
+                        input,
+                        grad_input,
+                        ..
+                    } => {
+                        assert_eq!(shape(grad_output), shape(input));
+                        assert_eq!(shape(grad_input), shape(input));
+                    }
+                    Op::Accumulate { into, from }
+                    | Op::AddRelu {
+                        data: into,
+                        shortcut: from,
+                    } => {
+                        assert_eq!(shape(into), shape(from));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_training_step_writes_every_layer_s_gradients_once_and_ends_with_the_update() {
+        for plan in plans() {
+            let program = Program::train(&plan);
+            let mut conv_grads = vec![0; program.layers.len()];
+            let mut norm_grads = vec![0; program.layers.len()];
+            for op in &program.ops {
+                match *op {
+                    Op::ConvBackward { layer, .. } => conv_grads[layer] += 1,
+                    Op::BatchNormBackward { layer, .. } => norm_grads[layer] += 1,
+                    _ => {}
+                }
+            }
+            assert!(conv_grads.iter().all(|&n| n == 1), "{conv_grads:?}");
+            assert!(norm_grads.iter().all(|&n| n == 1), "{norm_grads:?}");
+            let linear = program
+                .ops
+                .iter()
+                .filter(|op| matches!(op, Op::LinearBackward { .. }))
+                .count();
+            assert_eq!(linear, 1);
+            assert_eq!(program.ops.last(), Some(&Op::Sgd));
+            // Backward runs in reverse: each layer's weight gradient comes after every later layer's.
+            let order: Vec<usize> = program
+                .ops
+                .iter()
+                .filter_map(|op| match op {
+                    Op::ConvBackward { layer, .. } => Some(*layer),
+                    _ => None,
+                })
+                .collect();
+            let main_order: Vec<usize> = order
+                .iter()
+                .copied()
+                .filter(|&l| !program.layers[l].conv.name.contains("downsample"))
+                .collect();
+            assert!(main_order.windows(2).all(|w| w[0] > w[1]), "{order:?}");
+        }
+    }
+
+    #[test]
+    fn evaluation_keeps_nothing_for_a_backward_pass_and_needs_less() {
+        let plan = Plan::new(Model::Resnet50, 3, 1000, 32, 224).unwrap();
+        let eval = Program::eval(&plan);
+        assert!(eval.ops.iter().all(|op| match op {
+            Op::BatchNorm { saved, .. } => saved.is_none(),
+            Op::MaxPool { indices, .. } => indices.is_none(),
+            Op::Conv { .. } | Op::Relu { .. } | Op::AddRelu { .. } => true,
+            Op::AvgPool { .. } | Op::Linear { .. } | Op::Loss { .. } => true,
+            _ => false,
+        }));
+        assert!(!eval.ops.iter().any(|op| matches!(op, Op::Sgd)));
+        let train = Program::train(&plan);
+        // Evaluation holds a few activations of each shape at a time (buffers are reused by shape, not by size);
+        // training keeps what its backward pass reads, the same order as the plan's estimate.
+        assert!(eval.buffer_bytes() * 3 < train.buffer_bytes());
+        let kept = train.buffer_bytes() as f64 / plan.activation_bytes() as f64;
+        assert!((0.8..1.6).contains(&kept), "{kept}");
+    }
+}
