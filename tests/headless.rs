@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use common::{golow, headless, idx_file, summary_of, text, worker};
 
-const IMPLS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
+const IMPLS: [&str; 4] = ["libtorch", "pytorch", "torchscript", "aten"];
 
 fn stats_present(w: &serde_json::Value, key: &str) {
     for p in ["p50", "p90", "p99", "max", "mean"] {
@@ -19,13 +19,13 @@ fn stats_present(w: &serde_json::Value, key: &str) {
 }
 
 #[test]
-fn all_three_implementations_train_and_agree_on_the_first_step() {
+fn every_implementation_trains_and_agrees_on_the_first_step() {
     let tmp = tempfile::tempdir().unwrap();
     let out = headless(
         tmp.path(),
         &[
             "--impl",
-            "libtorch,pytorch,torchscript",
+            "libtorch,pytorch,torchscript,aten",
             "--model",
             "resnet50",
             "--resolution",
@@ -107,7 +107,7 @@ fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
         tmp.path(),
         &[
             "--impl",
-            "torchscript,pytorch,libtorch",
+            "torchscript,pytorch,libtorch,aten",
             "--model",
             "resnet18",
             "--mode",
@@ -415,7 +415,7 @@ fn a_one_channel_dataset_runs_through_every_implementation() {
     let spec = format!("mnist:{}", mnist.display());
     let args = [
         "--impl",
-        "pytorch,torchscript,libtorch",
+        "pytorch,torchscript,libtorch,aten",
         "--model",
         "resnet18",
         "--dataset",
@@ -448,6 +448,105 @@ fn a_one_channel_dataset_runs_through_every_implementation() {
             .all(|l| (l - losses[0]).abs() / losses[0] <= 1e-4),
         "{losses:?}"
     );
+}
+
+/// A worker's loss at every step, and each epoch's evaluation (loss, accuracy).
+#[derive(Default)]
+struct Losses {
+    steps: Vec<f64>,
+    evaluations: Vec<(f64, f64)>,
+}
+
+/// Each worker's losses in a recording.
+fn losses_by_worker(
+    dir: &std::path::Path,
+    recording: &str,
+) -> std::collections::BTreeMap<String, Losses> {
+    let out = golow(
+        dir,
+        &["export", recording, "--format", "json", "-o", "all.json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let all: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("all.json")).unwrap()).unwrap();
+    std::fs::remove_file(dir.join("all.json")).unwrap();
+    let mut by_worker: std::collections::BTreeMap<String, Losses> = Default::default();
+    for r in all["records"].as_array().unwrap() {
+        let Some(name) = r["worker"].as_str() else {
+            continue;
+        };
+        let entry = by_worker.entry(name.to_string()).or_default();
+        match r["type"].as_str() {
+            Some("step") => entry.steps.push(r["loss"].as_f64().unwrap()),
+            Some("epoch") => {
+                let (loss, accuracy) = (&r["eval_loss"], &r["eval_accuracy"]);
+                if let (Some(l), Some(a)) = (loss.as_f64(), accuracy.as_f64()) {
+                    entry.evaluations.push((l, a));
+                }
+            }
+            _ => {}
+        }
+    }
+    by_worker
+}
+
+/// `aten` runs the program golow's `cudnn` level runs, on libtorch's kernels: it must follow `libtorch` (autograd)
+/// step by step, through epochs whose batch size does not divide the split, and evaluate alike.
+#[test]
+fn aten_follows_libtorch_step_by_step_and_evaluates_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnist = tmp.path().join("mnist");
+    std::fs::create_dir_all(&mnist).unwrap();
+    write_mnist(&mnist, "train", 64);
+    write_mnist(&mnist, "t10k", 20);
+    let spec = format!("mnist:{}", mnist.display());
+    // 64 and 20 samples in batches of 6: 10 training steps an epoch (4 samples left out), and an evaluation whose
+    // last batch holds 2.
+    for (mode, recording) in [("train", "train.golow"), ("eval", "eval.golow")] {
+        let out = headless(
+            tmp.path(),
+            &[
+                "--impl",
+                "aten,libtorch",
+                "--model",
+                "resnet18",
+                "--dataset",
+                &spec,
+                "--mode",
+                mode,
+                "--batch-size",
+                "6",
+                "--epochs",
+                "2",
+                "--warmup",
+                "1",
+                "--record",
+                recording,
+            ],
+        )
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let by_worker = losses_by_worker(tmp.path(), recording);
+        let (aten, libtorch) = (&by_worker["aten"], &by_worker["libtorch"]);
+        let steps = if mode == "train" { 20 } else { 6 };
+        assert_eq!(libtorch.steps.len(), steps, "{mode}");
+        assert_eq!(aten.steps.len(), steps, "{mode}");
+        for (step, (a, l)) in aten.steps.iter().zip(&libtorch.steps).enumerate() {
+            assert!(
+                ((a - l) / l).abs() <= 1e-5,
+                "{mode} step {step}: aten's loss {a}, libtorch's {l}"
+            );
+        }
+        assert_eq!(aten.evaluations.len(), 2, "{mode}: an evaluation per epoch");
+        for ((al, aa), (ll, la)) in aten.evaluations.iter().zip(&libtorch.evaluations) {
+            assert!(
+                ((al - ll) / ll).abs() <= 1e-5,
+                "{mode}: evaluation loss {al} vs {ll}"
+            );
+            assert_eq!(aa, la, "{mode}: evaluation accuracy");
+        }
+    }
 }
 
 /// Pids of processes whose command line contains `marker`, golow's own (which names it in `--cmd`) left out.

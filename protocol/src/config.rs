@@ -11,16 +11,19 @@ pub enum Impl {
     Pytorch,
     Torchscript,
     Libtorch,
+    /// The framework-free program on libtorch's kernels, without autograd or modules.
+    Aten,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 3] = [Impl::Pytorch, Impl::Torchscript, Impl::Libtorch];
+    pub const ALL: [Impl; 4] = [Impl::Pytorch, Impl::Torchscript, Impl::Libtorch, Impl::Aten];
 
     pub fn name(self) -> &'static str {
         match self {
             Impl::Pytorch => "pytorch",
             Impl::Torchscript => "torchscript",
             Impl::Libtorch => "libtorch",
+            Impl::Aten => "aten",
         }
     }
 

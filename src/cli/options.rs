@@ -295,7 +295,7 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     }
     if impls.is_empty() {
         return Err(BadInput(
-            "--impl names no implementation (known: pytorch, torchscript, libtorch)".into(),
+            "--impl names no implementation (known: pytorch, torchscript, libtorch, aten)".into(),
         ));
     }
     Ok(impls)
@@ -306,10 +306,10 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
 fn cudnn_unavailable(gpus: impl FnOnce() -> Result<usize, String>) -> String {
     match gpus() {
         Err(why) => format!(
-            "--impl cudnn needs an NVIDIA GPU, and this machine has none ({why}); use pytorch, torchscript or libtorch"
+            "--impl cudnn needs an NVIDIA GPU, and this machine has none ({why}); use pytorch, torchscript, libtorch or aten"
         ),
-        Ok(0) => "--impl cudnn needs an NVIDIA GPU, and the CUDA driver reports none; use pytorch, torchscript or libtorch".into(),
-        Ok(_) => "--impl cudnn: its GPU kernels are not part of this build yet (see README, \"GPU status\"); use pytorch, torchscript or libtorch".into(),
+        Ok(0) => "--impl cudnn needs an NVIDIA GPU, and the CUDA driver reports none; use pytorch, torchscript, libtorch or aten".into(),
+        Ok(_) => "--impl cudnn: its GPU kernels are not part of this build yet (see README, \"GPU status\"); use pytorch, torchscript, libtorch or aten".into(),
     }
 }
 

@@ -3,8 +3,8 @@
 use tch::nn::{self, ModuleT};
 use tch::{Device, Tensor};
 
+use super::autograd::Module;
 use super::model::ResNet;
-use super::runner::Network;
 use golow_protocol::config::WorkerConfig;
 
 pub struct LibtorchNet {
@@ -27,7 +27,7 @@ impl LibtorchNet {
     }
 }
 
-impl Network for LibtorchNet {
+impl Module for LibtorchNet {
     fn forward(&self, inputs: &Tensor, train: bool) -> Tensor {
         self.model.forward_t(inputs, train)
     }

@@ -1,8 +1,10 @@
 //! The Rust workers (`golow-worker`): each run is one process that trains or evaluates one implementation
 //! and reports on its event channel. Workers know nothing of the UI or of each other.
 
+mod aten;
 #[cfg(test)]
 mod aten_matches_libtorch;
+mod autograd;
 mod batches;
 mod clock;
 mod libtorch;
@@ -16,6 +18,7 @@ use tch::Device;
 
 use crate::channels::emit::Emitter;
 use crate::channels::turns;
+use autograd::Autograd;
 use golow_protocol::config::{Impl, WorkerConfig};
 use golow_protocol::event::{ExitStatus, Hello, WorkerEvent};
 use runner::{Network, Runner};
@@ -60,8 +63,15 @@ fn load_network(
     device: Device,
 ) -> Result<Box<dyn Network>, String> {
     Ok(match implementation {
-        Impl::Libtorch => Box::new(libtorch::LibtorchNet::load(config, device)?),
-        Impl::Torchscript => Box::new(torchscript::TorchScriptNet::load(config, device)?),
+        Impl::Libtorch => Box::new(Autograd::new(
+            libtorch::LibtorchNet::load(config, device)?,
+            config,
+        )?),
+        Impl::Torchscript => Box::new(Autograd::new(
+            torchscript::TorchScriptNet::load(config, device)?,
+            config,
+        )?),
+        Impl::Aten => Box::new(aten::load(config, device)?),
         Impl::Pytorch => {
             return Err("the pytorch implementation runs under Python, not golow-worker".into());
         }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use tch::{Device, Kind, Tensor, nn};
+use tch::{Device, Kind, Tensor};
 
 use super::batches::DataCache;
 use super::clock::{RegionTimes, StepClock};
@@ -14,12 +14,14 @@ use golow_protocol::channels::Grant;
 use golow_protocol::config::{Mode, WorkerConfig};
 use golow_protocol::event::{Epoch, ExitStatus, Step, TurnEnd, WorkerEvent, WorkerExit};
 
-/// What differs between implementations: how logits are computed and where the parameters live.
+/// What differs between implementations: how a step is computed.
 pub trait Network {
-    fn forward(&self, inputs: &Tensor, train: bool) -> Tensor;
+    /// One training step on a batch (forward, backward, the SGD update): its mean loss and its logits.
+    fn train_step(&mut self, inputs: &Tensor, targets: &Tensor) -> (Tensor, Tensor);
+    /// Batch norm on running statistics and no gradients: the batch's mean loss and its logits.
+    fn evaluate(&mut self, inputs: &Tensor, targets: &Tensor) -> (Tensor, Tensor);
     /// Switches batch norm between batch statistics and running statistics.
     fn set_train(&mut self, train: bool);
-    fn var_store(&self) -> &nn::VarStore;
 }
 
 /// Running totals of one epoch.
@@ -98,20 +100,6 @@ impl Runner<'_> {
                 config.mode.name()
             ));
         }
-        let mut optimiser = if train {
-            let sgd = nn::Sgd {
-                momentum: config.optimiser.momentum,
-                dampening: 0.0,
-                wd: config.optimiser.weight_decay,
-                nesterov: false,
-            };
-            Some(
-                nn::OptimizerConfig::build(sgd, net.var_store(), config.optimiser.lr)
-                    .map_err(|e| e.to_string())?,
-            )
-        } else {
-            None
-        };
         net.set_train(train);
         let cuda = self.device.is_cuda();
         let mut clock = StepClock::new(match self.device {
@@ -158,19 +146,10 @@ impl Runner<'_> {
                 (host.inputs.shallow_clone(), host.targets.shallow_clone())
             };
             clock.mark(1)?;
-            let (loss, logits) = match optimiser.as_mut() {
-                Some(opt) => {
-                    let logits = net.forward(&inputs, true);
-                    let loss = logits.cross_entropy_for_logits(&targets);
-                    opt.zero_grad();
-                    loss.backward();
-                    opt.step();
-                    (loss, logits)
-                }
-                None => tch::no_grad(|| {
-                    let logits = net.forward(&inputs, false);
-                    (logits.cross_entropy_for_logits(&targets), logits)
-                }),
+            let (loss, logits) = if train {
+                net.train_step(&inputs, &targets)
+            } else {
+                net.evaluate(&inputs, &targets)
             };
             clock.mark(2)?;
             let RegionTimes { h2d_ms, compute_ms } = clock.read()?;
@@ -245,16 +224,14 @@ impl Runner<'_> {
         let mut tally = Tally::default();
         let count = self.data.test.count;
         let indices: Vec<usize> = (0..count).collect();
-        tch::no_grad(|| {
-            for chunk in indices.chunks(self.config.batch_size as usize) {
-                let host = self.data.batch(Mode::Eval, chunk, None);
-                let inputs = host.inputs.to_device(self.device);
-                let targets = host.targets.to_device(self.device);
-                let logits = net.forward(&inputs, false);
-                let loss = logits.cross_entropy_for_logits(&targets).double_value(&[]);
-                tally.add(loss, correct_count(&logits, &targets), chunk.len() as u64);
-            }
-        });
+        for chunk in indices.chunks(self.config.batch_size as usize) {
+            let host = self.data.batch(Mode::Eval, chunk, None);
+            let inputs = host.inputs.to_device(self.device);
+            let targets = host.targets.to_device(self.device);
+            let (loss, logits) = net.evaluate(&inputs, &targets);
+            let correct = tch::no_grad(|| correct_count(&logits, &targets));
+            tally.add(loss.double_value(&[]), correct, chunk.len() as u64);
+        }
         net.set_train(true);
         tally
     }

@@ -4,17 +4,17 @@
 use tch::nn;
 use tch::{CModule, Device, Tensor, TrainableCModule};
 
-use super::runner::Network;
+use super::autograd::Module;
 use golow_protocol::config::{Mode, WorkerConfig};
 
-enum Module {
+enum Scripted {
     Train(TrainableCModule),
     Eval(CModule),
 }
 
 pub struct TorchScriptNet {
     vs: nn::VarStore,
-    module: Module,
+    module: Scripted,
 }
 
 impl TorchScriptNet {
@@ -26,27 +26,27 @@ impl TorchScriptNet {
         let fail = |e: tch::TchError| format!("cannot load scripted model {}: {e}", path.display());
         let vs = nn::VarStore::new(device);
         let module = match config.mode {
-            Mode::Train => Module::Train(TrainableCModule::load(path, vs.root()).map_err(fail)?),
-            Mode::Eval => Module::Eval(CModule::load_on_device(path, device).map_err(fail)?),
+            Mode::Train => Scripted::Train(TrainableCModule::load(path, vs.root()).map_err(fail)?),
+            Mode::Eval => Scripted::Eval(CModule::load_on_device(path, device).map_err(fail)?),
         };
         Ok(TorchScriptNet { vs, module })
     }
 }
 
-impl Network for TorchScriptNet {
+impl Module for TorchScriptNet {
     fn forward(&self, inputs: &Tensor, _train: bool) -> Tensor {
         let result = match &self.module {
-            Module::Train(m) => m.forward_ts(&[inputs]),
-            Module::Eval(m) => m.forward_ts(&[inputs]),
+            Scripted::Train(m) => m.forward_ts(&[inputs]),
+            Scripted::Eval(m) => m.forward_ts(&[inputs]),
         };
         result.unwrap_or_else(|e| panic!("scripted forward failed: {e}"))
     }
 
     fn set_train(&mut self, train: bool) {
         match (&mut self.module, train) {
-            (Module::Train(m), true) => m.set_train(),
-            (Module::Train(m), false) => m.set_eval(),
-            (Module::Eval(m), _) => m.set_eval(),
+            (Scripted::Train(m), true) => m.set_train(),
+            (Scripted::Train(m), false) => m.set_eval(),
+            (Scripted::Eval(m), _) => m.set_eval(),
         }
     }
 
