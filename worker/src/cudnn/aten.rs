@@ -263,14 +263,16 @@ impl AtenNet {
         out
     }
 
-    /// The gradient of the last training step of a parameter named as torchvision names it.
+    /// The gradient of the last training step of a trainable parameter named as torchvision names it: what the
+    /// comparisons with libtorch's autograd (and, on a GPU, with the cudnn backend) read.
     pub fn gradient(&self, name: &str) -> Option<Tensor> {
-        self.named(name, &self.grads)
+        let p = self.param(name).filter(|p| p.trainable)?;
+        Some(view(&self.grads, p.offset, &p.shape))
     }
 
     /// A trainable parameter's value, or a running statistic's.
     pub fn parameter(&self, name: &str) -> Option<Tensor> {
-        let p = self.plan.params.iter().find(|p| p.name == name)?;
+        let p = self.param(name)?;
         let flat = if p.trainable {
             &self.trainable
         } else {
@@ -279,13 +281,8 @@ impl AtenNet {
         Some(view(flat, p.offset, &p.shape))
     }
 
-    fn named(&self, name: &str, flat: &Tensor) -> Option<Tensor> {
-        let p = self
-            .plan
-            .params
-            .iter()
-            .find(|p| p.trainable && p.name == name)?;
-        Some(view(flat, p.offset, &p.shape))
+    fn param(&self, name: &str) -> Option<&super::plan::Param> {
+        self.plan.params.iter().find(|p| p.name == name)
     }
 
     fn value(&self, buf: Buf) -> &Tensor {
@@ -416,7 +413,10 @@ impl AtenNet {
                 grad_output,
                 grad_input,
             } => {
-                let BufferShape { n, c, h, w } = BufferShape::of(program, grad_input);
+                let s = program.buffers[grad_input.0]
+                    .shape()
+                    .expect("a pooled tensor's gradient is a tensor");
+                let [n, c, h, w] = [s.n, s.c, s.h, s.w].map(|d| d as i64);
                 let g = (self.value(grad_output) / (h * w) as f64)
                     .expand([n, c, h, w], false)
                     .contiguous();
@@ -516,27 +516,5 @@ impl AtenNet {
             )
         });
         self.stepped = true;
-    }
-}
-
-/// A tensor buffer's shape as libtorch takes it.
-struct BufferShape {
-    n: i64,
-    c: i64,
-    h: i64,
-    w: i64,
-}
-
-impl BufferShape {
-    fn of(program: &Program, buf: Buf) -> BufferShape {
-        match program.buffers[buf.0] {
-            super::program::BufferKind::Tensor(s) => BufferShape {
-                n: s.n as i64,
-                c: s.c as i64,
-                h: s.h as i64,
-                w: s.w as i64,
-            },
-            other => panic!("{other:?} is not a tensor"),
-        }
     }
 }

@@ -28,8 +28,17 @@ pub enum BufferKind {
 }
 
 impl BufferKind {
+    /// N×C×H×W of a tensor or of max-pool indices; `None` for per-channel values and the loss.
+    pub fn shape(&self) -> Option<Shape> {
+        match *self {
+            BufferKind::Tensor(s) | BufferKind::Indices(s) => Some(s),
+            BufferKind::Channels(_) | BufferKind::Scalar => None,
+        }
+    }
+
     /// Bytes on a device that stores indices as i64 and everything else as f32.
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
         match self {
             BufferKind::Tensor(s) => 4 * s.elements(),
             BufferKind::Indices(s) => 8 * s.elements(),
@@ -143,9 +152,11 @@ pub struct Saved {
     pub invstd: Buf,
 }
 
+/// What each op reads and writes: the tests check the buffer plan with them.
+#[cfg(test)]
 impl Op {
     /// The buffers the op reads (in-place operands included).
-    pub fn reads(&self) -> Vec<Buf> {
+    fn reads(&self) -> Vec<Buf> {
         match *self {
             Op::Conv { input, .. }
             | Op::AvgPool { input, .. }
@@ -190,7 +201,7 @@ impl Op {
     }
 
     /// The buffers the op writes.
-    pub fn writes(&self) -> Vec<Buf> {
+    fn writes(&self) -> Vec<Buf> {
         match *self {
             Op::Conv { output, .. } | Op::AvgPool { output, .. } | Op::Linear { output, .. } => {
                 vec![output]
@@ -244,12 +255,14 @@ impl Program {
     }
 
     /// The same step with a buffer of its own for every value: what the planned reuse is checked against.
-    pub fn without_reuse(plan: &Plan, train: bool) -> Program {
+    #[cfg(test)]
+    fn without_reuse(plan: &Plan, train: bool) -> Program {
         Builder::new(plan, train, false).build()
     }
 
     /// Bytes of every buffer together (parameters, gradients and momentum not included).
-    pub fn buffer_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn buffer_bytes(&self) -> usize {
         self.buffers.iter().map(BufferKind::bytes).sum()
     }
 }
@@ -342,15 +355,10 @@ impl<'a> Builder<'a> {
         self.take(BufferKind::Tensor(shape))
     }
 
-    fn kind(&self, buf: Buf) -> BufferKind {
-        self.buffers[buf.0]
-    }
-
     fn shape(&self, buf: Buf) -> Shape {
-        match self.kind(buf) {
-            BufferKind::Tensor(s) | BufferKind::Indices(s) => s,
-            other => panic!("{other:?} has no shape"),
-        }
+        self.buffers[buf.0]
+            .shape()
+            .expect("gradients are taken only of tensors")
     }
 
     /// Convolution then batch norm (then ReLU when `relu`); the input is not released.
