@@ -40,9 +40,11 @@ monitor-alone:
 		echo "golow links torch or carries a RUNPATH"; exit 1; fi
 	@echo "golow builds and links without torch"
 
-# The #[ignore]d tests that need an NVIDIA GPU (tests/gpu.rs), with the CUPTI collector in every worker.
+# The #[ignore]d tests that need an NVIDIA GPU: tests/gpu.rs (sessions, with the CUPTI collector in every worker) and
+# the worker's (the cudnn backend against aten, op by op, with TF32 off as those tests need).
 gpu-test: build
 	cargo test --release --test gpu -- --ignored --test-threads 1
+	NVIDIA_TF32_OVERRIDE=0 cargo test --release -p golow-worker --lib -- --ignored --test-threads 1
 
 # Everything a GPU machine needs and nothing else, within the 64 MiB the device carries: the binaries stripped, the
 # GPU tests built, the runner (gpu/run) as the one entry point.
@@ -58,6 +60,9 @@ gpu-bundle: build
 	strip --strip-unneeded -o $(BUNDLE)/libgolow_cupti.so target/release/libgolow_cupti.so
 	strip -o $(BUNDLE)/gpu-tests "$$(cargo test --release --test gpu --no-run --message-format=json \
 		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
+	strip -o $(BUNDLE)/gpu-worker-tests "$$(cargo test --release -p golow-worker --lib --no-run --message-format=json \
+		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
+	patchelf --remove-rpath $(BUNDLE)/gpu-worker-tests
 	cp gpu/run gpu/figures.py $(BUNDLE)/
 	@size=$$(du -sb $(BUNDLE) | cut -f1); echo "$(BUNDLE)/: $$size bytes (the device carries $(BUNDLE_LIMIT))"; \
 		if [ $$size -ge $(BUNDLE_LIMIT) ]; then echo "$(BUNDLE)/ is too large for the device"; exit 1; fi
@@ -65,7 +70,7 @@ gpu-bundle: build
 # The bundle's runner on this machine: a dry run that says, phase by phase, what it would measure.
 gpu-bundle-check: gpu-bundle
 	@out=$$(mktemp -d) && $(BUNDLE)/run --dry-run $$out/out \
-		&& for phase in smoke measure overhead record; do \
+		&& for phase in smoke measure levels overhead record; do \
 			grep -q "^## $$phase: " $$out/out/report.md || { echo "the dry run's report has no $$phase phase"; exit 1; }; \
 		done \
 		&& grep -q "would run" $$out/out/report.md && test -s $$out/out/logs-and-summaries.tar.gz \

@@ -75,7 +75,7 @@ fn a_recording_is_never_overwritten() {
 fn unknown_implementation_lists_the_known_ones() {
     rejects(
         &["--impl", "libtorch,jax"],
-        "unknown implementation 'jax' (known: pytorch, torchscript, libtorch, aten)",
+        "unknown implementation 'jax' (known: pytorch, torchscript, libtorch, aten, cudnn)",
     );
 }
 

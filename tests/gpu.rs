@@ -184,3 +184,138 @@ fn a_worker_stopped_by_golow_still_sends_its_last_window() {
         "last window at {window} ms, last step at {step} ms"
     );
 }
+
+/// Each worker's per-step losses and per-epoch evaluation accuracies in the recording `session.golow`.
+fn losses_and_accuracies(tmp: &Path) -> std::collections::BTreeMap<String, (Vec<f64>, Vec<f64>)> {
+    let mut by_worker: std::collections::BTreeMap<String, (Vec<f64>, Vec<f64>)> =
+        Default::default();
+    for kind in ["step", "epoch"] {
+        for r in exported_records(tmp, kind) {
+            let entry = by_worker
+                .entry(r["worker"].as_str().unwrap().to_string())
+                .or_default();
+            match kind {
+                "step" => entry.0.push(r["loss"].as_f64().unwrap()),
+                _ => entry.1.extend(r["eval_accuracy"].as_f64()),
+            }
+        }
+    }
+    by_worker
+}
+
+/// A headless session of `cudnn` beside `libtorch` with TF32 off in cuDNN and cuBLAS for both (fused and
+/// tensor-core arithmetic would otherwise make the comparison one of precisions, not of implementations).
+fn cudnn_beside_libtorch(tmp: &Path, args: &[&str]) {
+    let out = Command::new(golow())
+        .current_dir(tmp)
+        .env("NVIDIA_TF32_OVERRIDE", "0")
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch,cudnn",
+            "--device",
+            "cuda",
+        ])
+        .args([
+            "--model",
+            "resnet50",
+            "--dataset",
+            "synthetic",
+            "--warmup",
+            "0",
+        ])
+        .args(args)
+        .arg("--record")
+        .arg(tmp.join("session.golow"))
+        .output()
+        .expect("golow runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_follows_libtorch_for_twenty_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    cudnn_beside_libtorch(
+        tmp.path(),
+        &[
+            "--mode",
+            "train",
+            "--resolution",
+            "64",
+            "--batch-size",
+            "32",
+            "--steps",
+            "20",
+        ],
+    );
+    let by_worker = losses_and_accuracies(tmp.path());
+    let (cudnn, libtorch) = (&by_worker["cudnn"].0, &by_worker["libtorch"].0);
+    assert_eq!(cudnn.len(), 20);
+    assert_eq!(libtorch.len(), 20);
+    for (step, (c, l)) in cudnn.iter().zip(libtorch).enumerate() {
+        let limit = if step == 0 { 1e-3 } else { 1e-2 };
+        assert!(
+            ((c - l) / l).abs() <= limit,
+            "step {step}: cudnn's loss {c}, libtorch's {l} (limit {limit} relative)"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_evaluates_like_libtorch_after_three_epochs() {
+    let tmp = tempfile::tempdir().unwrap();
+    cudnn_beside_libtorch(
+        tmp.path(),
+        &[
+            "--mode",
+            "train",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "64",
+            "--epochs",
+            "3",
+        ],
+    );
+    let by_worker = losses_and_accuracies(tmp.path());
+    let (cudnn, libtorch) = (&by_worker["cudnn"].1, &by_worker["libtorch"].1);
+    assert_eq!(cudnn.len(), 3, "an evaluation per epoch");
+    let (c, l) = (cudnn[2], libtorch[2]);
+    assert!(
+        (c - l).abs() <= 0.01,
+        "accuracy after 3 epochs: cudnn {c}, libtorch {l}"
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_on_the_cpu_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(golow())
+        .current_dir(tmp.path())
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "cudnn",
+            "--device",
+            "cpu",
+            "--no-record",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--impl cudnn runs only on an NVIDIA GPU"),
+        "{stderr}"
+    );
+}

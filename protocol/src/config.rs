@@ -13,10 +13,18 @@ pub enum Impl {
     Libtorch,
     /// The framework-free program on libtorch's kernels, without autograd or modules.
     Aten,
+    /// The same program on cuDNN, cuBLAS and NVRTC kernels: no framework at all; GPU only.
+    Cudnn,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 4] = [Impl::Pytorch, Impl::Torchscript, Impl::Libtorch, Impl::Aten];
+    pub const ALL: [Impl; 5] = [
+        Impl::Pytorch,
+        Impl::Torchscript,
+        Impl::Libtorch,
+        Impl::Aten,
+        Impl::Cudnn,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -24,6 +32,7 @@ impl Impl {
             Impl::Torchscript => "torchscript",
             Impl::Libtorch => "libtorch",
             Impl::Aten => "aten",
+            Impl::Cudnn => "cudnn",
         }
     }
 
@@ -35,6 +44,11 @@ impl Impl {
                 let known: Vec<_> = Impl::ALL.iter().map(|i| i.name()).collect();
                 format!("unknown implementation '{s}' (known: {})", known.join(", "))
             })
+    }
+
+    /// Runs only on an NVIDIA GPU.
+    pub fn needs_gpu(self) -> bool {
+        self == Impl::Cudnn
     }
 
     /// Runs under the Python interpreter (directly, or to script the model once per session).

@@ -184,6 +184,14 @@ impl SessionOptions {
         threads: u32,
     ) -> Result<Plan, BadInput> {
         let device = resolve_device(&self.device, crate::telemetry::cuda::device_count)?;
+        if device == "cpu"
+            && let Some(gpu_only) = workload.impls.iter().find(|i| i.needs_gpu())
+        {
+            return Err(BadInput(format!(
+                "--impl {} runs only on an NVIDIA GPU, and this session's device is the CPU; use --device cuda",
+                gpu_only.name()
+            )));
+        }
         let python = if workload.impls.iter().any(|i| i.needs_python()) {
             let python = python::resolve(self.python.clone());
             python::check(&python).map_err(BadInput)?;
@@ -282,12 +290,14 @@ pub fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, S
 pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     let mut impls = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if name == "cudnn" {
-            return Err(BadInput(cudnn_unavailable(
-                crate::telemetry::cuda::device_count,
+        let i = Impl::parse(name).map_err(BadInput)?;
+        if i.needs_gpu()
+            && let Some(why) = no_gpu(crate::telemetry::cuda::device_count)
+        {
+            return Err(BadInput(format!(
+                "--impl {name} needs an NVIDIA GPU, and {why}; use pytorch, torchscript, libtorch or aten"
             )));
         }
-        let i = Impl::parse(name).map_err(BadInput)?;
         if impls.contains(&i) {
             return Err(BadInput(format!("--impl names {name} twice")));
         }
@@ -295,21 +305,19 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     }
     if impls.is_empty() {
         return Err(BadInput(
-            "--impl names no implementation (known: pytorch, torchscript, libtorch, aten)".into(),
+            "--impl names no implementation (known: pytorch, torchscript, libtorch, aten, cudnn)"
+                .into(),
         ));
     }
     Ok(impls)
 }
 
-/// Why `--impl cudnn` cannot run on this machine (checked before anything touches the driver): its GPU kernels
-/// are not written yet (README, "GPU status").
-fn cudnn_unavailable(gpus: impl FnOnce() -> Result<usize, String>) -> String {
+/// Why a GPU-only implementation cannot run on this machine; `None` when the CUDA driver reports a GPU.
+fn no_gpu(gpus: impl FnOnce() -> Result<usize, String>) -> Option<String> {
     match gpus() {
-        Err(why) => format!(
-            "--impl cudnn needs an NVIDIA GPU, and this machine has none ({why}); use pytorch, torchscript, libtorch or aten"
-        ),
-        Ok(0) => "--impl cudnn needs an NVIDIA GPU, and the CUDA driver reports none; use pytorch, torchscript, libtorch or aten".into(),
-        Ok(_) => "--impl cudnn: its GPU kernels are not part of this build yet (see README, \"GPU status\"); use pytorch, torchscript, libtorch or aten".into(),
+        Err(why) => Some(format!("this machine has none ({why})")),
+        Ok(0) => Some("the CUDA driver reports none".into()),
+        Ok(_) => None,
     }
 }
 
@@ -575,13 +583,11 @@ mod tests {
     }
 
     #[test]
-    fn the_cudnn_reason_says_what_is_missing() {
-        let none = cudnn_unavailable(|| Err("no NVIDIA driver (libcuda not found)".into()));
-        assert!(
-            none.contains("libcuda not found")
-                && none.starts_with("--impl cudnn needs an NVIDIA GPU")
-        );
-        assert!(cudnn_unavailable(|| Ok(1)).contains("not part of this build"));
+    fn the_reason_a_gpu_only_level_cannot_run_says_what_is_missing() {
+        let none = no_gpu(|| Err("no NVIDIA driver (libcuda not found)".into())).unwrap();
+        assert!(none.contains("libcuda not found"), "{none}");
+        assert!(no_gpu(|| Ok(0)).unwrap().contains("reports none"));
+        assert_eq!(no_gpu(|| Ok(1)), None);
     }
 
     #[test]

@@ -359,7 +359,7 @@ fn prepare_builtin(
                 collector: None,
                 event_socket: None,
             },
-            Impl::Libtorch | Impl::Torchscript | Impl::Aten => WorkerCommand {
+            Impl::Libtorch | Impl::Torchscript | Impl::Aten | Impl::Cudnn => WorkerCommand {
                 program: worker_program.clone(),
                 args: vec![
                     "run".into(),

@@ -281,6 +281,29 @@ impl AtenNet {
         Some(view(flat, p.offset, &p.shape))
     }
 
+    /// A training step begun (its batch loaded) but none of its ops run: the GPU tests run them one by one.
+    #[cfg(test)]
+    pub fn start_training(&mut self, images: &Tensor) {
+        let program = self.train.take().expect("the training step is planned");
+        self.start(&program, images);
+        self.train = Some(program);
+    }
+
+    /// Runs op `index` of the training step begun by `start_training`.
+    #[cfg(test)]
+    pub fn run_training_op(&mut self, index: usize, targets: &Tensor) {
+        let program = self.train.take().expect("the training step is planned");
+        let op = program.ops[index];
+        self.execute(&program, &op, targets);
+        self.train = Some(program);
+    }
+
+    /// A buffer's value in the step being run, if written.
+    #[cfg(test)]
+    pub fn buffer(&self, buf: Buf) -> Option<Tensor> {
+        self.values[buf.0].as_ref().map(Tensor::shallow_clone)
+    }
+
     fn param(&self, name: &str) -> Option<&super::plan::Param> {
         self.plan.params.iter().find(|p| p.name == name)
     }
@@ -295,10 +318,14 @@ impl AtenNet {
         self.values[buf.0] = Some(value);
     }
 
-    fn run(&mut self, program: &Program, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+    fn start(&mut self, program: &Program, images: &Tensor) {
         self.values.clear();
         self.values.resize_with(program.buffers.len(), || None);
         self.set(program.images, images.shallow_clone());
+    }
+
+    fn run(&mut self, program: &Program, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        self.start(program, images);
         for op in &program.ops {
             self.execute(program, op, targets);
         }

@@ -201,7 +201,7 @@ impl Op {
     }
 
     /// The buffers the op writes.
-    fn writes(&self) -> Vec<Buf> {
+    pub fn writes(&self) -> Vec<Buf> {
         match *self {
             Op::Conv { output, .. } | Op::AvgPool { output, .. } | Op::Linear { output, .. } => {
                 vec![output]

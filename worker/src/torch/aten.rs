@@ -4,10 +4,13 @@ use tch::{Device, Tensor};
 
 use super::runner::Network;
 use crate::cudnn::aten::AtenNet;
-use crate::cudnn::{plan::Plan, weights};
+use crate::cudnn::plan::Plan;
+use crate::cudnn::weights::{self, Weights};
 use golow_protocol::config::WorkerConfig;
 
-pub fn load(config: &WorkerConfig, device: Device) -> Result<AtenNet, String> {
+/// The framework-free program's plan for the session's model, data and batch, and the session's weights in its
+/// layout: what both of its backends start from.
+pub fn plan_and_weights(config: &WorkerConfig) -> Result<(Plan, Weights), String> {
     let plan = Plan::new(
         config.model,
         config.channels as usize,
@@ -16,6 +19,11 @@ pub fn load(config: &WorkerConfig, device: Device) -> Result<AtenNet, String> {
         config.resolution as usize,
     )?;
     let weights = weights::load(&config.weights, &plan)?;
+    Ok((plan, weights))
+}
+
+pub fn load(config: &WorkerConfig, device: Device) -> Result<AtenNet, String> {
+    let (plan, weights) = plan_and_weights(config)?;
     Ok(AtenNet::new(plan, &weights, config.optimiser, device))
 }
 

@@ -7,6 +7,9 @@ mod aten_matches_libtorch;
 mod autograd;
 mod batches;
 mod clock;
+mod cudnn;
+#[cfg(test)]
+mod cudnn_matches_aten;
 mod libtorch;
 mod model;
 mod runner;
@@ -72,6 +75,7 @@ fn load_network(
             config,
         )?),
         Impl::Aten => Box::new(aten::load(config, device)?),
+        Impl::Cudnn => Box::new(cudnn::load(config, device)?),
         Impl::Pytorch => {
             return Err("the pytorch implementation runs under Python, not golow-worker".into());
         }

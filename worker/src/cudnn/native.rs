@@ -1,0 +1,952 @@
+//! The `cudnn` backend: the framework-free program on cuDNN (convolutions with algorithms searched once per shape,
+//! batch norm, ReLU, pooling, tensor addition), cuBLAS (the fully connected layer) and NVRTC kernels (softmax
+//! cross-entropy and its gradient, the average pool's gradient, the fused SGD update), through cudarc. Every
+//! buffer a step names is allocated when the step is first planned, never inside a step; parameters, gradients and
+//! SGD's momentum are each one allocation in the plan's layout. All work goes to the legacy default stream, the
+//! one libtorch copies the batches on and the worker's CUDA events time.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::Arc;
+
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::cudnn::{result as dnn, sys};
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUfunction, CUmodule};
+use cudarc::driver::{CudaContext, result as driver};
+
+use super::algorithms::{self, ConvAlgos, ConvKey, SearchOperands};
+use super::descriptors::{Descriptors, TensorDesc, check};
+use super::kernels::{self, SAMPLE_THREADS};
+use super::memory::DeviceMemory;
+use super::plan::{Param, Plan, Shape};
+use super::program::{Buf, BufferKind, Op, Program};
+use super::weights::Weights;
+use golow_protocol::config::Optimiser;
+
+/// torchvision's (and tch's) batch norm.
+const MOMENTUM: f64 = 0.1;
+const EPS: f64 = 1e-5;
+/// The most workspace an algorithm search may offer cuDNN.
+const SEARCH_WORKSPACE_CAP: usize = 1 << 30;
+/// Threads per block of the element-wise kernels, and the most blocks they launch (they stride over the rest).
+const THREADS: u32 = 256;
+const MAX_BLOCKS: u64 = 4096;
+
+const ONE: f32 = 1.0;
+const ZERO: f32 = 0.0;
+
+fn one() -> *const c_void {
+    (&ONE as *const f32).cast()
+}
+
+fn zero() -> *const c_void {
+    (&ZERO as *const f32).cast()
+}
+
+/// A kernel argument as cuLaunchKernel takes it: the address of its value.
+fn arg<T>(value: &mut T) -> *mut c_void {
+    (value as *mut T).cast()
+}
+
+fn ptr(p: CUdeviceptr) -> *mut c_void {
+    p as *mut c_void
+}
+
+/// The device, the library handles and the compiled kernels.
+struct Gpu {
+    cudnn: sys::cudnnHandle_t,
+    blas: blas_sys::cublasHandle_t,
+    module: CUmodule,
+    /// In `kernels::ENTRY_POINTS` order.
+    kernels: Vec<CUfunction>,
+    /// Holds the device's primary context (libtorch's) current on this thread.
+    _context: Arc<CudaContext>,
+}
+
+impl Gpu {
+    fn new(ordinal: usize) -> Result<Gpu, String> {
+        super::descriptors::load_library()?;
+        let context =
+            CudaContext::new(ordinal).map_err(|e| format!("CUDA device {ordinal}: {e:?}"))?;
+        let capability = |a| {
+            context
+                .attribute(a)
+                .map_err(|e| format!("CUDA device {ordinal}: {e:?}"))
+        };
+        let arch = kernels::architecture(
+            capability(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            capability(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+        let ptx =
+            CString::new(kernels::compile(arch)?).map_err(|_| "NVRTC's PTX has a NUL byte")?;
+        // SAFETY: a NUL-terminated PTX image just compiled; the module is unloaded by `drop`.
+        let module = unsafe { driver::module::load_data(ptx.as_ptr().cast()) }
+            .map_err(|e| format!("loading golow's kernels: {e:?}"))?;
+        let mut gpu = Gpu {
+            cudnn: std::ptr::null_mut(),
+            blas: std::ptr::null_mut(),
+            module,
+            kernels: Vec::new(),
+            _context: context,
+        };
+        for name in kernels::ENTRY_POINTS {
+            let c_name = CString::new(name).expect("entry points are plain names");
+            // SAFETY: the module is loaded and alive as long as `gpu`.
+            let f = unsafe { driver::module::get_function(gpu.module, c_name) }
+                .map_err(|e| format!("kernel {name}: {e:?}"))?;
+            gpu.kernels.push(f);
+        }
+        gpu.cudnn = dnn::create_handle().map_err(|e| format!("cuDNN handle: {e:?}"))?;
+        gpu.blas = blas::create_handle().map_err(|e| format!("cuBLAS handle: {e:?}"))?;
+        Ok(gpu)
+    }
+
+    fn kernel(&self, name: &str) -> CUfunction {
+        let index = kernels::ENTRY_POINTS
+            .iter()
+            .position(|&e| e == name)
+            .expect("a kernel of golow's source");
+        self.kernels[index]
+    }
+
+    /// Launches `name` on the default stream; `args` point at the kernel's arguments, in order.
+    fn launch(
+        &self,
+        name: &str,
+        blocks: u32,
+        threads: u32,
+        args: &mut [*mut c_void],
+    ) -> Result<(), String> {
+        // SAFETY: the argument pointers are live for the call and match the kernel's parameters, which the
+        // callers below keep in step with the source in `kernels`.
+        unsafe {
+            driver::launch_kernel(
+                self.kernel(name),
+                (blocks.max(1), 1, 1),
+                (threads, 1, 1),
+                0,
+                std::ptr::null_mut(),
+                args,
+            )
+        }
+        .map_err(|e| format!("kernel {name}: {e:?}"))
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: handles and module created by `new`, released once, after every step that used them.
+        unsafe {
+            if !self.blas.is_null() {
+                let _ = blas::destroy_handle(self.blas);
+            }
+            if !self.cudnn.is_null() {
+                let _ = dnn::destroy_handle(self.cudnn);
+            }
+            let _ = driver::module::unload(self.module);
+        }
+    }
+}
+
+/// Blocks for an element-wise kernel over `count` values.
+fn blocks(count: usize) -> u32 {
+    (count as u64)
+        .div_ceil(u64::from(THREADS))
+        .clamp(1, MAX_BLOCKS) as u32
+}
+
+/// A program with everything it runs on: its descriptors, its buffers, each layer's algorithms.
+struct Step {
+    program: Program,
+    descs: Descriptors,
+    buffers: Vec<DeviceMemory>,
+    algos: Vec<ConvAlgos>,
+}
+
+impl Step {
+    fn at(&self, buf: Buf) -> CUdeviceptr {
+        self.buffers[buf.0].ptr()
+    }
+
+    fn shape(&self, buf: Buf) -> Shape {
+        self.program.buffers[buf.0]
+            .shape()
+            .expect("cuDNN operands are tensors")
+    }
+
+    fn desc(&self, buf: Buf) -> &TensorDesc {
+        self.descs.tensor(self.shape(buf))
+    }
+
+    fn batch(&self) -> usize {
+        self.program.input.n
+    }
+}
+
+/// Device bytes of a buffer: max-pool indices take none, cuDNN's pooling backward reads the input and output.
+fn bytes(kind: &BufferKind) -> usize {
+    match kind {
+        BufferKind::Tensor(s) => 4 * s.elements(),
+        BufferKind::Indices(_) => 0,
+        BufferKind::Channels(c) => 4 * c,
+        BufferKind::Scalar => 4,
+    }
+}
+
+/// Where a step's mean loss and logits (batch × classes, f32) are on the device, until the next step.
+#[derive(Debug, Clone, Copy)]
+pub struct Outputs {
+    pub loss: CUdeviceptr,
+    pub logits: CUdeviceptr,
+}
+
+pub struct CudnnNet {
+    plan: Plan,
+    optimiser: Optimiser,
+    train: Option<Step>,
+    /// Evaluation steps by batch size: the training batch, and the last, partial one of a pass over the test split.
+    eval: HashMap<usize, Step>,
+    algorithms: HashMap<ConvKey, ConvAlgos>,
+    trainable: DeviceMemory,
+    statistics: DeviceMemory,
+    grads: DeviceMemory,
+    momentum: DeviceMemory,
+    workspace: DeviceMemory,
+    /// Each sample's loss, before the mean.
+    losses: DeviceMemory,
+    stepped: bool,
+    /// Dropped last: every allocation and descriptor above goes before the handles and the context.
+    gpu: Gpu,
+}
+
+impl CudnnNet {
+    /// The network of `plan` (its batch size is the training step's) with `weights`, on CUDA device `ordinal`.
+    /// Steps are planned when first run: a training run allocates nothing for evaluation until it evaluates.
+    pub fn new(
+        plan: Plan,
+        weights: &Weights,
+        optimiser: Optimiser,
+        ordinal: usize,
+    ) -> Result<CudnnNet, String> {
+        let gpu = Gpu::new(ordinal)?;
+        let trainable = DeviceMemory::from_host(&weights.trainable)?;
+        let statistics = DeviceMemory::from_host(&weights.statistics)?;
+        let grads = DeviceMemory::zeroed(trainable.bytes())?;
+        let momentum = DeviceMemory::zeroed(trainable.bytes())?;
+        Ok(CudnnNet {
+            losses: DeviceMemory::zeroed(4 * plan.input.n)?,
+            plan,
+            optimiser,
+            train: None,
+            eval: HashMap::new(),
+            algorithms: HashMap::new(),
+            trainable,
+            statistics,
+            grads,
+            momentum,
+            workspace: DeviceMemory::zeroed(0)?,
+            stepped: false,
+            gpu,
+        })
+    }
+
+    /// One training step on a batch already on the device (`images` N×C×H×W f32, `targets` N i64): forward,
+    /// backward and the SGD update of every parameter.
+    pub fn train_step(
+        &mut self,
+        images: CUdeviceptr,
+        targets: CUdeviceptr,
+    ) -> Result<Outputs, String> {
+        let step = match self.train.take() {
+            Some(step) => step,
+            None => self.plan_step(Program::train(&self.plan))?,
+        };
+        let out = self.run(&step, images, targets);
+        self.train = Some(step);
+        out
+    }
+
+    /// Batch norm on running statistics and nothing kept for a backward pass, for a batch of `n`.
+    pub fn evaluate(
+        &mut self,
+        images: CUdeviceptr,
+        targets: CUdeviceptr,
+        n: usize,
+    ) -> Result<Outputs, String> {
+        let step = match self.eval.remove(&n) {
+            Some(step) => step,
+            None => self.plan_step(Program::eval(&self.plan.with_batch(n)))?,
+        };
+        let out = self.run(&step, images, targets);
+        self.eval.insert(n, step);
+        out
+    }
+
+    /// The last training step's gradient of a trainable parameter, named as torchvision names it.
+    pub fn gradient(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
+        match self.param(name).filter(|p| p.trainable) {
+            Some(p) => self.grads.read(p.offset, p.elements()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A trainable parameter's value, or a running statistic's.
+    pub fn parameter(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
+        let Some(p) = self.param(name) else {
+            return Ok(None);
+        };
+        let flat = if p.trainable {
+            &self.trainable
+        } else {
+            &self.statistics
+        };
+        flat.read(p.offset, p.elements()).map(Some)
+    }
+
+    /// A training step begun (its batch loaded) but none of its ops run: the GPU tests run them one by one.
+    #[cfg(test)]
+    pub fn start_training(&mut self, images: CUdeviceptr) -> Result<(), String> {
+        let step = match self.train.take() {
+            Some(step) => step,
+            None => self.plan_step(Program::train(&self.plan))?,
+        };
+        let loaded = self.load_images(&step, images);
+        self.train = Some(step);
+        loaded
+    }
+
+    /// Runs op `index` of the training step begun by `start_training`.
+    #[cfg(test)]
+    pub fn run_training_op(&mut self, index: usize, targets: CUdeviceptr) -> Result<(), String> {
+        let step = self.train.take().expect("start_training planned the step");
+        let op = step.program.ops[index];
+        let result = self.execute(&step, &op, targets);
+        self.train = Some(step);
+        result
+    }
+
+    /// A buffer of the training step, as f32 values.
+    #[cfg(test)]
+    pub fn training_buffer(&self, buf: Buf) -> Result<Vec<f32>, String> {
+        let step = self
+            .train
+            .as_ref()
+            .expect("start_training planned the step");
+        let memory = &step.buffers[buf.0];
+        memory.read(0, memory.bytes() / 4)
+    }
+
+    fn param(&self, name: &str) -> Option<&Param> {
+        self.plan.params.iter().find(|p| p.name == name)
+    }
+
+    /// Descriptors, buffers and the algorithms of every convolution (searched for shapes not seen before).
+    fn plan_step(&mut self, program: Program) -> Result<Step, String> {
+        let descs = Descriptors::new(&program)?;
+        let buffers = program
+            .buffers
+            .iter()
+            .map(|kind| DeviceMemory::zeroed(bytes(kind)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = program.input.n;
+        if self.losses.bytes() < 4 * n {
+            self.losses = DeviceMemory::zeroed(4 * n)?;
+        }
+        let mut step = Step {
+            program,
+            descs,
+            buffers,
+            algos: Vec::new(),
+        };
+        let mut scratch: Option<(DeviceMemory, usize)> = None;
+        for (index, layer) in step.program.layers.iter().enumerate() {
+            let key = ConvKey::of(&layer.conv, n);
+            let train = step.program.train;
+            if let Some(found) = self.algorithms.get(&key)
+                && (found.backward.is_some() || !train)
+            {
+                step.algos.push(*found);
+                continue;
+            }
+            let (input, output) = step
+                .program
+                .ops
+                .iter()
+                .find_map(|op| match *op {
+                    Op::Conv {
+                        layer: l,
+                        input,
+                        output,
+                    } if l == index => Some((input, output)),
+                    _ => None,
+                })
+                .expect("every layer's convolution is an op of the program");
+            if scratch.is_none() {
+                let (free, _) =
+                    driver::mem_get_info().map_err(|e| format!("cuMemGetInfo: {e:?}"))?;
+                let size = SEARCH_WORKSPACE_CAP.min(free / 4);
+                scratch = Some((DeviceMemory::zeroed(size)?, size));
+            }
+            let (memory, size) = scratch.as_ref().expect("allocated above");
+            let descs = &step.descs.layers[index];
+            // SAFETY: the handle is this network's; the operands are this step's buffers and the flat parameter and
+            // gradient allocations at the layer's offsets, each of its descriptor's size; the scratch is `size` bytes.
+            let found = unsafe {
+                algorithms::search(
+                    self.gpu.cudnn,
+                    &SearchOperands {
+                        x: (step.desc(input), step.at(input)),
+                        w: (&descs.filter, self.trainable.at(layer.weight)),
+                        y: (step.desc(output), step.at(output)),
+                        dw: train.then(|| self.grads.at(layer.weight)),
+                        conv: &descs.conv,
+                    },
+                    memory.ptr(),
+                    *size,
+                )
+            }
+            .map_err(|e| format!("{} at {:?}: {e}", layer.conv.name, key.input))?;
+            self.algorithms.insert(key, found);
+            step.algos.push(found);
+        }
+        drop(scratch);
+        let needed = step.algos.iter().map(|a| a.workspace).max().unwrap_or(0);
+        if self.workspace.bytes() < needed {
+            self.workspace = DeviceMemory::zeroed(needed)?;
+        }
+        Ok(step)
+    }
+
+    fn run(
+        &mut self,
+        step: &Step,
+        images: CUdeviceptr,
+        targets: CUdeviceptr,
+    ) -> Result<Outputs, String> {
+        self.load_images(step, images)?;
+        for op in &step.program.ops {
+            self.execute(step, op, targets)?;
+        }
+        Ok(self.outputs(step))
+    }
+
+    fn load_images(&self, step: &Step, images: CUdeviceptr) -> Result<(), String> {
+        let dst = &step.buffers[step.program.images.0];
+        // SAFETY: both ranges hold the batch's images (the caller's tensor is N×C×H×W f32 of the step's shape).
+        unsafe { driver::memcpy_dtod_async(dst.ptr(), images, dst.bytes(), std::ptr::null_mut()) }
+            .map_err(|e| format!("cuMemcpyDtoD: {e:?}"))
+    }
+
+    fn outputs(&self, step: &Step) -> Outputs {
+        Outputs {
+            loss: step.at(step.program.loss),
+            logits: step.at(step.program.logits),
+        }
+    }
+
+    fn execute(&mut self, step: &Step, op: &Op, targets: CUdeviceptr) -> Result<(), String> {
+        let h = self.gpu.cudnn;
+        let (ws, ws_bytes) = (ptr(self.workspace.ptr()), self.workspace.bytes());
+        let x = |buf: Buf| ptr(step.at(buf));
+        let d = |buf: Buf| step.desc(buf).raw();
+        // SAFETY (every call below): descriptors describe the buffers passed with them, all allocated for this
+        // step on the handle's device; parameters are views into the flat allocations at the plan's offsets.
+        match *op {
+            Op::Conv {
+                layer,
+                input,
+                output,
+            } => {
+                let l = &step.program.layers[layer];
+                let descs = &step.descs.layers[layer];
+                check(
+                    unsafe {
+                        sys::cudnnConvolutionForward(
+                            h,
+                            one(),
+                            d(input),
+                            x(input),
+                            descs.filter.raw(),
+                            ptr(self.trainable.at(l.weight)),
+                            descs.conv.raw(),
+                            step.algos[layer].forward,
+                            ws,
+                            ws_bytes,
+                            zero(),
+                            d(output),
+                            x(output),
+                        )
+                    },
+                    "convolution",
+                )
+            }
+            Op::BatchNorm {
+                layer,
+                input,
+                output,
+                saved,
+            } => {
+                let l = &step.program.layers[layer];
+                let bn = step.descs.layers[layer].batch_norm.raw();
+                let (scale, shift) = (
+                    ptr(self.trainable.at(l.scale)),
+                    ptr(self.trainable.at(l.shift)),
+                );
+                let (mean, var) = (
+                    ptr(self.statistics.at(l.running_mean)),
+                    ptr(self.statistics.at(l.running_var)),
+                );
+                let mode = sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL;
+                check(
+                    match saved {
+                        Some(saved) => unsafe {
+                            sys::cudnnBatchNormalizationForwardTraining(
+                                h,
+                                mode,
+                                one(),
+                                zero(),
+                                d(input),
+                                x(input),
+                                d(output),
+                                x(output),
+                                bn,
+                                scale,
+                                shift,
+                                MOMENTUM,
+                                mean,
+                                var,
+                                EPS,
+                                x(saved.mean),
+                                x(saved.invstd),
+                            )
+                        },
+                        None => unsafe {
+                            sys::cudnnBatchNormalizationForwardInference(
+                                h,
+                                mode,
+                                one(),
+                                zero(),
+                                d(input),
+                                x(input),
+                                d(output),
+                                x(output),
+                                bn,
+                                scale,
+                                shift,
+                                mean,
+                                var,
+                                EPS,
+                            )
+                        },
+                    },
+                    "batch norm",
+                )
+            }
+            Op::Relu { data } => self.relu(step, data),
+            Op::MaxPool { input, output, .. } => check(
+                unsafe {
+                    sys::cudnnPoolingForward(
+                        h,
+                        step.descs.stem_pool.raw(),
+                        one(),
+                        d(input),
+                        x(input),
+                        zero(),
+                        d(output),
+                        x(output),
+                    )
+                },
+                "max pooling",
+            ),
+            Op::AddRelu { data, shortcut } => {
+                self.add(step, shortcut, data)?;
+                self.relu(step, data)
+            }
+            Op::AvgPool { input, output } => check(
+                unsafe {
+                    sys::cudnnPoolingForward(
+                        h,
+                        step.descs.global_pool.raw(),
+                        one(),
+                        d(input),
+                        x(input),
+                        zero(),
+                        d(output),
+                        x(output),
+                    )
+                },
+                "average pooling",
+            ),
+            Op::Linear { input, output } => {
+                let head = step.program.head;
+                check(
+                    unsafe {
+                        sys::cudnnAddTensor(
+                            h,
+                            one(),
+                            step.descs.bias.raw(),
+                            ptr(self.trainable.at(head.bias)),
+                            zero(),
+                            d(output),
+                            x(output),
+                        )
+                    },
+                    "bias",
+                )?;
+                // Row-major logits (N×K) = features (N×F) · weightᵀ (F×K), as cuBLAS's column-major
+                // logitsᵀ = weight · featuresᵀ; beta 1 keeps the bias.
+                self.gemm(
+                    (true, false),
+                    (head.classes, step.batch(), head.features),
+                    (self.trainable.at(head.weight), head.features),
+                    (step.at(input), head.features),
+                    (1.0, step.at(output), head.classes),
+                )
+            }
+            Op::Loss { logits, loss } => {
+                let (mut logits, mut targets, mut losses, mut loss) =
+                    (step.at(logits), targets, self.losses.ptr(), step.at(loss));
+                let mut classes = step.program.head.classes as i32;
+                let mut n = step.batch() as i32;
+                self.gpu.launch(
+                    "cross_entropy_per_sample",
+                    n as u32,
+                    SAMPLE_THREADS,
+                    &mut [
+                        arg(&mut logits),
+                        arg(&mut targets),
+                        arg(&mut classes),
+                        arg(&mut losses),
+                    ],
+                )?;
+                self.gpu.launch(
+                    "mean_of",
+                    1,
+                    1,
+                    &mut [arg(&mut losses), arg(&mut n), arg(&mut loss)],
+                )
+            }
+            Op::LossBackward { logits, grad } => {
+                let (mut logits, mut targets, mut grad) = (step.at(logits), targets, step.at(grad));
+                let mut classes = step.program.head.classes as i32;
+                let mut n = step.batch() as i32;
+                self.gpu.launch(
+                    "cross_entropy_grad",
+                    n as u32,
+                    SAMPLE_THREADS,
+                    &mut [
+                        arg(&mut logits),
+                        arg(&mut targets),
+                        arg(&mut classes),
+                        arg(&mut n),
+                        arg(&mut grad),
+                    ],
+                )
+            }
+            Op::LinearBackward {
+                grad_output,
+                input,
+                grad_input,
+            } => {
+                let head = step.program.head;
+                let n = step.batch();
+                // weight gradient (K×F) = gradᵀ (K×N) · features (N×F): column-major featuresᵀ · grad.
+                self.gemm(
+                    (false, true),
+                    (head.features, head.classes, n),
+                    (step.at(input), head.features),
+                    (step.at(grad_output), head.classes),
+                    (0.0, self.grads.at(head.weight), head.features),
+                )?;
+                check(
+                    unsafe {
+                        sys::cudnnConvolutionBackwardBias(
+                            h,
+                            one(),
+                            d(grad_output),
+                            x(grad_output),
+                            zero(),
+                            step.descs.bias.raw(),
+                            ptr(self.grads.at(head.bias)),
+                        )
+                    },
+                    "bias gradient",
+                )?;
+                // features' gradient (N×F) = grad (N×K) · weight (K×F): column-major weightᵀ · gradᵀ.
+                self.gemm(
+                    (false, false),
+                    (head.features, n, head.classes),
+                    (self.trainable.at(head.weight), head.features),
+                    (step.at(grad_output), head.classes),
+                    (0.0, step.at(grad_input), head.features),
+                )
+            }
+            Op::AvgPoolBackward {
+                grad_output,
+                grad_input,
+            } => {
+                let s = step.shape(grad_input);
+                let (mut from, mut to) = (step.at(grad_output), step.at(grad_input));
+                let mut pixels = (s.h * s.w) as i32;
+                let mut total = s.elements() as i64;
+                self.gpu.launch(
+                    "spread_mean",
+                    blocks(s.elements()),
+                    THREADS,
+                    &mut [
+                        arg(&mut from),
+                        arg(&mut to),
+                        arg(&mut pixels),
+                        arg(&mut total),
+                    ],
+                )
+            }
+            Op::ReluBackward { grad, output } => check(
+                // In place (dx = dy, one descriptor); ReLU's output stands for its input: both are positive
+                // at the same places.
+                unsafe {
+                    sys::cudnnActivationBackward(
+                        h,
+                        step.descs.relu.raw(),
+                        one(),
+                        d(output),
+                        x(output),
+                        d(grad),
+                        x(grad),
+                        d(output),
+                        x(output),
+                        zero(),
+                        d(grad),
+                        x(grad),
+                    )
+                },
+                "ReLU gradient",
+            ),
+            Op::BatchNormBackward {
+                layer,
+                grad_output,
+                input,
+                saved,
+                grad_input,
+            } => {
+                let l = &step.program.layers[layer];
+                check(
+                    unsafe {
+                        sys::cudnnBatchNormalizationBackward(
+                            h,
+                            sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL,
+                            one(),
+                            zero(),
+                            one(),
+                            zero(),
+                            d(input),
+                            x(input),
+                            d(grad_output),
+                            x(grad_output),
+                            d(grad_input),
+                            x(grad_input),
+                            step.descs.layers[layer].batch_norm.raw(),
+                            ptr(self.trainable.at(l.scale)),
+                            ptr(self.grads.at(l.scale)),
+                            ptr(self.grads.at(l.shift)),
+                            EPS,
+                            x(saved.mean),
+                            x(saved.invstd),
+                        )
+                    },
+                    "batch-norm gradient",
+                )
+            }
+            Op::ConvBackward {
+                layer,
+                grad_output,
+                input,
+                grad_input,
+                accumulate,
+            } => {
+                let l = &step.program.layers[layer];
+                let descs = &step.descs.layers[layer];
+                let (data_algo, filter_algo) = step.algos[layer]
+                    .backward
+                    .expect("a training step's convolutions have backward algorithms");
+                check(
+                    unsafe {
+                        sys::cudnnConvolutionBackwardFilter(
+                            h,
+                            one(),
+                            d(input),
+                            x(input),
+                            d(grad_output),
+                            x(grad_output),
+                            descs.conv.raw(),
+                            filter_algo,
+                            ws,
+                            ws_bytes,
+                            zero(),
+                            descs.filter.raw(),
+                            ptr(self.grads.at(l.weight)),
+                        )
+                    },
+                    "convolution weight gradient",
+                )?;
+                let Some(grad_input) = grad_input else {
+                    return Ok(());
+                };
+                check(
+                    unsafe {
+                        sys::cudnnConvolutionBackwardData(
+                            h,
+                            one(),
+                            descs.filter.raw(),
+                            ptr(self.trainable.at(l.weight)),
+                            d(grad_output),
+                            x(grad_output),
+                            descs.conv.raw(),
+                            data_algo,
+                            ws,
+                            ws_bytes,
+                            if accumulate { one() } else { zero() },
+                            d(grad_input),
+                            x(grad_input),
+                        )
+                    },
+                    "convolution input gradient",
+                )
+            }
+            Op::MaxPoolBackward {
+                grad_output,
+                input,
+                output,
+                grad_input,
+                ..
+            } => check(
+                unsafe {
+                    sys::cudnnPoolingBackward(
+                        h,
+                        step.descs.stem_pool.raw(),
+                        one(),
+                        d(output),
+                        x(output),
+                        d(grad_output),
+                        x(grad_output),
+                        d(input),
+                        x(input),
+                        zero(),
+                        d(grad_input),
+                        x(grad_input),
+                    )
+                },
+                "max-pooling gradient",
+            ),
+            Op::Accumulate { into, from } => self.add(step, from, into),
+            Op::Sgd => self.sgd(),
+        }
+    }
+
+    /// data = max(data, 0), in place.
+    fn relu(&self, step: &Step, data: Buf) -> Result<(), String> {
+        let (desc, at) = (step.desc(data).raw(), ptr(step.at(data)));
+        // SAFETY: in place on one buffer with its own descriptor, which cuDNN allows.
+        check(
+            unsafe {
+                sys::cudnnActivationForward(
+                    self.gpu.cudnn,
+                    step.descs.relu.raw(),
+                    one(),
+                    desc,
+                    at,
+                    zero(),
+                    desc,
+                    at,
+                )
+            },
+            "ReLU",
+        )
+    }
+
+    /// into += from (same shape).
+    fn add(&self, step: &Step, from: Buf, into: Buf) -> Result<(), String> {
+        // SAFETY: two buffers of the step, each with its descriptor.
+        check(
+            unsafe {
+                sys::cudnnAddTensor(
+                    self.gpu.cudnn,
+                    one(),
+                    step.desc(from).raw(),
+                    ptr(step.at(from)),
+                    one(),
+                    step.desc(into).raw(),
+                    ptr(step.at(into)),
+                )
+            },
+            "addition",
+        )
+    }
+
+    /// cuBLAS's column-major C (m×n) = op(A) · op(B) + beta·C, f32; each matrix as (address, leading dimension).
+    fn gemm(
+        &self,
+        (trans_a, trans_b): (bool, bool),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (CUdeviceptr, usize),
+        (b, ldb): (CUdeviceptr, usize),
+        (beta, c, ldc): (f32, CUdeviceptr, usize),
+    ) -> Result<(), String> {
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let int = |v: usize| i32::try_from(v).expect("a matrix dimension fits cuBLAS's int");
+        // SAFETY: the three matrices are allocations of at least the described sizes on the handle's device.
+        unsafe {
+            blas::sgemm(
+                self.gpu.blas,
+                op(trans_a),
+                op(trans_b),
+                int(m),
+                int(n),
+                int(k),
+                &ONE,
+                a as *const f32,
+                int(lda),
+                b as *const f32,
+                int(ldb),
+                &beta,
+                c as *mut f32,
+                int(ldc),
+            )
+        }
+        .map_err(|e| format!("cuBLAS sgemm: {e:?}"))
+    }
+
+    /// torch.optim.SGD over the whole trainable buffer in one kernel.
+    fn sgd(&mut self) -> Result<(), String> {
+        let o = self.optimiser;
+        let count = self.plan.trainable_elements;
+        let (mut params, mut grads, mut momentum) =
+            (self.trainable.ptr(), self.grads.ptr(), self.momentum.ptr());
+        let mut count_arg = count as i64;
+        let (mut lr, mut m, mut wd) = (o.lr as f32, o.momentum as f32, o.weight_decay as f32);
+        let mut first = i32::from(!self.stepped);
+        self.gpu.launch(
+            "sgd",
+            blocks(count),
+            THREADS,
+            &mut [
+                arg(&mut params),
+                arg(&mut grads),
+                arg(&mut momentum),
+                arg(&mut count_arg),
+                arg(&mut lr),
+                arg(&mut m),
+                arg(&mut wd),
+                arg(&mut first),
+            ],
+        )?;
+        self.stepped = true;
+        Ok(())
+    }
+}

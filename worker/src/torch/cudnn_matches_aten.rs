@@ -1,0 +1,97 @@
+//! The `cudnn` backend against the `aten` backend on one GPU, operation by operation through a training step of
+//! ResNet-50 from the same weights and batch: every value an operation writes, every gradient, and every parameter
+//! and running statistic after the update. Run by `make gpu-test` (with TF32 off, `NVIDIA_TF32_OVERRIDE=0`, so
+//! that both compute in full f32); a failure names the first operation that differs.
+
+use tch::nn::{self};
+use tch::{Device, Kind, Tensor};
+
+use super::model::ResNet;
+use crate::cudnn::aten::AtenNet;
+use crate::cudnn::native::CudnnNet;
+use crate::cudnn::plan::Plan;
+use crate::cudnn::program::{BufferKind, Program};
+use crate::cudnn::weights;
+use golow_protocol::config::{Model, Optimiser};
+
+/// The largest difference relative to the largest magnitude of the expected values.
+fn relative_difference(actual: &[f32], expected: &[f32]) -> f64 {
+    assert_eq!(actual.len(), expected.len());
+    let scale = expected
+        .iter()
+        .fold(0f64, |m, &e| m.max(f64::from(e).abs()))
+        .max(1e-30);
+    let diff = actual.iter().zip(expected).fold(0f64, |m, (&a, &e)| {
+        m.max((f64::from(a) - f64::from(e)).abs())
+    });
+    diff / scale
+}
+
+fn host(t: &Tensor) -> Vec<f32> {
+    Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).unwrap()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_follows_aten_op_by_op_on_the_gpu() {
+    let (model, channels, classes, batch, resolution) = (Model::Resnet50, 3, 10, 8, 64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weights.safetensors");
+    tch::manual_seed(7);
+    let init = nn::VarStore::new(Device::Cpu);
+    let _ = ResNet::new(&init.root(), model, channels as i64, classes as i64);
+    init.save(&path).unwrap();
+    let plan = Plan::new(model, channels, classes, batch, resolution).unwrap();
+    let loaded = weights::load(&path, &plan).unwrap();
+    let gpu = Device::Cuda(0);
+    let mut aten = AtenNet::new(plan.clone(), &loaded, Optimiser::default(), gpu);
+    let mut cudnn = CudnnNet::new(plan.clone(), &loaded, Optimiser::default(), 0).unwrap();
+
+    tch::manual_seed(11);
+    let size = [batch, channels, resolution, resolution].map(|d| d as i64);
+    let images = Tensor::randn(size, (Kind::Float, gpu));
+    let targets = Tensor::randint(classes as i64, [batch as i64], (Kind::Int64, gpu));
+    let program = Program::train(&plan);
+    aten.start_training(&images);
+    cudnn.start_training(images.data_ptr() as u64).unwrap();
+    for (index, op) in program.ops.iter().enumerate() {
+        aten.run_training_op(index, &targets);
+        cudnn
+            .run_training_op(index, targets.data_ptr() as u64)
+            .unwrap_or_else(|e| panic!("op {index} {op:?}: {e}"));
+        for buf in op.writes() {
+            // Max-pool indices are aten's alone: cuDNN's pooling gradient reads the input and output instead.
+            if matches!(program.buffers[buf.0], BufferKind::Indices(_)) {
+                continue;
+            }
+            let expected = host(&aten.buffer(buf).expect("aten wrote it"));
+            let actual = cudnn.training_buffer(buf).unwrap();
+            let difference = relative_difference(&actual, &expected);
+            assert!(
+                difference <= 1e-3,
+                "op {index} {op:?}: buffer {} differs by {difference:.2e} of its largest value",
+                buf.0
+            );
+        }
+    }
+    for p in &plan.params {
+        if p.trainable {
+            let expected = host(&aten.gradient(&p.name).unwrap());
+            let actual = cudnn.gradient(&p.name).unwrap().unwrap();
+            let difference = relative_difference(&actual, &expected);
+            assert!(
+                difference <= 1e-3,
+                "gradient of {}: {difference:.2e}",
+                p.name
+            );
+        }
+        let expected = host(&aten.parameter(&p.name).unwrap());
+        let actual = cudnn.parameter(&p.name).unwrap().unwrap();
+        let difference = relative_difference(&actual, &expected);
+        assert!(
+            difference <= 1e-4,
+            "{} after the update: {difference:.2e}",
+            p.name
+        );
+    }
+}
