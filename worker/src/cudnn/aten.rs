@@ -440,9 +440,7 @@ impl AtenNet {
                 grad_output,
                 grad_input,
             } => {
-                let s = program.buffers[grad_input.0]
-                    .shape()
-                    .expect("a pooled tensor's gradient is a tensor");
+                let s = program.tensor_shape(grad_input);
                 let [n, c, h, w] = [s.n, s.c, s.h, s.w].map(|d| d as i64);
                 let g = (self.value(grad_output) / (h * w) as f64)
                     .expand([n, c, h, w], false)

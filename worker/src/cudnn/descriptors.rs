@@ -200,40 +200,35 @@ pub struct PoolDesc(sys::cudnnPoolingDescriptor_t);
 impl PoolDesc {
     /// ResNet's stem pooling: max over 3×3, stride 2, padding 1 (padding never wins).
     pub fn stem_max() -> Result<PoolDesc, String> {
-        PoolDesc::new(sys::cudnnPoolingMode_t::CUDNN_POOLING_MAX, [3, 3], 1, 2)
+        PoolDesc::new(
+            sys::cudnnPoolingMode_t::CUDNN_POOLING_MAX,
+            [3, 3],
+            1,
+            [2, 2],
+        )
     }
 
     /// The mean over a whole h×w feature map.
     pub fn global_average(h: usize, w: usize) -> Result<PoolDesc, String> {
-        let (h, w) = (dim(h), dim(w));
-        let desc = PoolDesc::raw_new()?;
-        // SAFETY: a descriptor just created, owned by `desc`.
-        check(
-            unsafe {
-                sys::cudnnSetPooling2dDescriptor(
-                    desc.0,
-                    sys::cudnnPoolingMode_t::CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
-                    sys::cudnnNanPropagation_t::CUDNN_PROPAGATE_NAN,
-                    h,
-                    w,
-                    0,
-                    0,
-                    h,
-                    w,
-                )
-            },
-            "average pooling",
-        )?;
-        Ok(desc)
+        let window = [dim(h), dim(w)];
+        PoolDesc::new(
+            sys::cudnnPoolingMode_t::CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING,
+            window,
+            0,
+            window,
+        )
     }
 
     fn new(
         mode: sys::cudnnPoolingMode_t,
         window: [i32; 2],
         pad: i32,
-        stride: i32,
+        stride: [i32; 2],
     ) -> Result<PoolDesc, String> {
-        let desc = PoolDesc::raw_new()?;
+        let desc = PoolDesc(
+            result::create_pooling_descriptor()
+                .map_err(|e| format!("cuDNN pooling descriptor: {e:?}"))?,
+        );
         // SAFETY: a descriptor just created, owned by `desc`.
         check(
             unsafe {
@@ -245,20 +240,13 @@ impl PoolDesc {
                     window[1],
                     pad,
                     pad,
-                    stride,
-                    stride,
+                    stride[0],
+                    stride[1],
                 )
             },
             "pooling",
         )?;
         Ok(desc)
-    }
-
-    fn raw_new() -> Result<PoolDesc, String> {
-        Ok(PoolDesc(
-            result::create_pooling_descriptor()
-                .map_err(|e| format!("cuDNN pooling descriptor: {e:?}"))?,
-        ))
     }
 
     pub fn raw(&self) -> sys::cudnnPoolingDescriptor_t {

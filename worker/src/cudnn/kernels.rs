@@ -4,14 +4,37 @@
 
 use cudarc::nvrtc::{self, CompileOptions, Ptx};
 
-/// The kernels' entry points, in the order `Kernels` loads them.
-pub const ENTRY_POINTS: [&str; 5] = [
-    "cross_entropy_per_sample",
-    "mean_of",
-    "cross_entropy_grad",
-    "spread_mean",
-    "sgd",
-];
+/// The kernels of the source below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    CrossEntropyPerSample,
+    MeanOf,
+    CrossEntropyGrad,
+    SpreadMean,
+    Sgd,
+}
+
+impl Kernel {
+    /// Every kernel; a kernel's position here is its `as usize`.
+    pub const ALL: [Kernel; 5] = [
+        Kernel::CrossEntropyPerSample,
+        Kernel::MeanOf,
+        Kernel::CrossEntropyGrad,
+        Kernel::SpreadMean,
+        Kernel::Sgd,
+    ];
+
+    /// Its entry point's name in the source.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::CrossEntropyPerSample => "cross_entropy_per_sample",
+            Kernel::MeanOf => "mean_of",
+            Kernel::CrossEntropyGrad => "cross_entropy_grad",
+            Kernel::SpreadMean => "spread_mean",
+            Kernel::Sgd => "sgd",
+        }
+    }
+}
 
 /// Threads per block of the per-sample kernels (a power of two: their reductions halve it).
 pub const SAMPLE_THREADS: u32 = 256;
@@ -164,7 +187,9 @@ mod tests {
             "{}",
             &ptx[..ptx.len().min(400)]
         );
-        for entry in ENTRY_POINTS {
+        for (index, kernel) in Kernel::ALL.into_iter().enumerate() {
+            assert_eq!(kernel as usize, index);
+            let entry = kernel.name();
             assert!(
                 ptx.contains(&format!(".entry {entry}(")),
                 "no entry point {entry}"

@@ -16,9 +16,9 @@ use cudarc::driver::{CudaContext, result as driver};
 
 use super::algorithms::{self, ConvAlgos, ConvKey, SearchOperands};
 use super::descriptors::{Descriptors, TensorDesc, check};
-use super::kernels::{self, SAMPLE_THREADS};
+use super::kernels::{self, Kernel, SAMPLE_THREADS};
 use super::memory::DeviceMemory;
-use super::plan::{Param, Plan, Shape};
+use super::plan::{Param, Plan};
 use super::program::{Buf, BufferKind, Op, Program};
 use super::weights::Weights;
 use golow_protocol::config::Optimiser;
@@ -57,7 +57,7 @@ struct Gpu {
     cudnn: sys::cudnnHandle_t,
     blas: blas_sys::cublasHandle_t,
     module: CUmodule,
-    /// In `kernels::ENTRY_POINTS` order.
+    /// In `Kernel::ALL` order.
     kernels: Vec<CUfunction>,
     /// Holds the device's primary context (libtorch's) current on this thread.
     _context: Arc<CudaContext>,
@@ -89,7 +89,8 @@ impl Gpu {
             kernels: Vec::new(),
             _context: context,
         };
-        for name in kernels::ENTRY_POINTS {
+        for kernel in Kernel::ALL {
+            let name = kernel.name();
             let c_name = CString::new(name).expect("entry points are plain names");
             // SAFETY: the module is loaded and alive as long as `gpu`.
             let f = unsafe { driver::module::get_function(gpu.module, c_name) }
@@ -101,18 +102,10 @@ impl Gpu {
         Ok(gpu)
     }
 
-    fn kernel(&self, name: &str) -> CUfunction {
-        let index = kernels::ENTRY_POINTS
-            .iter()
-            .position(|&e| e == name)
-            .expect("a kernel of golow's source");
-        self.kernels[index]
-    }
-
-    /// Launches `name` on the default stream; `args` point at the kernel's arguments, in order.
+    /// Launches `kernel` on the default stream; `args` point at the kernel's arguments, in order.
     fn launch(
         &self,
-        name: &str,
+        kernel: Kernel,
         blocks: u32,
         threads: u32,
         args: &mut [*mut c_void],
@@ -121,7 +114,7 @@ impl Gpu {
         // callers below keep in step with the source in `kernels`.
         unsafe {
             driver::launch_kernel(
-                self.kernel(name),
+                self.kernels[kernel as usize],
                 (blocks.max(1), 1, 1),
                 (threads, 1, 1),
                 0,
@@ -129,7 +122,7 @@ impl Gpu {
                 args,
             )
         }
-        .map_err(|e| format!("kernel {name}: {e:?}"))
+        .map_err(|e| format!("kernel {}: {e:?}", kernel.name()))
     }
 }
 
@@ -168,14 +161,8 @@ impl Step {
         self.buffers[buf.0].ptr()
     }
 
-    fn shape(&self, buf: Buf) -> Shape {
-        self.program.buffers[buf.0]
-            .shape()
-            .expect("cuDNN operands are tensors")
-    }
-
     fn desc(&self, buf: Buf) -> &TensorDesc {
-        self.descs.tensor(self.shape(buf))
+        self.descs.tensor(self.program.tensor_shape(buf))
     }
 
     fn batch(&self) -> usize {
@@ -234,7 +221,7 @@ impl CudnnNet {
         let grads = DeviceMemory::zeroed(trainable.bytes())?;
         let momentum = DeviceMemory::zeroed(trainable.bytes())?;
         Ok(CudnnNet {
-            losses: DeviceMemory::zeroed(4 * plan.input.n)?,
+            losses: DeviceMemory::zeroed(0)?,
             plan,
             optimiser,
             train: None,
@@ -609,7 +596,7 @@ impl CudnnNet {
                 let mut classes = step.program.head.classes as i32;
                 let mut n = step.batch() as i32;
                 self.gpu.launch(
-                    "cross_entropy_per_sample",
+                    Kernel::CrossEntropyPerSample,
                     n as u32,
                     SAMPLE_THREADS,
                     &mut [
@@ -620,7 +607,7 @@ impl CudnnNet {
                     ],
                 )?;
                 self.gpu.launch(
-                    "mean_of",
+                    Kernel::MeanOf,
                     1,
                     1,
                     &mut [arg(&mut losses), arg(&mut n), arg(&mut loss)],
@@ -631,7 +618,7 @@ impl CudnnNet {
                 let mut classes = step.program.head.classes as i32;
                 let mut n = step.batch() as i32;
                 self.gpu.launch(
-                    "cross_entropy_grad",
+                    Kernel::CrossEntropyGrad,
                     n as u32,
                     SAMPLE_THREADS,
                     &mut [
@@ -685,12 +672,12 @@ impl CudnnNet {
                 grad_output,
                 grad_input,
             } => {
-                let s = step.shape(grad_input);
+                let s = step.program.tensor_shape(grad_input);
                 let (mut from, mut to) = (step.at(grad_output), step.at(grad_input));
                 let mut pixels = (s.h * s.w) as i32;
                 let mut total = s.elements() as i64;
                 self.gpu.launch(
-                    "spread_mean",
+                    Kernel::SpreadMean,
                     blocks(s.elements()),
                     THREADS,
                     &mut [
@@ -932,7 +919,7 @@ impl CudnnNet {
         let (mut lr, mut m, mut wd) = (o.lr as f32, o.momentum as f32, o.weight_decay as f32);
         let mut first = i32::from(!self.stepped);
         self.gpu.launch(
-            "sgd",
+            Kernel::Sgd,
             blocks(count),
             THREADS,
             &mut [

@@ -244,6 +244,13 @@ pub struct Program {
 }
 
 impl Program {
+    /// N×C×H×W of a buffer the program uses as a tensor.
+    pub fn tensor_shape(&self, buf: Buf) -> Shape {
+        self.buffers[buf.0]
+            .shape()
+            .expect("an operand that is a tensor")
+    }
+
     /// A training step (forward, backward, update) for `plan`'s batch size.
     pub fn train(plan: &Plan) -> Program {
         Builder::new(plan, true, true).build()

@@ -20,7 +20,7 @@ struct Case {
 }
 
 /// The largest difference between two tensors relative to the largest magnitude of the expected one.
-fn relative_difference(actual: &Tensor, expected: &Tensor) -> f64 {
+pub(super) fn relative_difference(actual: &Tensor, expected: &Tensor) -> f64 {
     let scale = expected.abs().max().double_value(&[]).max(1e-30);
     (actual - expected).abs().max().double_value(&[]) / scale
 }

@@ -6,6 +6,7 @@
 use tch::nn::{self};
 use tch::{Device, Kind, Tensor};
 
+use super::aten_matches_libtorch::relative_difference;
 use super::model::ResNet;
 use crate::cudnn::aten::AtenNet;
 use crate::cudnn::native::CudnnNet;
@@ -14,21 +15,11 @@ use crate::cudnn::program::{BufferKind, Program};
 use crate::cudnn::weights;
 use golow_protocol::config::{Model, Optimiser};
 
-/// The largest difference relative to the largest magnitude of the expected values.
-fn relative_difference(actual: &[f32], expected: &[f32]) -> f64 {
-    assert_eq!(actual.len(), expected.len());
-    let scale = expected
-        .iter()
-        .fold(0f64, |m, &e| m.max(f64::from(e).abs()))
-        .max(1e-30);
-    let diff = actual.iter().zip(expected).fold(0f64, |m, (&a, &e)| {
-        m.max((f64::from(a) - f64::from(e)).abs())
-    });
-    diff / scale
-}
-
-fn host(t: &Tensor) -> Vec<f32> {
-    Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).unwrap()
+/// How far the cudnn backend's values are from aten's, relative to aten's largest magnitude.
+fn off_by(actual: Vec<f32>, expected: &Tensor) -> f64 {
+    let expected = expected.to_device(Device::Cpu).flatten(0, -1);
+    assert_eq!(actual.len() as i64, expected.size()[0]);
+    relative_difference(&Tensor::from_slice(&actual), &expected)
 }
 
 #[test]
@@ -64,9 +55,10 @@ fn cudnn_follows_aten_op_by_op_on_the_gpu() {
             if matches!(program.buffers[buf.0], BufferKind::Indices(_)) {
                 continue;
             }
-            let expected = host(&aten.buffer(buf).expect("aten wrote it"));
-            let actual = cudnn.training_buffer(buf).unwrap();
-            let difference = relative_difference(&actual, &expected);
+            let difference = off_by(
+                cudnn.training_buffer(buf).unwrap(),
+                &aten.buffer(buf).expect("aten wrote it"),
+            );
             assert!(
                 difference <= 1e-3,
                 "op {index} {op:?}: buffer {} differs by {difference:.2e} of its largest value",
@@ -76,18 +68,20 @@ fn cudnn_follows_aten_op_by_op_on_the_gpu() {
     }
     for p in &plan.params {
         if p.trainable {
-            let expected = host(&aten.gradient(&p.name).unwrap());
-            let actual = cudnn.gradient(&p.name).unwrap().unwrap();
-            let difference = relative_difference(&actual, &expected);
+            let difference = off_by(
+                cudnn.gradient(&p.name).unwrap().unwrap(),
+                &aten.gradient(&p.name).unwrap(),
+            );
             assert!(
                 difference <= 1e-3,
                 "gradient of {}: {difference:.2e}",
                 p.name
             );
         }
-        let expected = host(&aten.parameter(&p.name).unwrap());
-        let actual = cudnn.parameter(&p.name).unwrap().unwrap();
-        let difference = relative_difference(&actual, &expected);
+        let difference = off_by(
+            cudnn.parameter(&p.name).unwrap().unwrap(),
+            &aten.parameter(&p.name).unwrap(),
+        );
         assert!(
             difference <= 1e-4,
             "{} after the update: {difference:.2e}",
