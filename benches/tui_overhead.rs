@@ -265,6 +265,7 @@ fn prepare_alone(build: &Build, dir: &Path, steps: u64) -> PathBuf {
         seed: 0,
         pinned: false,
         optimiser: Optimiser::default(),
+        compile_mode: Default::default(),
     };
     let path = dir.join(format!("config-{steps}.json"));
     std::fs::write(&path, serde_json::to_vec(&config).expect("config")).expect("config");

@@ -16,7 +16,9 @@ use std::io::{self, BufWriter, Write};
 
 use serde_json::{Value, json};
 
-use golow_protocol::event::{Body, ForwardPass, OptimizerStep, Record, ScriptProcess, Step};
+use golow_protocol::event::{
+    Body, Compile, ForwardPass, OptimizerStep, Record, ScriptProcess, Step,
+};
 
 /// The formats, as `--format` names them (`chrome-trace`, `csv`, `json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -129,6 +131,8 @@ const TID: u32 = 1;
 
 /// A script's forward passes go on this thread of its process; its optimisers' steps on `TID + optimiser`.
 const FORWARD_TID: u32 = 0;
+/// A built-in worker's compilations (torch.compile), beside its steps.
+const COMPILE_TID: u32 = 2;
 
 /// A trace process: pid 0 is the monitor, pid N the N-th worker to appear; a script's process has its real pid.
 struct Track {
@@ -264,6 +268,7 @@ impl<W: Write> ChromeTrace<'_, W> {
                 let track = self.process_track(worker, pass.process, None)?;
                 self.forward_pass(track, ts, pass)?;
             }
+            (Body::Compile(compile), Some(_)) => self.compilation(pid, ts, compile)?,
             _ => {}
         }
         if let Some(name) = instant_name(&record.body) {
@@ -348,6 +353,33 @@ impl<W: Write> ChromeTrace<'_, W> {
         let (start, stop) = self.place(track, tid, end, ticks(ms).max(0));
         let name = format!("step {}", step.step);
         self.slice(track, tid, &name, start, stop, serde_json::to_value(step)?)
+    }
+
+    /// A compilation, stamped as it ended, on a thread of its own beside the worker's steps (the first step's slice
+    /// holds it).
+    fn compilation(&mut self, track: usize, end: i64, compile: &Compile) -> io::Result<()> {
+        if !self.tracks[track].ends.contains_key(&COMPILE_TID) {
+            let args = json!({"name": "compilation"});
+            let pid = self.tracks[track].pid;
+            self.emit(
+                json!({"ph": "M", "pid": pid, "tid": COMPILE_TID, "name": "thread_name", "args": args}),
+            )?;
+        }
+        let (start, stop) = self.place(track, COMPILE_TID, end, ticks(compile.ms).max(0));
+        let again = if compile.recompile {
+            "recompile"
+        } else {
+            "compile"
+        };
+        let name = format!("{again} ({})", compile.trigger.name());
+        self.slice(
+            track,
+            COMPILE_TID,
+            &name,
+            start,
+            stop,
+            serde_json::to_value(compile)?,
+        )
     }
 
     fn forward_pass(&mut self, track: usize, end: i64, pass: &ForwardPass) -> io::Result<()> {
@@ -474,6 +506,7 @@ mod tests {
             seed: 7,
             pinned: false,
             optimiser: Optimiser::default(),
+            compile_mode: Default::default(),
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
@@ -504,6 +537,7 @@ mod tests {
                 seed: 7,
                 pinned: false,
                 optimiser: Optimiser::default(),
+                compile_mode: Default::default(),
             },
         })
     }
@@ -596,6 +630,18 @@ mod tests {
         records.push(Record::new(1200.0, None, Body::SessionEnd));
         records.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
         records
+    }
+
+    fn chrome_trace(records: Vec<Record>) -> Value {
+        let mut out = Vec::new();
+        export(
+            &header(),
+            records.into_iter(),
+            Format::ChromeTrace,
+            &mut out,
+        )
+        .unwrap();
+        serde_json::from_slice(&out).unwrap()
     }
 
     fn exported(format: Format) -> String {
@@ -785,6 +831,53 @@ mod tests {
     }
 
     #[test]
+    fn compilations_are_slices_on_a_thread_of_their_own() {
+        let compile = |t_ms: f64, recompile: bool, ms: f64| {
+            let body = Body::Compile(Compile {
+                step: Some(0),
+                phase: golow_protocol::config::Mode::Train,
+                trigger: golow_protocol::event::CompileTrigger::LazyBackward,
+                recompile,
+                ms,
+                cache_hits: 0,
+                cache_misses: 1,
+            });
+            Record::new(t_ms, Some("compile".into()), body)
+        };
+        let records = vec![
+            Record::new(0.0, None, session_start()),
+            compile(3_000.0, false, 2_500.0),
+            compile(9_000.0, true, 500.0),
+        ];
+        let trace = chrome_trace(records);
+        let events = trace["traceEvents"].as_array().unwrap();
+        let named = events
+            .iter()
+            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == "compilation")
+            .expect("a compilation thread");
+        let slices: Vec<(&str, f64, f64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                assert_eq!((&e["pid"], &e["tid"]), (&named["pid"], &named["tid"]));
+                let ts = e["ts"].as_f64().unwrap();
+                (
+                    e["name"].as_str().unwrap(),
+                    ts,
+                    ts + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            slices,
+            [
+                ("compile (lazy backward)", 500_000.0, 3_000_000.0),
+                ("recompile (lazy backward)", 8_500_000.0, 9_000_000.0)
+            ]
+        );
+    }
+
+    #[test]
     fn a_scripts_processes_have_their_real_pids_and_step_slices() {
         use golow_protocol::event::{ForwardPass, OptimizerStep, ScriptProcess};
         let hello = |process, pid, rank| {
@@ -830,15 +923,7 @@ mod tests {
             records.push(at(t + 2.0, step(0, 1, i - 1, Some(20.0), None)));
             records.push(at(t + 1.0, step(1, 0, i, Some(20.0), None)));
         }
-        let mut out = Vec::new();
-        export(
-            &header(),
-            records.into_iter(),
-            Format::ChromeTrace,
-            &mut out,
-        )
-        .unwrap();
-        let trace: Value = serde_json::from_slice(&out).unwrap();
+        let trace = chrome_trace(records);
         let mut names = HashMap::new();
         type Slices = Vec<(f64, f64, String)>;
         let mut slices: HashMap<(u64, u64), Slices> = HashMap::new();

@@ -14,7 +14,12 @@ fn rejects(args: &[&str], expected: &str) {
 
 /// `rejects`, in `tmp`, which may hold files the arguments name.
 fn rejects_in(tmp: &Path, args: &[&str], expected: &str) {
-    let out = headless(tmp, args).output().unwrap();
+    rejects_command(tmp, headless(tmp, args), args, expected);
+}
+
+/// `rejects_in` for a command made ready (an environment of its own).
+fn rejects_command(tmp: &Path, mut command: std::process::Command, args: &[&str], expected: &str) {
+    let out = command.output().unwrap();
     let stderr = text(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
@@ -75,7 +80,7 @@ fn a_recording_is_never_overwritten() {
 fn unknown_implementation_lists_the_known_ones() {
     rejects(
         &["--impl", "libtorch,jax"],
-        "unknown implementation 'jax' (known: pytorch, torchscript, libtorch, aten, cudnn)",
+        "unknown implementation 'jax' (known: pytorch, compile, torchscript, libtorch, aten, cudnn)",
     );
 }
 
@@ -396,6 +401,41 @@ fn the_live_view_needs_a_terminal() {
         text(&out.stderr).contains("add --headless"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// torch.compile on the CPU needs the C++ compiler Inductor uses (`$CXX`, else g++), and CUDA graphs need a GPU: each
+/// is said in one line before anything is prepared, not as a Python traceback from the worker.
+#[test]
+fn compile_without_a_cpp_compiler_or_with_cuda_graphs_on_the_cpu_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["--impl", "pytorch,compile", "--device", "cpu"];
+    let mut command = headless(tmp.path(), &args);
+    command.env("CXX", "/nonexistent/g++");
+    rejects_command(
+        tmp.path(),
+        command,
+        &args,
+        "--impl compile on the CPU needs a C++ compiler: $CXX /nonexistent/g++ is not an executable here",
+    );
+    let mut command = headless(tmp.path(), &args);
+    command.env_remove("CXX").env("PATH", "/nonexistent");
+    rejects_command(
+        tmp.path(),
+        command,
+        &args,
+        "Inductor's default g++ is not an executable here",
+    );
+    rejects(
+        &[
+            "--impl",
+            "compile",
+            "--device",
+            "cpu",
+            "--compile-mode",
+            "reduce-overhead",
+        ],
+        "--compile-mode reduce-overhead records CUDA graphs, which need a GPU",
     );
 }
 

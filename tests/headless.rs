@@ -92,11 +92,7 @@ fn every_implementation_trains_and_agrees_on_the_first_step() {
         );
     }
     // The session directory (cache, weights, scripted model) is gone.
-    let sessions: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("golow-session"))
-        .collect();
+    let sessions = common::session_dirs(tmp.path());
     assert!(sessions.is_empty(), "{sessions:?}");
 }
 

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum Impl {
     Pytorch,
+    /// The Python worker's model under `torch.compile` (TorchDynamo + Inductor).
+    Compile,
     Torchscript,
     Libtorch,
     /// The framework-free program on libtorch's kernels, without autograd or modules.
@@ -18,8 +20,9 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 5] = [
+    pub const ALL: [Impl; 6] = [
         Impl::Pytorch,
+        Impl::Compile,
         Impl::Torchscript,
         Impl::Libtorch,
         Impl::Aten,
@@ -29,6 +32,7 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::Pytorch => "pytorch",
+            Impl::Compile => "compile",
             Impl::Torchscript => "torchscript",
             Impl::Libtorch => "libtorch",
             Impl::Aten => "aten",
@@ -53,7 +57,34 @@ impl Impl {
 
     /// Runs under the Python interpreter (directly, or to script the model once per session).
     pub fn needs_python(self) -> bool {
-        matches!(self, Impl::Pytorch | Impl::Torchscript)
+        matches!(self, Impl::Pytorch | Impl::Compile | Impl::Torchscript)
+    }
+
+    /// Compiles the model as it runs: its compile time is a cost of the level, reported apart from its steps.
+    pub fn compiles(self) -> bool {
+        self == Impl::Compile
+    }
+}
+
+/// `torch.compile`'s mode for the `compile` level: Inductor's defaults, CUDA graphs over its kernels
+/// (`reduce-overhead`, GPU only), or autotuned kernels and CUDA graphs (`max-autotune`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "kebab-case")]
+pub enum CompileMode {
+    #[default]
+    Default,
+    ReduceOverhead,
+    MaxAutotune,
+}
+
+impl CompileMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            CompileMode::Default => "default",
+            CompileMode::ReduceOverhead => "reduce-overhead",
+            CompileMode::MaxAutotune => "max-autotune",
+        }
     }
 }
 
@@ -158,6 +189,9 @@ pub struct WorkerConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// `torch.compile`'s mode, for the `compile` worker.
+    #[serde(default)]
+    pub compile_mode: CompileMode,
 }
 
 /// The whole session as the user asked for it, after defaults were applied.
@@ -182,6 +216,9 @@ pub struct SessionConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// `torch.compile`'s mode, when the `compile` level runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_mode: Option<CompileMode>,
     /// What golow set in the environment of `--cmd` workers: the thread counts `--threads` asks for
     /// (`OMP_NUM_THREADS`, `MKL_NUM_THREADS`), where golow's own environment set none.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -66,6 +66,59 @@ pub struct Epoch {
     pub eval_accuracy: Option<f64>,
 }
 
+/// Time a level spent compiling (torch.compile's Dynamo and Inductor, CUDA graph recording): a cost of the level,
+/// reported apart and kept out of the step statistics (the step it fell in is not measured).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Compile {
+    /// The step whose timed region it fell in; `None` outside any step (an epoch's evaluation).
+    pub step: Option<u64>,
+    /// Whether it came in a training step or an evaluation.
+    pub phase: Mode,
+    pub trigger: CompileTrigger,
+    /// A frame compiled again: a guard failed (a new batch size, the switch to evaluation).
+    pub recompile: bool,
+    pub ms: f64,
+    /// Inductor's caches (FX graphs, AOTAutograd) during it: what was found, and what had to be built.
+    pub cache_hits: u32,
+    pub cache_misses: u32,
+}
+
+/// A compilation began (its `compile` event follows when it ends): while it runs, the worker is not stalled.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Compiling {
+    pub step: Option<u64>,
+    pub phase: Mode,
+    pub trigger: CompileTrigger,
+}
+
+/// What set a compilation off, as torch's compile callbacks name it.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CompileTrigger {
+    /// Dynamo traced a frame: the first call, or one whose guards failed.
+    Dynamo,
+    /// The backward graph, compiled at the first backward pass.
+    LazyBackward,
+    /// CUDA graphs recorded at run time (`reduce-overhead`).
+    CudagraphRecording,
+    /// Kernels autotuned at run time.
+    Autotuning,
+    /// A trigger this version of golow does not know.
+    Other,
+}
+
+impl CompileTrigger {
+    pub fn name(self) -> &'static str {
+        match self {
+            CompileTrigger::Dynamo => "dynamo",
+            CompileTrigger::LazyBackward => "lazy backward",
+            CompileTrigger::CudagraphRecording => "CUDA graph recording",
+            CompileTrigger::Autotuning => "autotuning",
+            CompileTrigger::Other => "other",
+        }
+    }
+}
+
 /// The worker ran the steps it was granted and waits for its next turn (alternating schedule only).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct TurnEnd {
@@ -102,6 +155,8 @@ pub enum WorkerEvent {
     ForwardPass(ForwardPass),
     Scalar(Scalar),
     Phase(Phase),
+    Compiling(Compiling),
+    Compile(Compile),
 }
 
 impl WorkerEvent {
@@ -118,6 +173,8 @@ impl WorkerEvent {
             WorkerEvent::Hello(_)
             | WorkerEvent::Step(_)
             | WorkerEvent::Epoch(_)
+            | WorkerEvent::Compiling(_)
+            | WorkerEvent::Compile(_)
             | WorkerEvent::TurnEnd(_)
             | WorkerEvent::Exit(_) => {
                 return Err("a built-in worker's event on a --cmd worker's socket".into());
@@ -165,6 +222,8 @@ pub enum Body {
     ForwardPass(ForwardPass),
     Scalar(Scalar),
     Phase(Phase),
+    Compiling(Compiling),
+    Compile(Compile),
     /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
     /// (100 = one core busy).
     Process {
@@ -256,6 +315,8 @@ impl From<WorkerEvent> for Body {
             WorkerEvent::ForwardPass(e) => Body::ForwardPass(e),
             WorkerEvent::Scalar(e) => Body::Scalar(e),
             WorkerEvent::Phase(e) => Body::Phase(e),
+            WorkerEvent::Compiling(e) => Body::Compiling(e),
+            WorkerEvent::Compile(e) => Body::Compile(e),
         }
     }
 }

@@ -1,11 +1,11 @@
 //! One record body of every kind, with plausible values: what round-trip tests of the schema, and of anything that
 //! stores records, go through.
 
-use crate::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use crate::config::{CompileMode, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
 use crate::event::{
-    Body, Breakdown, CollectorStatus, CopyKind, CopyStats, Epoch, ExitStatus, ForwardPass, Hello,
-    KernelStats, KernelWindow, MemoryKind, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess,
-    Step, Stream, TurnEnd, WorkerExit,
+    Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind, CopyStats,
+    Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind, Optimizer,
+    OptimizerStep, Phase, Scalar, ScriptProcess, Step, Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -27,6 +27,7 @@ fn worker_config() -> WorkerConfig {
         seed: 7,
         pinned: false,
         optimiser: Optimiser::default(),
+        compile_mode: CompileMode::MaxAutotune,
     }
 }
 
@@ -62,6 +63,7 @@ pub fn every_body() -> Vec<Body> {
             seed: 1,
             pinned: true,
             optimiser: Optimiser::default(),
+            compile_mode: Some(CompileMode::ReduceOverhead),
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
             stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
@@ -78,6 +80,29 @@ pub fn every_body() -> Vec<Body> {
             config: worker_config(),
         }),
         Body::Step(step),
+        Body::Compiling(Compiling {
+            step: Some(0),
+            phase: Mode::Train,
+            trigger: CompileTrigger::Dynamo,
+        }),
+        Body::Compile(Compile {
+            step: Some(0),
+            phase: Mode::Train,
+            trigger: CompileTrigger::LazyBackward,
+            recompile: false,
+            ms: 25_624.25,
+            cache_hits: 0,
+            cache_misses: 1,
+        }),
+        Body::Compile(Compile {
+            step: None,
+            phase: Mode::Eval,
+            trigger: CompileTrigger::Dynamo,
+            recompile: true,
+            ms: 841.5,
+            cache_hits: 2,
+            cache_misses: 0,
+        }),
         Body::Epoch(Epoch {
             epoch: 1,
             complete: true,

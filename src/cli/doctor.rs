@@ -230,6 +230,15 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     } else {
         println!("CPU cores: 1");
     }
+    match programs::cpp_compiler() {
+        Ok(cxx) => println!(
+            "C++ compiler: {} (Inductor compiles --impl compile's CPU kernels with it)",
+            cxx.display()
+        ),
+        Err(why) => {
+            println!("C++ compiler: missing, so --impl compile cannot run on the CPU: {why}")
+        }
+    }
     let driver = match crate::telemetry::cuda::device_count() {
         Ok(0) => Err("the driver sees no device".to_string()),
         Ok(n) => Ok(format!("{n} device(s)")),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use golow_data::DatasetSpec;
-use golow_protocol::config::{Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
+use golow_protocol::config::{CompileMode, Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
 
 use super::BadInput;
 use crate::session::{Length, Plan, programs, python};
@@ -56,6 +56,9 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
+    /// torch.compile's mode for the compile level (reduce-overhead: CUDA graphs, GPU only).
+    #[arg(long, value_enum, default_value = "default")]
+    compile_mode: CompileMode,
     /// Give notice when a running worker reports no step (nor forward pass) for this many seconds.
     #[arg(long, default_value_t = golow_protocol::config::DEFAULT_STALL_AFTER_S as i64, value_name = "SECONDS")]
     stall_after: i64,
@@ -192,6 +195,19 @@ impl SessionOptions {
                 gpu_only.name()
             )));
         }
+        let compiles = workload.impls.iter().any(|i| i.compiles());
+        if compiles && device == "cpu" {
+            if self.compile_mode == CompileMode::ReduceOverhead {
+                return Err(BadInput(
+                    "--compile-mode reduce-overhead records CUDA graphs, which need a GPU, and this session's device is the CPU; use --compile-mode default or --device cuda".into(),
+                ));
+            }
+            crate::session::programs::cpp_compiler().map_err(|why| {
+                BadInput(format!(
+                    "--impl compile on the CPU needs a C++ compiler: {why}"
+                ))
+            })?;
+        }
         let python = if workload.impls.iter().any(|i| i.needs_python()) {
             let python = python::resolve(self.python.clone());
             python::check(&python).map_err(BadInput)?;
@@ -228,6 +244,7 @@ impl SessionOptions {
                 lr: self.lr,
                 ..Optimiser::default()
             },
+            compile_mode: compiles.then_some(self.compile_mode),
             command_env: self.command_env(threads),
             stall_after_s: self.stall_after.max(1) as u64,
             monotonic_origin_ns: None,
@@ -295,7 +312,7 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
             && let Some(why) = no_gpu(crate::telemetry::cuda::device_count)
         {
             return Err(BadInput(format!(
-                "--impl {name} needs an NVIDIA GPU, and {why}; use pytorch, torchscript, libtorch or aten"
+                "--impl {name} needs an NVIDIA GPU, and {why}; use pytorch, compile, torchscript, libtorch or aten"
             )));
         }
         if impls.contains(&i) {
@@ -305,7 +322,7 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     }
     if impls.is_empty() {
         return Err(BadInput(
-            "--impl names no implementation (known: pytorch, torchscript, libtorch, aten, cudnn)"
+            "--impl names no implementation (known: pytorch, compile, torchscript, libtorch, aten, cudnn)"
                 .into(),
         ));
     }

@@ -26,6 +26,7 @@ fn config() -> SessionConfig {
         seed: 0,
         pinned: false,
         optimiser: Optimiser::default(),
+        compile_mode: Default::default(),
         command_env: Default::default(),
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
         monotonic_origin_ns: None,

@@ -257,6 +257,20 @@ fn command_worker(
 
 type Workers = Vec<(String, WorkerCommand)>;
 
+/// Inductor's cache lives in the session's directory, so a session compiles from cold and leaves nothing behind,
+/// unless the user points `TORCHINDUCTOR_CACHE_DIR` elsewhere (the compile events say which it was).
+fn python_worker_env(implementation: Impl, session_dir: &Path) -> Vec<(String, String)> {
+    let mut env = vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())];
+    if implementation.compiles() && std::env::var_os("TORCHINDUCTOR_CACHE_DIR").is_none() {
+        let cache = session_dir.join("inductor-cache");
+        env.push((
+            "TORCHINDUCTOR_CACHE_DIR".into(),
+            cache.display().to_string(),
+        ));
+    }
+    env
+}
+
 /// The files the built-in implementations share (data cache, weights, scripted model) and their commands.
 fn prepare_builtin(
     plan: &Plan,
@@ -315,6 +329,7 @@ fn prepare_builtin(
         seed: session.seed,
         pinned: session.pinned,
         optimiser: session.optimiser,
+        compile_mode: session.compile_mode.unwrap_or_default(),
     };
     let config_path = dir.path().join("config.json");
     let json =
@@ -348,14 +363,16 @@ fn prepare_builtin(
     let mut workers = Vec::new();
     for &implementation in &plan.impls {
         let command = match implementation {
-            Impl::Pytorch => WorkerCommand {
+            Impl::Pytorch | Impl::Compile => WorkerCommand {
                 program: python()?,
                 args: vec![
                     python_dir.join("worker.py").display().to_string(),
+                    "--impl".into(),
+                    implementation.name().into(),
                     "--config".into(),
                     config_arg.clone(),
                 ],
-                env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+                env: python_worker_env(implementation, dir.path()),
                 collector: None,
                 event_socket: None,
             },

@@ -36,3 +36,33 @@ pub fn collector() -> Result<PathBuf, String> {
         ))
     }
 }
+
+/// The C++ compiler Inductor compiles the `compile` level's CPU kernels with: `$CXX`, else `g++` (torch's own
+/// choice, `torch._inductor.config.cpp.cxx`), found as Inductor finds it: a path, or a name on PATH.
+pub fn cpp_compiler() -> Result<PathBuf, String> {
+    let named = std::env::var_os("CXX").filter(|c| !c.is_empty());
+    let (name, from) = match &named {
+        Some(cxx) => (PathBuf::from(cxx), "$CXX"),
+        None => (PathBuf::from("g++"), "Inductor's default"),
+    };
+    let found = if name.components().count() > 1 {
+        is_executable(&name).then(|| name.clone())
+    } else {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join(&name))
+                .find(|candidate| is_executable(candidate))
+        })
+    };
+    found.ok_or_else(|| {
+        format!(
+            "{from} {} is not an executable here; install g++ (apt-get install g++) or point CXX at a C++ compiler",
+            name.display()
+        )
+    })
+}
+
+fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

@@ -2,6 +2,7 @@
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
 pub mod compare;
+pub mod compile;
 pub mod conditions;
 pub mod kernels;
 pub mod regression;
@@ -163,6 +164,10 @@ pub struct WorkerState {
     pub last_progress_s: Option<f64>,
     /// The latest lines it printed, on either stream.
     pub output_tail: VecDeque<(Stream, String)>,
+    /// What compiling cost a level that compiles; `None` for the others (and before a first compilation).
+    pub compile: Option<compile::CompileState>,
+    /// It ran the steps its turn granted and waits for the next turn (alternating schedule): not stalled.
+    pub awaiting_turn: bool,
 }
 
 /// The mean of every value added, in constant memory.
@@ -210,6 +215,8 @@ impl WorkerState {
             .push(t, f64::from(step.correct) / batch);
         if step.warmup {
             self.warmup_steps += 1;
+        } else if let Some(compile) = self.compile.as_mut().filter(|c| c.fell_in(step.step)) {
+            compile.excluded_steps += 1;
         } else {
             self.samples += u64::from(step.batch_size);
             self.compute.record_ms(step.compute_ms);
@@ -387,10 +394,14 @@ impl State {
         )
     }
 
-    /// How long a running worker has shown no progress (no step, no forward pass), once that is `stall_after_s` or
-    /// more; `None` while it progresses, or when it is not running.
+    /// How long a running worker has shown no progress (no step, no forward pass, no compilation), once that is
+    /// `stall_after_s` or more; `None` while it progresses, or when it is not running. A worker waiting for its turn
+    /// progresses while the session does: its quiet time is the whole session's.
     pub fn stalled_for_s(&self, worker: &WorkerState) -> Option<f64> {
-        if worker.activity() != Activity::Running || self.ended {
+        if worker.activity() != Activity::Running
+            || self.ended
+            || self.compiling_for_s(worker).is_some()
+        {
             return None;
         }
         let limit = self
@@ -399,8 +410,42 @@ impl State {
             .map_or(golow_protocol::config::DEFAULT_STALL_AFTER_S, |s| {
                 s.stall_after_s
             });
-        let quiet = self.t_ms / 1e3 - worker.last_progress_s?;
+        let mut last = worker.last_progress_s?;
+        if worker.awaiting_turn {
+            let others = self
+                .workers
+                .iter()
+                .filter(|w| w.activity() == Activity::Running);
+            if others.clone().any(|w| self.compiling_for_s(w).is_some()) {
+                return None;
+            }
+            last = others
+                .filter_map(|w| w.last_progress_s)
+                .fold(last, f64::max);
+        }
+        let quiet = self.t_ms / 1e3 - last;
         (quiet >= limit as f64).then_some(quiet)
+    }
+
+    /// How long the compilation `worker` is in has run; `None` when it is not compiling.
+    pub fn compiling_for_s(&self, worker: &WorkerState) -> Option<f64> {
+        if worker.activity() != Activity::Running || self.ended {
+            return None;
+        }
+        let since = worker.compile.as_ref()?.compiling_since_s?;
+        Some((self.t_ms / 1e3 - since).max(0.0))
+    }
+
+    /// The steps after which `worker` has paid its compile time back against eager `pytorch` in this session, by
+    /// their median step times; `None` when it does not compile, is no faster, or no eager worker ran.
+    pub fn break_even_steps(&self, worker: &WorkerState) -> Option<u64> {
+        let compile_ms = worker.compile.as_ref()?.total_ms();
+        let eager = self.worker(golow_protocol::config::Impl::Pytorch.name())?;
+        compile::break_even_steps(
+            compile_ms,
+            worker.step_time.quantile_ms(0.5)?,
+            eager.step_time.quantile_ms(0.5)?,
+        )
     }
 
     pub fn worker(&self, name: &str) -> Option<&WorkerState> {
@@ -547,8 +592,10 @@ fn apply_worker_event(
         }
         Body::Step(step) => {
             worker.last_progress_s = Some(t);
+            worker.awaiting_turn = false;
             worker.apply_step(t, step);
         }
+        Body::TurnEnd(_) => worker.awaiting_turn = true,
         Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup),
         Body::ForwardPass(pass) => worker.apply_forward_pass(t, pass, warmup),
         Body::Scalar(scalar) => worker.apply_scalar(t, scalar),
@@ -578,6 +625,16 @@ fn apply_worker_event(
             worker.last_epoch = Some(epoch);
         }
         Body::Exit(exit) => worker.exit = Some(exit.clone()),
+        Body::Compiling(compiling) => {
+            worker.last_progress_s = Some(t);
+            let state = worker.compile.get_or_insert_with(Default::default);
+            state.begin(t, compiling);
+        }
+        Body::Compile(compile) => {
+            worker.last_progress_s = Some(t);
+            let state = worker.compile.get_or_insert_with(Default::default);
+            state.apply(compile);
+        }
         Body::Output { stream, line } => {
             if *stream == Stream::Stderr {
                 if worker.stderr_tail.len() == STDERR_TAIL_LINES {
@@ -637,8 +694,7 @@ fn apply_worker_event(
                 stop_requested: *stop_requested,
             });
         }
-        Body::TurnEnd(_)
-        | Body::SessionStart(_)
+        Body::SessionStart(_)
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }
         | Body::GpuProcessesUnavailable { .. }
@@ -723,6 +779,129 @@ mod tests {
             ));
         }
         assert!(state.complete_from_s() > 0.0);
+    }
+
+    fn compile_event(step: Option<u64>, recompile: bool, ms: f64) -> Body {
+        Body::Compile(golow_protocol::event::Compile {
+            step,
+            phase: Mode::Train,
+            trigger: golow_protocol::event::CompileTrigger::Dynamo,
+            recompile,
+            ms,
+            cache_hits: 0,
+            cache_misses: 2,
+        })
+    }
+
+    #[test]
+    fn a_step_a_compilation_fell_in_is_not_measured_and_the_compile_time_is_paid_back() {
+        let mut state = State::default();
+        let mut apply = |worker: &str, body: Body| {
+            let t = state.t_ms + 1.0;
+            state.apply(&Record::new(t, Some(worker.into()), body));
+        };
+        for i in 0..6 {
+            apply("pytorch", step(i, 10.0, false));
+        }
+        // The first compilation falls in a step past the warm-up (--warmup 0), a recompilation in step 4.
+        apply("compile", compile_event(Some(0), false, 3_000.0));
+        apply("compile", step(0, 3_008.0, false));
+        for i in 1..4 {
+            apply("compile", step(i, 7.0, false));
+        }
+        apply("compile", compile_event(Some(4), true, 1_000.0));
+        apply("compile", step(4, 1_007.0, false));
+        apply("compile", step(5, 7.0, false));
+        let summary = Summary::from_state(&state);
+        let eager = &summary.workers[0];
+        let compiled = &summary.workers[1];
+        assert_eq!((eager.compile_ms, eager.break_even_steps), (None, None));
+        assert!(eager.compile.is_none());
+        assert_eq!(compiled.steps, 6);
+        assert_eq!(compiled.samples, 40, "{compiled:?}");
+        assert!((compiled.compute_ms.unwrap().max - 7.0).abs() < 0.01);
+        assert_eq!(compiled.compile_ms, Some(4_000.0));
+        let detail = compiled.compile.as_ref().unwrap();
+        assert_eq!((detail.recompiles, detail.excluded_steps), (1, 2));
+        assert_eq!(detail.cache, Some(compile::Cache::Cold));
+        // Steps of 1 ms copy + 7 ms against 1 + 10: 3 ms saved a step pays 4 s back after about 1,334 steps (by the
+        // histograms' medians, which keep three significant digits).
+        let saved = eager.step_time_ms.unwrap().p50 - compiled.step_time_ms.unwrap().p50;
+        let expected = (4_000.0 / saved).ceil() as u64;
+        assert!((1_330..=1_340).contains(&expected), "{saved}");
+        assert_eq!(compiled.break_even_steps, Some(expected));
+    }
+
+    /// A session-wide reading: it moves the session's clock and nothing else.
+    fn tick() -> Body {
+        Body::MachineLoad {
+            load_1m: 1.0,
+            busy_percent: 50.0,
+            steal_percent: 0.0,
+            others_percent: 0.0,
+            cpu_mhz: None,
+        }
+    }
+
+    #[test]
+    fn neither_a_compiling_worker_nor_one_waiting_for_its_turn_is_stalled() {
+        let mut state = State::default();
+        let mut at = |s: f64, worker: &str, body: Body| {
+            state.apply(&Record::new(s * 1e3, Some(worker.into()), body));
+            state.clone()
+        };
+        let started = |pid| Body::WorkerStarted {
+            pid,
+            command: Vec::new(),
+        };
+        at(0.0, "pytorch", started(1));
+        at(0.0, "compile", started(2));
+        at(1.0, "pytorch", step(0, 10.0, true));
+        at(
+            1.0,
+            "pytorch",
+            Body::TurnEnd(golow_protocol::event::TurnEnd { steps_done: 1 }),
+        );
+        let compiling = Body::Compiling(golow_protocol::event::Compiling {
+            step: Some(0),
+            phase: Mode::Train,
+            trigger: golow_protocol::event::CompileTrigger::Dynamo,
+        });
+        at(2.0, "compile", compiling);
+        // 58 s into a compilation, with the default 30 s stall limit.
+        let s = at(60.0, "compile", tick());
+        let (pytorch, compile) = (&s.workers[0], &s.workers[1]);
+        assert_eq!(s.compiling_for_s(compile), Some(58.0));
+        assert_eq!(s.stalled_for_s(compile), None);
+        assert_eq!(s.stalled_for_s(pytorch), None);
+        at(61.0, "compile", compile_event(Some(0), false, 59_000.0));
+        let s = at(62.0, "compile", step(0, 59_010.0, true));
+        assert_eq!(s.compiling_for_s(&s.workers[1]), None);
+        assert_eq!(s.workers[1].compile.as_ref().unwrap().first_ms, 59_000.0);
+        at(
+            62.0,
+            "compile",
+            Body::TurnEnd(golow_protocol::event::TurnEnd { steps_done: 1 }),
+        );
+        // Then nothing moves for 40 s: the session as a whole is stalled, the waiting worker with it.
+        let s = at(102.0, "compile", tick());
+        assert_eq!(s.stalled_for_s(&s.workers[0]), Some(40.0));
+        assert_eq!(s.stalled_for_s(&s.workers[1]), Some(40.0));
+    }
+
+    #[test]
+    fn a_compiled_level_is_not_paid_back_without_an_eager_worker_to_compare_with() {
+        let state = fold(
+            "compile",
+            vec![
+                compile_event(Some(0), false, 100.0),
+                step(0, 9.0, false),
+                step(1, 9.0, false),
+            ],
+        );
+        let summary = Summary::from_state(&state);
+        assert_eq!(summary.workers[0].compile_ms, Some(100.0));
+        assert_eq!(summary.workers[0].break_even_steps, None);
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub fn differences(a: &Setup, b: &Setup) -> Vec<Difference> {
         format!("{:?}", ca.optimiser),
         format!("{:?}", cb.optimiser),
     );
+    if let (Some(ma), Some(mb)) = (ca.compile_mode, cb.compile_mode) {
+        differ("compile mode", ma.name().into(), mb.name().into());
+    }
     for (name, command) in &ca.commands {
         if let Some(other) = cb.commands.get(name) {
             differ(&format!("{name}'s command"), command.clone(), other.clone());
@@ -150,11 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn a_different_batch_threads_and_host_are_each_said() {
+    fn a_different_batch_threads_compile_mode_and_host_are_each_said() {
         let (ca, m, s) = (config(), machine(), State::default());
         let cb = SessionConfig {
             batch_size: ca.batch_size * 2,
             threads: 1,
+            compile_mode: Some(golow_protocol::config::CompileMode::Default),
             ..ca.clone()
         };
         let mb = Machine {
@@ -179,7 +183,12 @@ mod tests {
             .collect();
         assert_eq!(
             said,
-            ["batch 8 vs 16", "threads 4 vs 1", "machine box vs other"]
+            [
+                "batch 8 vs 16",
+                "threads 4 vs 1",
+                "compile mode reduce-overhead vs default",
+                "machine box vs other"
+            ]
         );
         assert!(differences(&a, &b).iter().any(Difference::changes_steps));
         let c_threads = SessionConfig {

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use super::compile::{Cache, CompileState};
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{Mode, Model, Schedule, SessionConfig};
@@ -185,6 +186,14 @@ pub struct WorkerSummary {
     pub kernel_launches_per_step: Option<f64>,
     /// Host-to-device bytes per step as CUPTI measured them, to set beside the worker's own `h2d_bytes_per_step`.
     pub cupti_h2d_bytes_per_step: Option<f64>,
+    /// Everything the level spent compiling (first compilation and recompilations), kept out of its step figures;
+    /// `null` for levels that do not compile.
+    pub compile_ms: Option<f64>,
+    /// The steps after which the level has paid `compile_ms` back against eager `pytorch` in this session (median
+    /// step times); `null` when it is no faster, or no eager worker ran.
+    pub break_even_steps: Option<u64>,
+    /// How the compile time was spent; `null` for levels that do not compile.
+    pub compile: Option<CompileSummary>,
     /// Why the worker failed: its own message, else its last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -194,6 +203,29 @@ pub struct WorkerSummary {
     /// A `--cmd` worker's script, as golow's hook saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptSummary>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct CompileSummary {
+    pub first_ms: f64,
+    pub recompiles: u64,
+    pub recompile_ms: f64,
+    /// Inductor's cache: `cold` (everything built), `warm` (everything found) or `partial`.
+    pub cache: Option<Cache>,
+    /// Steps past the warm-up that a compilation fell in, kept out of the statistics.
+    pub excluded_steps: u64,
+}
+
+impl From<&CompileState> for CompileSummary {
+    fn from(c: &CompileState) -> CompileSummary {
+        CompileSummary {
+            first_ms: c.first_ms,
+            recompiles: c.recompiles,
+            recompile_ms: c.recompile_ms,
+            cache: c.cache(),
+            excluded_steps: c.excluded_steps,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -272,6 +304,9 @@ impl WorkerSummary {
             gpu_breakdown: w.gpu_activity.breakdown(),
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),
+            compile_ms: w.compile.as_ref().map(CompileState::total_ms),
+            break_even_steps: state.break_even_steps(w),
+            compile: w.compile.as_ref().map(CompileSummary::from),
             error,
             notice: state.unmeasured(w).map(String::from),
             script: w.script.as_ref().map(ScriptSummary::from_script),

@@ -8,13 +8,14 @@ use super::plot::{Figure, Series, write};
 use super::{Axis, METRICS, Metric, Results};
 
 /// Okabe–Ito colours: distinguishable with any colour vision; the built-ins keep theirs across figures.
-const PALETTE: [(&str, (u8, u8, u8)); 4] = [
+const PALETTE: [(&str, (u8, u8, u8)); 5] = [
     ("pytorch", (230, 159, 0)),
+    ("compile", (204, 121, 167)),
     ("torchscript", (86, 180, 233)),
     ("libtorch", (0, 158, 115)),
     ("cudnn", (213, 94, 0)),
 ];
-const OTHER_COLOURS: [(u8, u8, u8); 3] = [(0, 114, 178), (204, 121, 167), (0, 0, 0)];
+const OTHER_COLOURS: [(u8, u8, u8); 3] = [(0, 114, 178), (240, 228, 66), (0, 0, 0)];
 
 fn colour(implementation: &str, index: usize) -> (u8, u8, u8) {
     PALETTE

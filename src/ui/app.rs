@@ -633,10 +633,20 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
             Activity::Running if stalled.is_some() => {
                 format!("no step for {:.0} s", stalled.unwrap_or_default())
             }
+            Activity::Running if let Some(s) = state.compiling_for_s(w) => {
+                format!("compiling {s:.0} s, step {}", w.steps)
+            }
             Activity::Running if w.hello.is_some() && total > 0 => format!("{}/{total}", w.steps),
             Activity::Running if w.steps == 0 && passes > 0 => format!("{passes} forward passes"),
             Activity::Running => format!("{} steps", w.steps),
         };
+        if let Some(c) = w
+            .compile
+            .as_ref()
+            .filter(|_| state.compiling_for_s(w).is_none())
+        {
+            status.push_str(&format!(", compiled {:.1} s", c.total_ms() / 1e3));
+        }
         // A script golow measured nothing of says so once it ended; while it runs, its stall does.
         let unmeasured = w.process_end.is_some() && state.unmeasured(w).is_some();
         if unmeasured {

@@ -218,7 +218,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
     );
     let opt_ms = |v: Option<f64>| v.map_or("-".into(), ms);
     let peak_gpu = |w: &WorkerState| w.peak_gpu_memory_bytes.map(|v| v as f64);
-    let rows: Vec<(&str, String, String, String)> = vec![
+    let mut rows: Vec<(&str, String, String, String)> = vec![
         (
             "sample time p50 (ms)",
             opt_ms(median(&a.sample_time)),
@@ -262,6 +262,22 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             opt_ms(median(&b.h2d)),
         ),
     ];
+    if a.compile.is_some() || b.compile.is_some() {
+        let seconds = |w: &WorkerState| {
+            w.compile
+                .as_ref()
+                .map_or("-".into(), |c| format!("{:.1}", c.total_ms() / 1e3))
+        };
+        let paid = [a, b]
+            .into_iter()
+            .find_map(|w| {
+                view.state
+                    .break_even_steps(w)
+                    .map(|n| format!("{} pays back after {n} steps", w.name))
+            })
+            .unwrap_or_default();
+        rows.push(("compile time (s)", seconds(a), paid, seconds(b)));
+    }
     let mut lines = vec![Line::styled(
         format!(
             "{:<24} {:>14}   {:^34}   {:<14}",

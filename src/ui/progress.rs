@@ -162,6 +162,7 @@ fn line(state: &State, w: &WorkerState, total: u64) -> String {
         Activity::Failed => "FAILED",
         Activity::Waiting => "waiting",
         Activity::Running if stalled.is_some() => stalled.as_deref().unwrap_or_default(),
+        Activity::Running if state.compiling_for_s(w).is_some() => "compiling",
         Activity::Running if w.steps == 0 && passes == 0 => "loading",
         Activity::Running => "running",
     };

@@ -1,6 +1,8 @@
 //! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
-use crate::state::{Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus};
+use crate::state::{
+    Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+};
 
 /// Where a session's description goes.
 pub enum Describe<'a> {
@@ -119,7 +121,14 @@ pub fn table(summary: &Summary) -> String {
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
+    let eager = summary
+        .workers
+        .iter()
+        .any(|w| w.implementation == "pytorch");
     for w in &summary.workers {
+        if let Some(line) = compile_line(w, eager) {
+            out.push_str(&line);
+        }
         if let Some(script) = &w.script {
             out.push_str(&script_line(&w.implementation, script));
         }
@@ -133,6 +142,42 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// What compiling cost a level, and when it paid that back against eager `pytorch` (`eager`: one ran).
+fn compile_line(w: &WorkerSummary, eager: bool) -> Option<String> {
+    let (total, c) = (w.compile_ms?, w.compile.as_ref()?);
+    let cache = c
+        .cache
+        .map(|cache| format!(", Inductor's cache {}", cache.name()))
+        .unwrap_or_default();
+    let mut parts = vec![format!(
+        "compiled in {} s{cache}",
+        opt(Some(c.first_ms / 1e3), 1)
+    )];
+    if c.recompiles > 0 {
+        parts.push(format!(
+            "{} recompilations in {} s",
+            c.recompiles,
+            opt(Some(c.recompile_ms / 1e3), 1)
+        ));
+    }
+    if c.excluded_steps > 0 {
+        parts.push(format!(
+            "{} steps past the warm-up left out (a compilation fell in them)",
+            c.excluded_steps
+        ));
+    }
+    let paid = match w.break_even_steps {
+        Some(n) => format!(
+            "pays its {} s back against pytorch after {n} steps",
+            opt(Some(total / 1e3), 1)
+        ),
+        None if eager => "never pays it back against pytorch (no faster per step)".into(),
+        None => "no pytorch worker ran to pay it back against".into(),
+    };
+    parts.push(paid);
+    Some(format!("{}: {}\n", w.implementation, parts.join("; ")))
 }
 
 /// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes.

@@ -36,6 +36,15 @@ pub fn summary_of(tmp: &Path) -> serde_json::Value {
     summary(&tmp.join("summary.json"))
 }
 
+/// The session directories left in `tmp` (golow's TMPDIR in these tests): none once a session ended.
+pub fn session_dirs(tmp: &Path) -> Vec<String> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("golow-session"))
+        .collect()
+}
+
 pub fn golow(tmp: &Path, args: &[&str]) -> Output {
     golow_command(tmp).args(args).output().expect("golow runs")
 }

@@ -28,6 +28,7 @@ fn worker_config(device: &str) -> WorkerConfig {
         seed: 0,
         pinned: true,
         optimiser: Optimiser::default(),
+        compile_mode: Default::default(),
     }
 }
 
@@ -62,6 +63,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             seed: 0,
             pinned: true,
             optimiser: Optimiser::default(),
+            compile_mode: Default::default(),
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,

@@ -1,10 +1,11 @@
-"""golow's `pytorch` worker: ResNet in eager PyTorch, with the same data order, timed regions, events and
-epoch accounting as the Rust workers (golow's src/workers/runner.rs)."""
+"""golow's Python workers: ResNet in eager PyTorch (`pytorch`) and under torch.compile (`compile`), with the same data
+order, timed regions, events and epoch accounting as the Rust workers (worker/src/torch/runner.rs)."""
 
 import argparse
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -55,6 +56,63 @@ class StepClock:
         return None, (self.marks[2] - self.marks[1]) / 1e6
 
 
+class Compiler:
+    """What torch.compile costs, as its compile callbacks time it (outermost spans only: Dynamo's frames, the lazily
+    compiled backward graph, CUDA graph recordings), with what Inductor's caches found and built meanwhile. Each
+    compilation is reported as it begins (`compiling`: the worker is busy, not stalled) and ends (`compile`)."""
+
+    _TRIGGERS = {"DYNAMO": "dynamo", "LAZY_BACKWARD": "lazy_backward", "CUDAGRAPH_RECORDING": "cudagraph_recording",
+                 "TRITON_AUTOTUNING": "autotuning"}
+    # A compile id is "frame/attempt" (a compiled-autograd prefix and a "_retry" suffix aside): attempt 0 is a
+    # frame's first compilation, any other a recompilation after a guard failed.
+    _ATTEMPT = re.compile(r"(\d+)(?:_\d+)?$")
+
+    def __init__(self, events):
+        from torch._dynamo.callback import callback_handler
+        from torch._dynamo.utils import counters
+
+        self.events = events
+        self.counters = counters
+        self.where = dict(step=None, phase="train")
+        self.started = {}
+        callback_handler.register_start_callback(self._start)
+        callback_handler.register_end_callback(self._end)
+
+    def at(self, step, phase):
+        """What the compilations from now on fall in: a step, or (None) an epoch's evaluation."""
+        self.where = dict(step=step, phase=phase)
+
+    def _cache(self):
+        inductor, aot = self.counters["inductor"], self.counters["aot_autograd"]
+        return (inductor["fxgraph_cache_hit"] + aot["autograd_cache_hit"],
+                inductor["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
+
+    def _trigger(self, args):
+        return self._TRIGGERS.get(args.callback_trigger.name, "other")
+
+    def _start(self, args):
+        self.started[str(args.compile_id)] = (time.perf_counter_ns(), self._cache())
+        self.events.emit(dict(type="compiling", trigger=self._trigger(args), **self.where))
+
+    def _end(self, args):
+        compile_id = str(args.compile_id)
+        start = self.started.pop(compile_id, None)
+        if start is None:
+            return
+        began, (hits, misses) = start
+        now_hits, now_misses = self._cache()
+        attempt = self._ATTEMPT.search(compile_id.split("/")[-1])
+        self.events.emit(dict(type="compile", trigger=self._trigger(args),
+                              recompile=bool(attempt and int(attempt.group(1)) > 0),
+                              ms=(time.perf_counter_ns() - began) / 1e6,
+                              cache_hits=now_hits - hits, cache_misses=now_misses - misses, **self.where))
+
+
+def compile_model(model, mode):
+    """The model under torch.compile; `reduce-overhead` and `max-autotune` record CUDA graphs on a GPU."""
+    return torch.compile(model, mode=None if mode == "default" else mode)
+
+
 def correct_count(logits, targets):
     return int((logits.argmax(-1) == targets).sum().item())
 
@@ -84,7 +142,7 @@ def end_epoch(model, data, cfg, device, epoch, complete, tally):
                 eval_loss=ev.loss() if ev else None, eval_accuracy=ev.accuracy() if ev else None)
 
 
-def run(cfg, model, data, device, events, turns):
+def run(cfg, model, data, device, events, turns, compiler):
     train = cfg["mode"] == "train"
     phase = "train" if train else "eval"
     split_count = data.split(phase).count
@@ -101,6 +159,8 @@ def run(cfg, model, data, device, events, turns):
     pin = cfg["pinned"] and cuda
     clock = StepClock(cuda)
     order, tally = [], Tally()
+    # CUDA graphs replay into the same output buffers: each step's outputs are read before the next step begins.
+    graphs = compiler is not None and cuda and cfg["compile_mode"] != "default"
     for step in range(cfg["steps"]):
         if turns.turn_over():
             events.emit(dict(type="turn_end", steps_done=step))
@@ -113,6 +173,10 @@ def run(cfg, model, data, device, events, turns):
         host_inputs, host_targets = data.batch(phase, order[position * b : (position + 1) * b], pin)
         data_ms = (time.perf_counter_ns() - data_start) / 1e6
 
+        if compiler:
+            compiler.at(step, phase)
+        if graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         clock.mark(0)
         if cuda:
             inputs = host_inputs.to(device, non_blocking=pin)
@@ -148,6 +212,8 @@ def run(cfg, model, data, device, events, turns):
                          correct=correct, warmup=step < cfg["warmup"]),
                     hold=turns.turn_over() and not epoch_ends)
         if epoch_ends:
+            if compiler:
+                compiler.at(None, "eval")
             events.emit(end_epoch(model, data, cfg, device, epoch, complete, tally))
             tally = Tally()
     return "ok"
@@ -164,6 +230,7 @@ def versions(device):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", required=True)
+    parser.add_argument("--impl", choices=("pytorch", "compile"), default="pytorch")
     args = parser.parse_args()
     try:
         events = Events()
@@ -181,10 +248,14 @@ def main():
             torch.cuda.set_device(device)
         torch.set_num_threads(cfg["threads"])
         events.emit(dict(type="hello", pid=os.getpid(), device=cfg["device"], config=cfg, versions=versions(device),
-                         **{"impl": "pytorch"}))
+                         **{"impl": args.impl}))
         data = DataCache(cfg["data_dir"])
         model = build_model(cfg).to(device)
-        status = run(cfg, model, data, device, events, Turns())
+        compiler = None
+        if args.impl == "compile":
+            compiler = Compiler(events)
+            model = compile_model(model, cfg["compile_mode"])
+        status = run(cfg, model, data, device, events, Turns(), compiler)
     except Exception as e:
         traceback.print_exc()
         events.emit(dict(type="exit", status="error", message=f"{type(e).__name__}: {e}"))

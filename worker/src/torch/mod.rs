@@ -76,8 +76,11 @@ fn load_network(
         )?),
         Impl::Aten => Box::new(aten::load(config, device)?),
         Impl::Cudnn => Box::new(cudnn::load(config, device)?),
-        Impl::Pytorch => {
-            return Err("the pytorch implementation runs under Python, not golow-worker".into());
+        Impl::Pytorch | Impl::Compile => {
+            return Err(format!(
+                "the {} implementation runs under Python, not golow-worker",
+                implementation.name()
+            ));
         }
     })
 }
