@@ -4,7 +4,8 @@
 //!
 //! Targets: `libtorch` train throughput ≥ 0.98× `pytorch`; `torchscript` eval throughput ≥ `pytorch`. Reported
 //! without a target: `aten` (libtorch's kernels without autograd or modules) against `libtorch` and `pytorch`, train
-//! and eval: what autograd and modules cost.
+//! and eval: what autograd and modules cost; `compile` (torch.compile, Inductor) against `pytorch`, train and eval,
+//! with its compile time (each session compiles from a cold cache of its own) and the steps it takes to pay it back.
 //! `GOLOW_BENCH_RUNS` (default 5) and `GOLOW_BENCH_STEPS` (default 40, of which 5 warm-up) scale it;
 //! `GOLOW_BENCH_ONLY=NAME` keeps the comparisons that involve that implementation.
 
@@ -22,8 +23,18 @@ struct Comparison {
     target: Option<f64>,
 }
 
-/// One alternating session; returns (throughput of a, throughput of b) in samples/s.
-fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usize) -> (f64, f64) {
+/// What one alternating session measured.
+struct Measured {
+    /// Throughputs of a and b, in samples/s.
+    a: f64,
+    b: f64,
+    /// What compiling cost the level that compiles, and the steps after which it paid that back.
+    compile_ms: Option<f64>,
+    break_even_steps: Option<u64>,
+}
+
+/// One alternating session.
+fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usize) -> Measured {
     let dir = std::env::temp_dir().join(format!("golow-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
     let summary = dir.join("summary.json");
@@ -65,15 +76,37 @@ fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usiz
     assert!(status.success(), "golow run failed: {status}");
     let text = std::fs::read_to_string(&summary).expect("summary written");
     let json: serde_json::Value = serde_json::from_str(&text).expect("summary is JSON");
-    let throughput = |name: &str| {
+    let worker = |name: &str| {
         json["workers"]
             .as_array()
             .and_then(|ws| ws.iter().find(|w| w["impl"] == name))
-            .and_then(|w| w["throughput_samples_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no worker {name}: {text}"))
+    };
+    let throughput = |name: &str| {
+        worker(name)["throughput_samples_per_s"]
+            .as_f64()
             .unwrap_or_else(|| panic!("no throughput for {name}: {text}"))
     };
+    let compiled = [c.a, c.b]
+        .into_iter()
+        .map(worker)
+        .find(|w| !w["compile_ms"].is_null());
     let _ = std::fs::remove_dir_all(&dir);
-    (throughput(c.a), throughput(c.b))
+    Measured {
+        a: throughput(c.a),
+        b: throughput(c.b),
+        compile_ms: compiled.and_then(|w| w["compile_ms"].as_f64()),
+        break_even_steps: compiled.and_then(|w| w["break_even_steps"].as_u64()),
+    }
+}
+
+/// The least and the greatest of `values`.
+fn spread(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        })
 }
 
 fn main() {
@@ -105,6 +138,12 @@ fn main() {
             target: None,
         })
     }))
+    .chain(["train", "eval"].map(|mode| Comparison {
+        mode,
+        a: "compile",
+        b: "pytorch",
+        target: None,
+    }))
     .filter(|c| std::env::var("GOLOW_BENCH_ONLY").map_or(true, |only| c.a == only || c.b == only))
     .collect::<Vec<_>>();
     println!(
@@ -113,12 +152,26 @@ fn main() {
     let mut missed = false;
     for c in &comparisons {
         let (mut ta, mut tb, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let mut compile_ms = Vec::new();
         for run in 0..runs {
             // Swap which implementation takes the first turn, so order effects cancel.
             let (first, second) = if run % 2 == 0 { (c.a, c.b) } else { (c.b, c.a) };
-            let (a, b) = run_once(c, first, second, steps, threads);
+            let measured = run_once(c, first, second, steps, threads);
+            let (a, b) = (measured.a, measured.b);
+            let compiled = match measured.compile_ms {
+                Some(ms) => {
+                    compile_ms.push(ms);
+                    let paid = measured
+                        .break_even_steps
+                        .map_or("never paid back".into(), |n| {
+                            format!("paid back after {n} steps")
+                        });
+                    format!(", compiled in {:.1} s, {paid}", ms / 1e3)
+                }
+                None => String::new(),
+            };
             println!(
-                "  {} run {}: {} {a:.1} samples/s, {} {b:.1} samples/s, ratio {:.3}",
+                "  {} run {}: {} {a:.1} samples/s, {} {b:.1} samples/s, ratio {:.3}{compiled}",
                 c.mode,
                 run + 1,
                 c.a,
@@ -129,12 +182,19 @@ fn main() {
             tb.push(b);
             ratios.push(a / b);
         }
-        let (low, high) = ratios
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &r| {
-                (l.min(r), h.max(r))
-            });
+        let (low, high) = spread(&ratios);
         let ratio = median(&mut ratios);
+        let compiled = if compile_ms.is_empty() {
+            String::new()
+        } else {
+            let (low, high) = spread(&compile_ms);
+            format!(
+                "; compile time median {:.1} s, spread {:.1}–{:.1} s",
+                median(&mut compile_ms) / 1e3,
+                low / 1e3,
+                high / 1e3
+            )
+        };
         let verdict = match c.target {
             Some(target) if ratio >= target => format!("meets target ≥ {target:.2}"),
             Some(target) => {
@@ -144,7 +204,7 @@ fn main() {
             None => "no target".to_string(),
         };
         println!(
-            "{} {}: median {:.1} samples/s vs {} {:.1} samples/s; median ratio {ratio:.3}, spread {low:.3}–{high:.3} ({verdict})",
+            "{} {}: median {:.1} samples/s vs {} {:.1} samples/s; median ratio {ratio:.3}, spread {low:.3}–{high:.3} ({verdict}){compiled}",
             c.mode,
             c.a,
             median(&mut ta),
