@@ -343,28 +343,28 @@ impl<W: Write> ChromeTrace<'_, W> {
             return Ok(());
         };
         let tid = TID.saturating_add(step.optimizer);
-        if step.optimizer > 0 && !self.tracks[track].ends.contains_key(&tid) {
-            let args = json!({"name": format!("optimizer {} steps", step.optimizer)});
-            let pid = self.tracks[track].pid;
-            self.emit(
-                json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": args}),
-            )?;
+        if step.optimizer > 0 {
+            self.name_new_thread(track, tid, &format!("optimizer {} steps", step.optimizer))?;
         }
         let (start, stop) = self.place(track, tid, end, ticks(ms).max(0));
         let name = format!("step {}", step.step);
         self.slice(track, tid, &name, start, stop, serde_json::to_value(step)?)
     }
 
+    /// Names a thread of `track` that has no slice yet (the first slice placed on it gives it an end).
+    fn name_new_thread(&mut self, track: usize, tid: u32, name: &str) -> io::Result<()> {
+        if self.tracks[track].ends.contains_key(&tid) {
+            return Ok(());
+        }
+        let pid = self.tracks[track].pid;
+        let args = json!({"name": name});
+        self.emit(json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": args}))
+    }
+
     /// A compilation, stamped as it ended, on a thread of its own beside the worker's steps (the first step's slice
     /// holds it).
     fn compilation(&mut self, track: usize, end: i64, compile: &Compile) -> io::Result<()> {
-        if !self.tracks[track].ends.contains_key(&COMPILE_TID) {
-            let args = json!({"name": "compilation"});
-            let pid = self.tracks[track].pid;
-            self.emit(
-                json!({"ph": "M", "pid": pid, "tid": COMPILE_TID, "name": "thread_name", "args": args}),
-            )?;
-        }
+        self.name_new_thread(track, COMPILE_TID, "compilation")?;
         let (start, stop) = self.place(track, COMPILE_TID, end, ticks(compile.ms).max(0));
         let again = if compile.recompile {
             "recompile"

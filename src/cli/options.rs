@@ -202,7 +202,7 @@ impl SessionOptions {
                     "--compile-mode reduce-overhead records CUDA graphs, which need a GPU, and this session's device is the CPU; use --compile-mode default or --device cuda".into(),
                 ));
             }
-            crate::session::programs::cpp_compiler().map_err(|why| {
+            programs::cpp_compiler().map_err(|why| {
                 BadInput(format!(
                     "--impl compile on the CPU needs a C++ compiler: {why}"
                 ))

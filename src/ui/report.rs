@@ -124,7 +124,7 @@ pub fn table(summary: &Summary) -> String {
     let eager = summary
         .workers
         .iter()
-        .any(|w| w.implementation == "pytorch");
+        .find(|w| w.implementation == "pytorch");
     for w in &summary.workers {
         if let Some(line) = compile_line(w, eager) {
             out.push_str(&line);
@@ -144,8 +144,8 @@ pub fn table(summary: &Summary) -> String {
     out
 }
 
-/// What compiling cost a level, and when it paid that back against eager `pytorch` (`eager`: one ran).
-fn compile_line(w: &WorkerSummary, eager: bool) -> Option<String> {
+/// What compiling cost a level, and when it paid that back against eager `pytorch`, where one ran.
+fn compile_line(w: &WorkerSummary, eager: Option<&WorkerSummary>) -> Option<String> {
     let (total, c) = (w.compile_ms?, w.compile.as_ref()?);
     let cache = c
         .cache
@@ -173,8 +173,13 @@ fn compile_line(w: &WorkerSummary, eager: bool) -> Option<String> {
             "pays its {} s back against pytorch after {n} steps",
             opt(Some(total / 1e3), 1)
         ),
-        None if eager => "never pays it back against pytorch (no faster per step)".into(),
-        None => "no pytorch worker ran to pay it back against".into(),
+        None => match eager {
+            Some(e) if e.step_time_ms.is_some() && w.step_time_ms.is_some() => {
+                "never pays it back against pytorch (no faster per step)".into()
+            }
+            Some(_) => "too few measured steps to weigh it against pytorch".into(),
+            None => "no pytorch worker ran to pay it back against".into(),
+        },
     };
     parts.push(paid);
     Some(format!("{}: {}\n", w.implementation, parts.join("; ")))
@@ -339,6 +344,95 @@ mod tests {
             "{table}"
         );
         assert!(table.contains(" 12.5000 "), "{table}");
+    }
+
+    /// The summary table of a session in which `compile`, after 5 s of compiling, took `compiled_ms` a step and, with
+    /// `eager`, `pytorch` ran too and took its `Some(ms)` a step (with `None`, it measured none).
+    fn compile_table(eager: Option<Option<f64>>, compiled_ms: f64) -> String {
+        use golow_protocol::config::Mode;
+        use golow_protocol::event::{Body, Compile, CompileTrigger, Record, Step};
+        let step = |n: u64, ms: f64, warmup: bool| {
+            Body::Step(Step {
+                step: n,
+                epoch: 0,
+                phase: Mode::Train,
+                batch_size: 8,
+                data_ms: 0.1,
+                h2d_ms: None,
+                h2d_bytes: None,
+                compute_ms: ms,
+                loss: 2.0,
+                correct: 1,
+                warmup,
+            })
+        };
+        let mut records = vec![Record::new(
+            0.0,
+            Some("compile".into()),
+            Body::Compile(Compile {
+                step: Some(0),
+                phase: Mode::Train,
+                trigger: CompileTrigger::Dynamo,
+                recompile: false,
+                ms: 5_000.0,
+                cache_hits: 0,
+                cache_misses: 1,
+            }),
+        )];
+        for n in 0..4 {
+            records.push(Record::new(
+                1.0,
+                Some("compile".into()),
+                step(n, compiled_ms, n == 0),
+            ));
+            if let Some(Some(ms)) = eager {
+                records.push(Record::new(
+                    1.0,
+                    Some("pytorch".into()),
+                    step(n, ms, n == 0),
+                ));
+            }
+        }
+        if eager == Some(None) {
+            records.push(Record::new(1.0, Some("pytorch".into()), step(0, 1.0, true)));
+        }
+        let mut state = crate::state::State::default();
+        records.iter().for_each(|r| state.apply(r));
+        super::table(&crate::state::Summary::from_state(&state))
+    }
+
+    #[test]
+    fn a_compiled_level_says_whether_and_when_it_pays_its_compile_time_back() {
+        let line = |table: String| {
+            table
+                .lines()
+                .find(|l| l.starts_with("compile: "))
+                .unwrap_or_else(|| panic!("{table}"))
+                .to_string()
+        };
+        let paid = line(compile_table(Some(Some(10.0)), 5.0));
+        let (head, steps) = paid
+            .split_once("; pays its 5.0 s back against pytorch after ")
+            .unwrap_or_else(|| panic!("{paid}"));
+        assert_eq!(head, "compile: compiled in 5.0 s, Inductor's cache cold");
+        // 5 ms saved a step, by medians the histograms keep to three significant digits.
+        let steps: u64 = steps.trim_end_matches(" steps").parse().unwrap();
+        assert!((995..=1_005).contains(&steps), "{paid}");
+        let slower = line(compile_table(Some(Some(5.0)), 10.0));
+        assert!(
+            slower.ends_with("; never pays it back against pytorch (no faster per step)"),
+            "{slower}"
+        );
+        let unmeasured = line(compile_table(Some(None), 10.0));
+        assert!(
+            unmeasured.ends_with("; too few measured steps to weigh it against pytorch"),
+            "{unmeasured}"
+        );
+        let alone = line(compile_table(None, 10.0));
+        assert!(
+            alone.ends_with("; no pytorch worker ran to pay it back against"),
+            "{alone}"
+        );
     }
 
     #[test]
