@@ -70,7 +70,7 @@ gpu-bundle: build
 # The bundle's runner on this machine: a dry run that says, phase by phase, what it would measure.
 gpu-bundle-check: gpu-bundle
 	@out=$$(mktemp -d) && $(BUNDLE)/run --dry-run $$out/out \
-		&& for phase in smoke measure levels compile graphs overhead record; do \
+		&& for phase in smoke measure levels compile graphs aoti overhead record; do \
 			grep -q "^## $$phase: " $$out/out/report.md || { echo "the dry run's report has no $$phase phase"; exit 1; }; \
 		done \
 		&& grep -q "would run" $$out/out/report.md && test -s $$out/out/logs-and-summaries.tar.gz \

@@ -5,7 +5,9 @@
 //! Targets: `libtorch` train throughput ≥ 0.98× `pytorch`; `torchscript` eval throughput ≥ `pytorch`. Reported
 //! without a target: `aten` (libtorch's kernels without autograd or modules) against `libtorch` and `pytorch`, train
 //! and eval: what autograd and modules cost; `compile` (torch.compile, Inductor) against `pytorch`, train and eval,
-//! with its compile time (each session compiles from a cold cache of its own) and the steps it takes to pay it back.
+//! with its compile time (each session compiles from a cold cache of its own) and the steps it takes to pay it back;
+//! `aoti` (torch.export and AOTInductor's package, run from Rust) against `torchscript`, eval, with its packaging
+//! time.
 //! `GOLOW_BENCH_RUNS` (default 5) and `GOLOW_BENCH_STEPS` (default 40, of which 5 warm-up) scale it;
 //! `GOLOW_BENCH_ONLY=NAME` keeps the comparisons that involve that implementation.
 
@@ -144,6 +146,12 @@ fn main() {
         b: "pytorch",
         target: None,
     }))
+    .chain([Comparison {
+        mode: "eval",
+        a: "aoti",
+        b: "torchscript",
+        target: None,
+    }])
     .filter(|c| std::env::var("GOLOW_BENCH_ONLY").map_or(true, |only| c.a == only || c.b == only))
     .collect::<Vec<_>>();
     println!(

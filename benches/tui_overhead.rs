@@ -254,6 +254,7 @@ fn prepare_alone(build: &Build, dir: &Path, steps: u64) -> PathBuf {
         data_dir,
         weights: dir.join("weights.safetensors"),
         torchscript: None,
+        aoti: None,
         channels: meta.channels,
         classes: meta.classes,
         batch_size: BATCH,

@@ -17,7 +17,7 @@ use std::io::{self, BufWriter, Write};
 use serde_json::{Value, json};
 
 use golow_protocol::event::{
-    Body, Compile, ForwardPass, OptimizerStep, Record, ScriptProcess, Step,
+    Body, Compile, CompileTrigger, ForwardPass, OptimizerStep, Record, ScriptProcess, Step,
 };
 
 /// The formats, as `--format` names them (`chrome-trace`, `csv`, `json`).
@@ -268,7 +268,10 @@ impl<W: Write> ChromeTrace<'_, W> {
                 let track = self.process_track(worker, pass.process, None)?;
                 self.forward_pass(track, ts, pass)?;
             }
-            (Body::Compile(compile), Some(_)) => self.compilation(pid, ts, compile)?,
+            // A package made before the session has no place on its timeline: it is marked (instant_name).
+            (Body::Compile(compile), Some(_)) if compile.trigger != CompileTrigger::Package => {
+                self.compilation(pid, ts, compile)?;
+            }
             _ => {}
         }
         if let Some(name) = instant_name(&record.body) {
@@ -419,6 +422,10 @@ fn instant_name(body: &Body) -> Option<String> {
         Body::Epoch(e) => Some(format!("epoch {} end (incomplete)", e.epoch)),
         Body::Exit(_) => Some("exit".into()),
         Body::WorkerExited { .. } => Some("worker exited".into()),
+        Body::Compile(c) if c.trigger == CompileTrigger::Package => Some(format!(
+            "compiled ahead of time, before the session ({:.1} s)",
+            c.ms / 1e3
+        )),
         Body::ProtocolError { .. } => Some("protocol error".into()),
         _ => None,
     }
@@ -526,6 +533,7 @@ mod tests {
                 data_dir: "/tmp/data".into(),
                 weights: "/tmp/weights.safetensors".into(),
                 torchscript: None,
+                aoti: None,
                 channels: 3,
                 classes: 10,
                 batch_size: 16,
@@ -875,6 +883,35 @@ mod tests {
                 ("recompile (lazy backward)", 8_500_000.0, 9_000_000.0)
             ]
         );
+    }
+
+    #[test]
+    fn a_package_made_before_the_session_is_marked_not_drawn_over_its_steps() {
+        let packaging = Body::Compile(Compile {
+            step: None,
+            phase: golow_protocol::config::Mode::Eval,
+            trigger: CompileTrigger::Package,
+            recompile: false,
+            ms: 27_250.0,
+            cache_hits: 0,
+            cache_misses: 0,
+        });
+        let records = vec![
+            Record::new(0.0, None, session_start()),
+            Record::new(400.0, Some("aoti".into()), packaging),
+        ];
+        let trace = chrome_trace(records);
+        let events = trace["traceEvents"].as_array().unwrap();
+        assert!(!events.iter().any(|e| e["ph"] == "X"), "{events:?}");
+        let mark = events
+            .iter()
+            .find(|e| e["ph"] == "i" && e["args"]["type"] == "compile")
+            .expect("a packaging mark");
+        assert_eq!(
+            mark["name"],
+            "compiled ahead of time, before the session (27.2 s)"
+        );
+        assert_eq!(mark["ts"].as_f64(), Some(400_000.0));
     }
 
     #[test]

@@ -17,6 +17,14 @@ fn rejects_in(tmp: &Path, args: &[&str], expected: &str) {
     rejects_command(tmp, headless(tmp, args), args, expected);
 }
 
+/// `rejects`, with `$CXX` naming no program.
+fn rejects_without_a_compiler(args: &[&str], expected: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut command = headless(tmp.path(), args);
+    command.env("CXX", "/nonexistent/g++");
+    rejects_command(tmp.path(), command, args, expected);
+}
+
 /// `rejects_in` for a command made ready (an environment of its own).
 fn rejects_command(tmp: &Path, mut command: std::process::Command, args: &[&str], expected: &str) {
     let out = command.output().unwrap();
@@ -80,7 +88,7 @@ fn a_recording_is_never_overwritten() {
 fn unknown_implementation_lists_the_known_ones() {
     rejects(
         &["--impl", "libtorch,jax"],
-        "unknown implementation 'jax' (known: pytorch, compile, torchscript, libtorch, aten, cudnn)",
+        "unknown implementation 'jax' (known: pytorch, compile, torchscript, aoti, libtorch, aten, cudnn)",
     );
 }
 
@@ -408,16 +416,12 @@ fn the_live_view_needs_a_terminal() {
 /// is said in one line before anything is prepared, not as a Python traceback from the worker.
 #[test]
 fn compile_without_a_cpp_compiler_or_with_cuda_graphs_on_the_cpu_says_so() {
-    let tmp = tempfile::tempdir().unwrap();
     let args = ["--impl", "pytorch,compile", "--device", "cpu"];
-    let mut command = headless(tmp.path(), &args);
-    command.env("CXX", "/nonexistent/g++");
-    rejects_command(
-        tmp.path(),
-        command,
+    rejects_without_a_compiler(
         &args,
         "--impl compile on the CPU needs a C++ compiler: $CXX /nonexistent/g++ is not an executable here",
     );
+    let tmp = tempfile::tempdir().unwrap();
     let mut command = headless(tmp.path(), &args);
     command.env_remove("CXX").env("PATH", "/nonexistent");
     rejects_command(
@@ -436,6 +440,19 @@ fn compile_without_a_cpp_compiler_or_with_cuda_graphs_on_the_cpu_says_so() {
             "reduce-overhead",
         ],
         "--compile-mode reduce-overhead records CUDA graphs, which need a GPU",
+    );
+}
+
+/// An AOTInductor package only evaluates, and AOTInductor needs a C++ compiler on every device.
+#[test]
+fn aoti_to_train_or_without_a_cpp_compiler_says_so() {
+    rejects(
+        &["--impl", "pytorch,aoti", "--mode", "train"],
+        "--impl aoti only evaluates (an AOTInductor package has no backward pass); use --mode eval",
+    );
+    rejects_without_a_compiler(
+        &["--impl", "aoti", "--mode", "eval"],
+        "--impl aoti needs a C++ compiler: $CXX /nonexistent/g++ is not an executable here",
     );
 }
 

@@ -1,5 +1,6 @@
-//! The `compile` level (torch.compile with Inductor) in real sessions on the CPU: real torch, a real C++ compiler,
-//! real worker processes. ResNet-18 at 32 px keeps each cold compilation to about a minute on two cores.
+//! The compiled levels in real sessions on the CPU: `compile` (torch.compile with Inductor) and `aoti` (torch.export
+//! and AOTInductor's package, run from Rust): real torch, a real C++ compiler, real worker processes. ResNet-18 at
+//! 32 px keeps each cold compilation to about a minute on two cores.
 
 mod common;
 
@@ -36,6 +37,38 @@ fn losses(tmp: &Path, recording: &Path, name: &str) -> Vec<f64> {
         .collect()
 }
 
+/// A recorded ResNet-18 session at 32 px, batch 32, compiling from a cold cache of its own: `ARGS` and then the
+/// recording `NAME.golow` in `tmp`; returns what it printed and its summary.
+fn cold_session(tmp: &Path, name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let recording = tmp.join(format!("{name}.golow"));
+    let common = [
+        "--model",
+        "resnet18",
+        "--resolution",
+        "32",
+        "--batch-size",
+        "32",
+        "--record",
+        &recording.display().to_string(),
+    ];
+    let out = headless(tmp, &[args, &common].concat())
+        .env_remove("TORCHINDUCTOR_CACHE_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    (text(&out.stdout), summary_of(tmp))
+}
+
+/// Everything in golow's TMPDIR (the test's directory), sorted: what the test wrote, once the session is over.
+fn left_in(tmp: &Path) -> Vec<String> {
+    let mut left: Vec<String> = std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    left
+}
+
 fn relative(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
@@ -55,17 +88,12 @@ fn mean(values: &[f64]) -> f64 {
 fn compile_agrees_with_eager_trains_and_counts_its_compile_time_apart() {
     let tmp = tempfile::tempdir().unwrap();
     let recording = tmp.path().join("compile.golow");
-    let out = headless(
+    let (stdout, s) = cold_session(
         tmp.path(),
+        "compile",
         &[
             "--impl",
             "pytorch,compile",
-            "--model",
-            "resnet18",
-            "--resolution",
-            "32",
-            "--batch-size",
-            "32",
             "--lr",
             "0.001",
             "--steps",
@@ -74,16 +102,8 @@ fn compile_agrees_with_eager_trains_and_counts_its_compile_time_apart() {
             "1",
             "--seed",
             "3",
-            "--record",
-            &recording.display().to_string(),
         ],
-    )
-    .env_remove("TORCHINDUCTOR_CACHE_DIR")
-    .output()
-    .unwrap();
-    let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let s = summary_of(tmp.path());
+    );
     let (eager, compiled) = (worker(&s, "pytorch"), worker(&s, "compile"));
     assert_eq!(compiled["status"], "ok", "{compiled}");
     assert_eq!(compiled["steps"], 20);
@@ -152,9 +172,17 @@ fn compile_agrees_with_eager_trains_and_counts_its_compile_time_apart() {
         .sum();
     assert!((slices - first_ms).abs() < 1.0, "{slices} vs {first_ms}");
 
-    // The session's directory, Inductor's cache with it, is gone.
-    let left = common::session_dirs(tmp.path());
-    assert!(left.is_empty(), "{left:?}");
+    // The session's directory, Inductor's cache and headers with it, is gone.
+    assert_eq!(
+        left_in(tmp.path()),
+        [
+            "compile.golow",
+            "compile.json",
+            "pytorch.json",
+            "summary.json",
+            "trace.json"
+        ]
+    );
 }
 
 /// A cache the user points Inductor at outlives the session: the second session finds everything in it, says its
@@ -202,4 +230,95 @@ fn a_cache_the_user_points_at_is_warm_the_second_time() {
     );
     assert!(warm_ms < cold_ms, "warm {warm_ms} ms, cold {cold_ms} ms");
     assert!(std::fs::read_dir(&cache).unwrap().next().is_some());
+}
+
+/// The AOTInductor package computes what eager PyTorch computes, from the session's weights and data, in the Rust
+/// worker; its making is counted as this level's compile time, ahead of the session, in no step.
+#[test]
+fn aoti_agrees_with_eager_and_counts_its_packaging_as_compile_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recording = tmp.path().join("aoti.golow");
+    let (stdout, s) = cold_session(
+        tmp.path(),
+        "aoti",
+        &[
+            "--impl",
+            "pytorch,aoti",
+            "--mode",
+            "eval",
+            "--steps",
+            "6",
+            "--warmup",
+            "1",
+            "--seed",
+            "5",
+        ],
+    );
+    let (eager, packaged) = (worker(&s, "pytorch"), worker(&s, "aoti"));
+    assert_eq!(eager["status"], "ok", "{eager}");
+    assert_eq!(packaged["status"], "ok", "{packaged}");
+    assert_eq!(packaged["steps"], 6);
+    // It ran in golow's Rust worker, on libtorch: no Python.
+    assert!(packaged["versions"]["libtorch"].is_string(), "{packaged}");
+    assert!(packaged["versions"]["python"].is_null(), "{packaged}");
+
+    // Evaluation does not learn, so every batch's loss agrees, not only the first.
+    let (eager_losses, packaged_losses) = (
+        losses(tmp.path(), &recording, "pytorch"),
+        losses(tmp.path(), &recording, "aoti"),
+    );
+    assert_eq!((eager_losses.len(), packaged_losses.len()), (6, 6));
+    for (step, (a, e)) in packaged_losses.iter().zip(&eager_losses).enumerate() {
+        assert!(relative(*a, *e) <= 1e-4, "step {step}: {a} vs eager {e}");
+    }
+
+    let detail = &packaged["compile"];
+    let total = packaged["compile_ms"].as_f64().unwrap();
+    assert!(total > 1_000.0, "{detail}");
+    assert_eq!(detail["first_ms"].as_f64(), Some(total));
+    assert_eq!(detail["ahead_of_time"], true, "{detail}");
+    assert_eq!(
+        (&detail["recompiles"], &detail["excluded_steps"]),
+        (&0.into(), &0.into()),
+        "{detail}"
+    );
+    let (e, a) = (
+        eager["step_time_ms"]["p50"].as_f64().unwrap(),
+        packaged["step_time_ms"]["p50"].as_f64().unwrap(),
+    );
+    match packaged["break_even_steps"].as_u64() {
+        Some(n) => assert_eq!(n, (total / (e - a)).ceil() as u64, "{e} vs {a}"),
+        None => assert!(a >= e, "{e} vs {a}"),
+    }
+    assert!(
+        stdout.contains("aoti: compiled ahead of time in "),
+        "{stdout}"
+    );
+    let trace = exported(tmp.path(), &recording, "chrome-trace", "trace.json");
+    let marks = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["ph"] == "i"
+                && e["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("compiled ahead of time")
+        })
+        .count();
+    assert_eq!(marks, 1);
+
+    // The package, the library the runtime unpacked from it and Inductor's cache and headers went with the
+    // session.
+    assert_eq!(
+        left_in(tmp.path()),
+        [
+            "aoti.golow",
+            "aoti.json",
+            "pytorch.json",
+            "summary.json",
+            "trace.json"
+        ]
+    );
 }

@@ -480,6 +480,7 @@ fn sweep_results() -> golow::sweep::Results {
                     gpu_util_mean_percent: None,
                     h2d_bytes_per_step: None,
                     h2d_ms_p50: None,
+                    compile_ms: None,
                     recording: Some(format!("cells/b{batch}-r32.golow")),
                     error: oom.then(|| "DefaultCPUAllocator: can't allocate memory".to_string()),
                 }

@@ -1,5 +1,6 @@
 //! Links the Rust workers against the torch that `make build` installed, so they run without LD_LIBRARY_PATH, and
-//! compiles the shim to the libtorch kernels tch does not expose (csrc/), against that torch's headers.
+//! compiles the shim to what libtorch has and tch does not expose (csrc/: backward kernels, the AOTInductor
+//! runtime), against that torch's headers.
 
 fn main() {
     // torch-sys (links = "tch") tells dependants where libtorch lives.
@@ -23,22 +24,31 @@ fn main() {
     let lib_dir = lib_dir.display();
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
     // libtorch_cuda registers CUDA with the dispatcher only from static initialisers: without
-    // --no-as-needed the linker drops it (no symbol is referenced) and CUDA never shows up.
-    println!("cargo:rustc-link-arg-bin=golow-worker=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
+    // --no-as-needed the linker drops it (no symbol is referenced) and CUDA never shows up. An AOTInductor
+    // package's library needs libtorch.so by name, which nothing else here references either.
+    println!(
+        "cargo:rustc-link-arg-bin=golow-worker=-Wl,--no-as-needed,-ltorch_cuda,-ltorch,--as-needed"
+    );
 }
 
 fn compile_shim(lib_dir: &std::path::Path) {
-    let source = "csrc/aten_backward.cpp";
-    println!("cargo:rerun-if-changed={source}");
+    let sources = [
+        "csrc/aten_backward.cpp",
+        "csrc/aoti_package.cpp",
+        "csrc/errors.cpp",
+    ];
+    for source in sources.iter().chain(&["csrc/shim.h"]) {
+        println!("cargo:rerun-if-changed={source}");
+    }
     let include = lib_dir.join("../include");
     cc::Build::new()
         .cpp(true)
-        .file(source)
+        .files(sources)
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .flag("-std=c++17")
         // torch's wheels since 2.7 are built with the C++11 ABI only.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
         .warnings(false)
-        .compile("golow_aten_backward");
+        .compile("golow_shim");
 }

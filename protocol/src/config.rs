@@ -12,6 +12,9 @@ pub enum Impl {
     /// The Python worker's model under `torch.compile` (TorchDynamo + Inductor).
     Compile,
     Torchscript,
+    /// The model exported with `torch.export` and compiled ahead of time by AOTInductor, run by libtorch's runtime
+    /// from Rust: no Python as it runs; evaluation only.
+    Aoti,
     Libtorch,
     /// The framework-free program on libtorch's kernels, without autograd or modules.
     Aten,
@@ -20,10 +23,11 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 6] = [
+    pub const ALL: [Impl; 7] = [
         Impl::Pytorch,
         Impl::Compile,
         Impl::Torchscript,
+        Impl::Aoti,
         Impl::Libtorch,
         Impl::Aten,
         Impl::Cudnn,
@@ -34,6 +38,7 @@ impl Impl {
             Impl::Pytorch => "pytorch",
             Impl::Compile => "compile",
             Impl::Torchscript => "torchscript",
+            Impl::Aoti => "aoti",
             Impl::Libtorch => "libtorch",
             Impl::Aten => "aten",
             Impl::Cudnn => "cudnn",
@@ -55,14 +60,34 @@ impl Impl {
         self == Impl::Cudnn
     }
 
-    /// Runs under the Python interpreter (directly, or to script the model once per session).
+    /// Runs under the Python interpreter (directly, or to script or package the model once per session).
     pub fn needs_python(self) -> bool {
-        matches!(self, Impl::Pytorch | Impl::Compile | Impl::Torchscript)
+        matches!(
+            self,
+            Impl::Pytorch | Impl::Compile | Impl::Torchscript | Impl::Aoti
+        )
     }
 
-    /// Compiles the model as it runs: its compile time is a cost of the level, reported apart from its steps.
+    /// Compiles the model as it runs (`torch.compile`, whose mode the session sets): its compile time is a cost of
+    /// the level, reported apart from its steps.
     pub fn compiles(self) -> bool {
         self == Impl::Compile
+    }
+
+    /// Compiles with Inductor, as it runs or ahead of time: Inductor's cache matters to its compile time.
+    pub fn uses_inductor(self) -> bool {
+        matches!(self, Impl::Compile | Impl::Aoti)
+    }
+
+    /// Has Inductor generate C++ on this device: always ahead of time (AOTInductor's wrapper), on the CPU as it
+    /// runs (`torch.compile`'s kernels; on a GPU they are Triton's).
+    pub fn needs_cpp_compiler(self, on_cpu: bool) -> bool {
+        self == Impl::Aoti || (self == Impl::Compile && on_cpu)
+    }
+
+    /// Only evaluates: an AOTInductor package has no backward pass.
+    pub fn eval_only(self) -> bool {
+        self == Impl::Aoti
     }
 }
 
@@ -176,6 +201,9 @@ pub struct WorkerConfig {
     pub weights: PathBuf,
     /// The session's scripted model, for the `torchscript` worker.
     pub torchscript: Option<PathBuf>,
+    /// The session's AOTInductor package, for the `aoti` worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aoti: Option<AotiPackage>,
     pub channels: u32,
     pub classes: u32,
     pub batch_size: u32,
@@ -192,6 +220,16 @@ pub struct WorkerConfig {
     /// `torch.compile`'s mode, for the `compile` worker.
     #[serde(default)]
     pub compile_mode: CompileMode,
+}
+
+/// The model compiled ahead of time, once per session, and what making it cost.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct AotiPackage {
+    /// The `.pt2` package `torch._inductor.aoti_compile_and_package` wrote.
+    pub package: PathBuf,
+    /// What the packager measured (JSON: `ms`, the time torch.export and AOTInductor took), which the worker
+    /// reports as its compile time.
+    pub packaging: PathBuf,
 }
 
 /// The whole session as the user asked for it, after defaults were applied.

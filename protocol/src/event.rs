@@ -66,8 +66,9 @@ pub struct Epoch {
     pub eval_accuracy: Option<f64>,
 }
 
-/// Time a level spent compiling (torch.compile's Dynamo and Inductor, CUDA graph recording): a cost of the level,
-/// reported apart and kept out of the step statistics (the step it fell in is not measured).
+/// Time a level spent compiling (torch.compile's Dynamo and Inductor, CUDA graph recording; AOTInductor's package,
+/// made before the steps): a cost of the level, reported apart and kept out of the step statistics (the step it
+/// fell in is not measured).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Compile {
     /// The step whose timed region it fell in; `None` outside any step (an epoch's evaluation).
@@ -103,6 +104,8 @@ pub enum CompileTrigger {
     CudagraphRecording,
     /// Kernels autotuned at run time.
     Autotuning,
+    /// torch.export and AOTInductor compiled the model into a package before the session's steps (`aoti`).
+    Package,
     /// A trigger this version of golow does not know.
     Other,
 }
@@ -114,6 +117,7 @@ impl CompileTrigger {
             CompileTrigger::LazyBackward => "lazy backward",
             CompileTrigger::CudagraphRecording => "CUDA graph recording",
             CompileTrigger::Autotuning => "autotuning",
+            CompileTrigger::Package => "AOTInductor packaging",
             CompileTrigger::Other => "other",
         }
     }
@@ -144,7 +148,8 @@ pub struct WorkerExit {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerEvent {
-    Hello(Hello),
+    /// Boxed: a worker says it once, and the configuration it carries would size every event.
+    Hello(Box<Hello>),
     Step(Step),
     Epoch(Epoch),
     TurnEnd(TurnEnd),
@@ -304,7 +309,7 @@ pub enum Body {
 impl From<WorkerEvent> for Body {
     fn from(event: WorkerEvent) -> Self {
         match event {
-            WorkerEvent::Hello(e) => Body::Hello(e),
+            WorkerEvent::Hello(e) => Body::Hello(*e),
             WorkerEvent::Step(e) => Body::Step(e),
             WorkerEvent::Epoch(e) => Body::Epoch(e),
             WorkerEvent::TurnEnd(e) => Body::TurnEnd(e),

@@ -1,7 +1,9 @@
 //! One record body of every kind, with plausible values: what round-trip tests of the schema, and of anything that
 //! stores records, go through.
 
-use crate::config::{CompileMode, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use crate::config::{
+    AotiPackage, CompileMode, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig,
+};
 use crate::event::{
     Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind, CopyStats,
     Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind, Optimizer,
@@ -16,6 +18,10 @@ fn worker_config() -> WorkerConfig {
         data_dir: "/tmp/s/data".into(),
         weights: "/tmp/s/weights.safetensors".into(),
         torchscript: None,
+        aoti: Some(AotiPackage {
+            package: "/tmp/s/resnet.pt2".into(),
+            packaging: "/tmp/s/packaging.json".into(),
+        }),
         channels: 3,
         classes: 10,
         batch_size: 16,
@@ -101,6 +107,15 @@ pub fn every_body() -> Vec<Body> {
             recompile: true,
             ms: 841.5,
             cache_hits: 2,
+            cache_misses: 0,
+        }),
+        Body::Compile(Compile {
+            step: None,
+            phase: Mode::Eval,
+            trigger: CompileTrigger::Package,
+            recompile: false,
+            ms: 34_357.5,
+            cache_hits: 0,
             cache_misses: 0,
         }),
         Body::Epoch(Epoch {

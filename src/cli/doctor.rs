@@ -232,11 +232,13 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     }
     match programs::cpp_compiler() {
         Ok(cxx) => println!(
-            "C++ compiler: {} (Inductor compiles --impl compile's CPU kernels with it)",
+            "C++ compiler: {} (Inductor builds --impl aoti's package and --impl compile's CPU kernels with it)",
             cxx.display()
         ),
         Err(why) => {
-            println!("C++ compiler: missing, so --impl compile cannot run on the CPU: {why}")
+            println!(
+                "C++ compiler: missing, so --impl aoti cannot run, nor --impl compile on the CPU: {why}"
+            )
         }
     }
     let driver = match crate::telemetry::cuda::device_count() {

@@ -47,7 +47,7 @@ pub struct SessionOptions {
     /// Pin host batches (page-locked memory) before the host-to-device copy.
     #[arg(long)]
     pinned: bool,
-    /// Python with torch 2.11 for the pytorch and torchscript workers [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    /// Python with torch 2.11 for the pytorch and compile workers, and to prepare torchscript's and aoti's model [default: $GOLOW_PYTHON, else the .venv of `make build`].
     #[arg(long)]
     python: Option<PathBuf>,
     /// Process sampling period in milliseconds (at least 50).
@@ -195,16 +195,30 @@ impl SessionOptions {
                 gpu_only.name()
             )));
         }
+        if workload.mode == Mode::Train
+            && let Some(eval_only) = workload.impls.iter().find(|i| i.eval_only())
+        {
+            return Err(BadInput(format!(
+                "--impl {} only evaluates (an AOTInductor package has no backward pass); use --mode eval",
+                eval_only.name()
+            )));
+        }
         let compiles = workload.impls.iter().any(|i| i.compiles());
-        if compiles && device == "cpu" {
-            if self.compile_mode == CompileMode::ReduceOverhead {
-                return Err(BadInput(
-                    "--compile-mode reduce-overhead records CUDA graphs, which need a GPU, and this session's device is the CPU; use --compile-mode default or --device cuda".into(),
-                ));
-            }
+        if compiles && device == "cpu" && self.compile_mode == CompileMode::ReduceOverhead {
+            return Err(BadInput(
+                "--compile-mode reduce-overhead records CUDA graphs, which need a GPU, and this session's device is the CPU; use --compile-mode default or --device cuda".into(),
+            ));
+        }
+        if let Some(needs) = workload
+            .impls
+            .iter()
+            .find(|i| i.needs_cpp_compiler(device == "cpu"))
+        {
             programs::cpp_compiler().map_err(|why| {
+                let there = if needs.eval_only() { "" } else { " on the CPU" };
                 BadInput(format!(
-                    "--impl compile on the CPU needs a C++ compiler: {why}"
+                    "--impl {}{there} needs a C++ compiler: {why}",
+                    needs.name()
                 ))
             })?;
         }
@@ -312,7 +326,7 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
             && let Some(why) = no_gpu(crate::telemetry::cuda::device_count)
         {
             return Err(BadInput(format!(
-                "--impl {name} needs an NVIDIA GPU, and {why}; use pytorch, compile, torchscript, libtorch or aten"
+                "--impl {name} needs an NVIDIA GPU, and {why}; use pytorch, compile, torchscript, aoti, libtorch or aten"
             )));
         }
         if impls.contains(&i) {
@@ -322,7 +336,7 @@ pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
     }
     if impls.is_empty() {
         return Err(BadInput(
-            "--impl names no implementation (known: pytorch, compile, torchscript, libtorch, aten, cudnn)"
+            "--impl names no implementation (known: pytorch, compile, torchscript, aoti, libtorch, aten, cudnn)"
                 .into(),
         ));
     }

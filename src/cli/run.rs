@@ -36,7 +36,7 @@ pub struct RunArgs {
     /// more often than the sampling interval brings news.
     #[arg(long, default_value_t = 10)]
     fps: i64,
-    /// Comma-separated implementations: pytorch, compile, torchscript, libtorch, aten, cudnn (GPU only) [default: libtorch,pytorch, or none when --cmd is given].
+    /// Comma-separated implementations: pytorch, compile, torchscript, aoti (eval only), libtorch, aten, cudnn (GPU only) [default: libtorch,pytorch, or none when --cmd is given].
     #[arg(long = "impl")]
     impls: Option<String>,
     /// Monitor your own command too: NAME='shell command' (repeatable). PyTorch scripts report their

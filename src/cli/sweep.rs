@@ -30,7 +30,7 @@ pub struct SweepArgs {
     /// Colour theme of the sweep view: dark, light, high-contrast, colorblind, or a path to a theme file.
     #[arg(long, default_value = "dark")]
     theme: String,
-    /// Comma-separated implementations: pytorch, compile, torchscript, libtorch, aten, cudnn (GPU only).
+    /// Comma-separated implementations: pytorch, compile, torchscript, aoti (eval only), libtorch, aten, cudnn (GPU only).
     #[arg(long = "impl", default_value = "libtorch,pytorch")]
     impls: String,
     #[arg(long, value_enum, default_value = "eval")]

@@ -7,10 +7,10 @@ use std::process::Command;
 
 use super::launcher::WorkerCommand;
 use golow_data::DatasetSpec;
-use golow_protocol::config::{Impl, Mode, SessionConfig, WorkerConfig};
+use golow_protocol::config::{AotiPackage, Impl, Mode, SessionConfig, WorkerConfig};
 
 /// The Python sources, embedded so that the `golow` binary is all a user needs to carry.
-const PYTHON_SOURCES: [(&str, &str); 4] = [
+const PYTHON_SOURCES: [(&str, &str); 5] = [
     ("worker.py", include_str!("../workers/pytorch/worker.py")),
     (
         "golow_common.py",
@@ -20,6 +20,10 @@ const PYTHON_SOURCES: [(&str, &str); 4] = [
     (
         "script_model.py",
         include_str!("../workers/pytorch/script_model.py"),
+    ),
+    (
+        "package_model.py",
+        include_str!("../workers/pytorch/package_model.py"),
     ),
 ];
 
@@ -258,17 +262,45 @@ fn command_worker(
 type Workers = Vec<(String, WorkerCommand)>;
 
 /// Inductor's cache lives in the session's directory, so a session compiles from cold and leaves nothing behind,
-/// unless the user points `TORCHINDUCTOR_CACHE_DIR` elsewhere (the compile events say which it was).
-fn python_worker_env(implementation: Impl, session_dir: &Path) -> Vec<(String, String)> {
-    let mut env = vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())];
-    if implementation.compiles() && std::env::var_os("TORCHINDUCTOR_CACHE_DIR").is_none() {
+/// unless the user points `TORCHINDUCTOR_CACHE_DIR` elsewhere (the compile events say which it was). torch puts
+/// things under `$TMPDIR` whatever the cache (Inductor's precompiled headers; its default cache directory, made by
+/// the first optimiser step even in eager mode), so `$TMPDIR` is the session's too.
+fn python_env(
+    implementation: Impl,
+    session_dir: &Path,
+) -> Result<Vec<(String, String)>, PrepareError> {
+    let mut env = vec![
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        session_tmp(session_dir)?,
+    ];
+    if implementation.uses_inductor() && std::env::var_os("TORCHINDUCTOR_CACHE_DIR").is_none() {
         let cache = session_dir.join("inductor-cache");
         env.push((
             "TORCHINDUCTOR_CACHE_DIR".into(),
             cache.display().to_string(),
         ));
     }
-    env
+    Ok(env)
+}
+
+/// libtorch's AOTInductor runtime unpacks the package's library under `$TMPDIR`, and leaves it there when the
+/// worker is killed: in the session's directory it goes with the session.
+fn rust_worker_env(
+    implementation: Impl,
+    session_dir: &Path,
+) -> Result<Vec<(String, String)>, PrepareError> {
+    if implementation != Impl::Aoti {
+        return Ok(Vec::new());
+    }
+    Ok(vec![session_tmp(session_dir)?])
+}
+
+/// `TMPDIR` inside the session's directory, for what a worker's libraries put there.
+fn session_tmp(session_dir: &Path) -> Result<(String, String), PrepareError> {
+    let tmp = session_dir.join("tmp");
+    std::fs::create_dir_all(&tmp)
+        .map_err(setup("cannot create the session's temporary directory"))?;
+    Ok(("TMPDIR".into(), tmp.display().to_string()))
 }
 
 /// The files the built-in implementations share (data cache, weights, scripted model) and their commands.
@@ -311,6 +343,7 @@ fn prepare_builtin(
     write_sources(&python_dir, &PYTHON_SOURCES)?;
 
     let needs_script = plan.impls.contains(&Impl::Torchscript);
+    let needs_package = plan.impls.contains(&Impl::Aoti);
     let config = WorkerConfig {
         model: session.model,
         mode: session.mode,
@@ -318,6 +351,10 @@ fn prepare_builtin(
         data_dir,
         weights: dir.path().join("weights.safetensors"),
         torchscript: needs_script.then(|| dir.path().join("resnet.torchscript.pt")),
+        aoti: needs_package.then(|| AotiPackage {
+            package: dir.path().join("resnet.pt2"),
+            packaging: dir.path().join("packaging.json"),
+        }),
         channels: meta.channels,
         classes: meta.classes,
         batch_size: session.batch_size,
@@ -356,7 +393,16 @@ fn prepare_builtin(
             Command::new(python()?)
                 .arg(python_dir.join("script_model.py"))
                 .args(["--config", &config_arg])
-                .env("PYTHONDONTWRITEBYTECODE", "1"),
+                .envs(python_env(Impl::Torchscript, dir.path())?),
+        )?;
+    }
+    if needs_package {
+        run_step(
+            "compiling the model ahead of time for aoti (torch.export, AOTInductor)",
+            Command::new(python()?)
+                .arg(python_dir.join("package_model.py"))
+                .args(["--config", &config_arg])
+                .envs(python_env(Impl::Aoti, dir.path())?),
         )?;
     }
 
@@ -372,23 +418,25 @@ fn prepare_builtin(
                     "--config".into(),
                     config_arg.clone(),
                 ],
-                env: python_worker_env(implementation, dir.path()),
+                env: python_env(implementation, dir.path())?,
                 collector: None,
                 event_socket: None,
             },
-            Impl::Libtorch | Impl::Torchscript | Impl::Aten | Impl::Cudnn => WorkerCommand {
-                program: worker_program.clone(),
-                args: vec![
-                    "run".into(),
-                    "--impl".into(),
-                    implementation.name().into(),
-                    "--config".into(),
-                    config_arg.clone(),
-                ],
-                env: Vec::new(),
-                collector: None,
-                event_socket: None,
-            },
+            Impl::Libtorch | Impl::Torchscript | Impl::Aoti | Impl::Aten | Impl::Cudnn => {
+                WorkerCommand {
+                    program: worker_program.clone(),
+                    args: vec![
+                        "run".into(),
+                        "--impl".into(),
+                        implementation.name().into(),
+                        "--config".into(),
+                        config_arg.clone(),
+                    ],
+                    env: rust_worker_env(implementation, dir.path())?,
+                    collector: None,
+                    event_socket: None,
+                }
+            }
         };
         workers.push((implementation.name().to_string(), command));
     }

@@ -41,6 +41,8 @@ pub struct CompileState {
     pub excluded_steps: u64,
     /// When the compilation under way began (seconds since the session started).
     pub compiling_since_s: Option<f64>,
+    /// The model was compiled into a package before the session (`aoti`), not as it ran.
+    pub ahead_of_time: bool,
 }
 
 impl CompileState {
@@ -61,6 +63,7 @@ impl CompileState {
         if !(compile.ms.is_finite() && compile.ms >= 0.0) {
             return;
         }
+        self.ahead_of_time |= compile.trigger == CompileTrigger::Package;
         if compile.recompile {
             self.recompile_ms += compile.ms;
             // A recompiled frame's backward graph is part of the same recompilation.
@@ -156,6 +159,18 @@ mod tests {
         assert_eq!(state.cache(), Some(Cache::Warm));
         state.apply(&compile(None, CompileTrigger::Dynamo, true, 1.0));
         assert_eq!(state.cache(), Some(Cache::Partial));
+    }
+
+    #[test]
+    fn a_package_made_ahead_of_time_is_compile_time_that_no_step_holds() {
+        let mut state = CompileState::default();
+        state.apply(&compile(None, CompileTrigger::Package, false, 27_000.0));
+        assert!(state.ahead_of_time);
+        assert_eq!(state.total_ms(), 27_000.0);
+        assert!(!state.fell_in(0));
+        let mut live = CompileState::default();
+        live.apply(&compile(Some(0), CompileTrigger::Dynamo, false, 1.0));
+        assert!(!live.ahead_of_time);
     }
 
     #[test]

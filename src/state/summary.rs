@@ -214,6 +214,9 @@ pub struct CompileSummary {
     pub cache: Option<Cache>,
     /// Steps past the warm-up that a compilation fell in, kept out of the statistics.
     pub excluded_steps: u64,
+    /// The model was compiled before the session (AOTInductor's package), not as it ran.
+    #[serde(default)]
+    pub ahead_of_time: bool,
 }
 
 impl From<&CompileState> for CompileSummary {
@@ -224,6 +227,7 @@ impl From<&CompileState> for CompileSummary {
             recompile_ms: c.recompile_ms,
             cache: c.cache(),
             excluded_steps: c.excluded_steps,
+            ahead_of_time: c.ahead_of_time,
         }
     }
 }

@@ -8,14 +8,15 @@ use super::plot::{Figure, Series, write};
 use super::{Axis, METRICS, Metric, Results};
 
 /// Okabe–Ito colours: distinguishable with any colour vision; the built-ins keep theirs across figures.
-const PALETTE: [(&str, (u8, u8, u8)); 5] = [
+const PALETTE: [(&str, (u8, u8, u8)); 6] = [
     ("pytorch", (230, 159, 0)),
     ("compile", (204, 121, 167)),
     ("torchscript", (86, 180, 233)),
+    ("aoti", (0, 114, 178)),
     ("libtorch", (0, 158, 115)),
     ("cudnn", (213, 94, 0)),
 ];
-const OTHER_COLOURS: [(u8, u8, u8); 3] = [(0, 114, 178), (240, 228, 66), (0, 0, 0)];
+const OTHER_COLOURS: [(u8, u8, u8); 3] = [(240, 228, 66), (0, 0, 0), (153, 153, 153)];
 
 fn colour(implementation: &str, index: usize) -> (u8, u8, u8) {
     PALETTE

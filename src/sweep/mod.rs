@@ -200,13 +200,17 @@ pub struct Row {
     pub gpu_util_mean_percent: Option<f64>,
     pub h2d_bytes_per_step: Option<u64>,
     pub h2d_ms_p50: Option<f64>,
+    /// What compiling cost a compiled level (`compile`, `aoti`) in this cell; absent for the others and in sweeps
+    /// written before it was kept.
+    #[serde(default)]
+    pub compile_ms: Option<f64>,
     /// The cell's recording, relative to the sweep directory; absent when the cell could not start.
     pub recording: Option<String>,
     pub error: Option<String>,
 }
 
 /// The CSV's columns, in order; `Row::csv_fields` follows them.
-pub const CSV_COLUMNS: [&str; 14] = [
+pub const CSV_COLUMNS: [&str; 15] = [
     "impl",
     "batch_size",
     "resolution",
@@ -219,6 +223,7 @@ pub const CSV_COLUMNS: [&str; 14] = [
     "gpu_util_mean_percent",
     "h2d_bytes_per_step",
     "h2d_ms_p50",
+    "compile_ms",
     "recording",
     "error",
 ];
@@ -231,7 +236,7 @@ impl Row {
         }
     }
 
-    fn csv_fields(&self) -> [String; 14] {
+    fn csv_fields(&self) -> [String; 15] {
         let f = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let status = match self.status {
@@ -252,6 +257,7 @@ impl Row {
             f(self.gpu_util_mean_percent),
             u(self.h2d_bytes_per_step),
             f(self.h2d_ms_p50),
+            f(self.compile_ms),
             self.recording.clone().unwrap_or_default(),
             self.error.clone().unwrap_or_default(),
         ]
@@ -274,6 +280,7 @@ impl Row {
                 gpu_util_mean_percent: None,
                 h2d_bytes_per_step: None,
                 h2d_ms_p50: None,
+                compile_ms: None,
                 recording: None,
                 error: Some(error.to_string()),
             })
@@ -303,6 +310,7 @@ impl Row {
                     gpu_util_mean_percent: w.gpu_sm_percent_mean,
                     h2d_bytes_per_step: w.h2d_bytes_per_step,
                     h2d_ms_p50: w.h2d_ms.as_ref().map(|p| p.p50),
+                    compile_ms: w.compile_ms,
                     recording: Some(recording.display().to_string()),
                     error: w.error.clone(),
                 }
@@ -493,7 +501,7 @@ pub(crate) mod tests {
         let csv = results.to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0].split(',').count(), CSV_COLUMNS.len());
-        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,out of memory");
+        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,,out of memory");
         results.record(cell, Row::unstarted(cell, &impls, "a, \"b\""));
         assert!(results.to_csv().contains(",\"a, \"\"b\"\"\"\n"));
         let back: Results = serde_json::from_str(&results.to_json()).unwrap();

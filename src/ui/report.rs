@@ -151,8 +151,13 @@ fn compile_line(w: &WorkerSummary, eager: Option<&WorkerSummary>) -> Option<Stri
         .cache
         .map(|cache| format!(", Inductor's cache {}", cache.name()))
         .unwrap_or_default();
+    let when = if c.ahead_of_time {
+        "ahead of time "
+    } else {
+        ""
+    };
     let mut parts = vec![format!(
-        "compiled in {} s{cache}",
+        "compiled {when}in {} s{cache}",
         opt(Some(c.first_ms / 1e3), 1)
     )];
     if c.recompiles > 0 {

@@ -17,6 +17,7 @@ fn worker_config(device: &str) -> WorkerConfig {
         data_dir: "/session/data".into(),
         weights: "/session/weights.safetensors".into(),
         torchscript: None,
+        aoti: None,
         channels: 3,
         classes: 10,
         batch_size: 32,

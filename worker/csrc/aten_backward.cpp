@@ -1,8 +1,7 @@
 // What the `aten` level needs of libtorch and tch does not expose: the backward kernels (tch's generator leaves out
 // every `*_backward` operator), called as autograd calls them, and SGD's update written as torch::optim::SGD
 // writes it (tch has no add with a scale, which that update is made of). Tensors cross as tch's handles
-// (`at::Tensor*`); results are new handles the caller owns. Errors come back as a malloc'd message, never thrown
-// across the C boundary.
+// (`at::Tensor*`); results are new handles the caller owns. Errors come back as in shim.h.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution_backward.h>
@@ -13,28 +12,9 @@
 #include <ATen/ops/nll_loss_forward.h>
 #include <ATen/ops/ones_like.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <exception>
+#include "shim.h"
+
 #include <tuple>
-
-namespace {
-
-char *error_message(const std::exception &e) {
-    const char *what = e.what();
-    // libtorch appends a C++ stack trace after the first line: the first line says what was wrong.
-    size_t length = std::strcspn(what, "\n");
-    char *message = static_cast<char *>(std::malloc(length + 1));
-    if (message != nullptr) {
-        std::memcpy(message, what, length);
-        message[length] = '\0';
-    }
-    return message;
-}
-
-at::Tensor *handle(const at::Tensor &t) { return t.defined() ? new at::Tensor(t) : nullptr; }
-
-} // namespace
 
 extern "C" {
 
@@ -114,7 +94,5 @@ char *golow_sgd_step(at::Tensor *param, const at::Tensor *grad, at::Tensor *mome
         return error_message(e);
     }
 }
-
-void golow_free_error(char *message) { std::free(message); }
 
 } // extern "C"

@@ -5,4 +5,5 @@
 
 pub mod channels;
 pub mod cudnn;
+mod shim;
 pub mod torch;

@@ -1,6 +1,7 @@
 """What every Python-side part of golow shares with the Rust workers: the session's weights file, the
 data cache, the seeded data order (bit-for-bit the Rust algorithm) and the event channel."""
 
+import argparse
 import json
 import os
 import sys
@@ -56,6 +57,14 @@ def load_safetensors(path: str) -> dict:
         flat = torch.frombuffer(body, dtype=dtype, offset=start, count=count) if count else torch.empty(0, dtype=dtype)
         tensors[name] = flat.reshape(info["shape"]).clone()
     return tensors
+
+
+def session_config() -> dict:
+    """The worker config named by `--config` on the command line of a step that prepares the session's model."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    with open(parser.parse_args().config) as f:
+        return json.load(f)
 
 
 def build_model(cfg: dict) -> torch.nn.Module:

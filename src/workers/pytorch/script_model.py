@@ -1,19 +1,12 @@
 """Scripts the session's model once (with the session's initial weights) for the torchscript worker."""
 
-import argparse
-import json
-
 import torch
 
-from golow_common import build_model
+from golow_common import build_model, session_config
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--config", required=True)
-    args = parser.parse_args()
-    with open(args.config) as f:
-        cfg = json.load(f)
+    cfg = session_config()
     model = build_model(cfg)
     model.train(cfg["mode"] == "train")
     torch.jit.script(model).save(cfg["torchscript"])

@@ -10,7 +10,7 @@
 //! program's buffers name values rather than memory; the `cudnn` backend allocates them once.
 
 use std::collections::HashMap;
-use std::ffi::{CStr, c_char};
+use std::ffi::c_char;
 
 use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
@@ -18,6 +18,7 @@ use torch_sys::C_tensor;
 use super::plan::Plan;
 use super::program::{Buf, Op, Program};
 use super::weights::Weights;
+use crate::shim::{check, owned};
 use golow_protocol::config::Optimiser;
 
 /// torchvision's (and tch's) batch norm.
@@ -60,28 +61,6 @@ unsafe extern "C" {
         weight_decay: f64,
         first: bool,
     ) -> *mut c_char;
-    fn golow_free_error(message: *mut c_char);
-}
-
-/// Panics with libtorch's message, as tch's own calls do, when `error` is not null; the worker reports it.
-fn check(error: *mut c_char) {
-    if error.is_null() {
-        return;
-    }
-    // SAFETY: a NUL-terminated string from the shim, freed once here.
-    let message = unsafe {
-        let message = CStr::from_ptr(error).to_string_lossy().into_owned();
-        golow_free_error(error);
-        message
-    };
-    panic!("libtorch: {message}");
-}
-
-/// Takes ownership of a tensor handle the shim returned.
-fn owned(handle: *mut C_tensor) -> Tensor {
-    assert!(!handle.is_null(), "libtorch returned no tensor");
-    // SAFETY: a handle created with `new at::Tensor` by the shim and owned by nobody else.
-    unsafe { Tensor::from_ptr(handle) }
 }
 
 /// The (input, weight) gradients of a convolution; the input's only when asked for.

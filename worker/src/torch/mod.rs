@@ -1,6 +1,7 @@
 //! The Rust workers (`golow-worker`): each run is one process that trains or evaluates one implementation
 //! and reports on its event channel. Workers know nothing of the UI or of each other.
 
+mod aoti;
 mod aten;
 #[cfg(test)]
 mod aten_matches_libtorch;
@@ -74,6 +75,7 @@ fn load_network(
             torchscript::TorchScriptNet::load(config, device)?,
             config,
         )?),
+        Impl::Aoti => Box::new(aoti::AotiNet::load(config)?),
         Impl::Aten => Box::new(aten::load(config, device)?),
         Impl::Cudnn => Box::new(cudnn::load(config, device)?),
         Impl::Pytorch | Impl::Compile => {
@@ -93,6 +95,13 @@ fn run_steps(
 ) -> Result<ExitStatus, String> {
     let data = batches::DataCache::open(&config.data_dir)?;
     let mut net = load_network(implementation, config, device)?;
+    // The package was made before this process started: its making is this level's compile time.
+    if let (Impl::Aoti, Some(package)) = (implementation, &config.aoti) {
+        let compile = aoti::packaging(&package.packaging)?;
+        emitter
+            .emit(&WorkerEvent::Compile(compile))
+            .map_err(|e| format!("event channel: {e}"))?;
+    }
     let turns = turns::Turns::from_env()?;
     Runner {
         config,
@@ -130,7 +139,7 @@ pub fn run_worker(implementation: Impl, config: &WorkerConfig) -> i32 {
             config: config.clone(),
         };
         emitter
-            .emit(&WorkerEvent::Hello(hello))
+            .emit(&WorkerEvent::Hello(Box::new(hello)))
             .map_err(|e| format!("event channel: {e}"))?;
         // A tch error surfaces as a panic; it ends this run, reported like any other error.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
