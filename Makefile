@@ -22,6 +22,9 @@ run: build
 
 test: build
 	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
+	@# tests/metrics.rs: a real Prometheus scrapes a session; promtool checks what golow serves.
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null \
+		|| (apt-get update -qq && apt-get install -y -qq prometheus)
 	cargo test --release
 	@# The views drawn ratatui's own way (the one switch in src/ui/render/) show the same.
 	cargo test --release -p golow --features plain-render --lib --test ui_snapshots

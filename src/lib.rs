@@ -5,6 +5,7 @@ pub mod cli;
 pub mod contracts;
 pub mod export;
 pub mod files;
+pub mod metrics;
 pub mod recording;
 pub mod session;
 pub mod state;

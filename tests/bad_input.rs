@@ -456,6 +456,33 @@ fn aoti_to_train_or_without_a_cpp_compiler_says_so() {
     );
 }
 
+/// `--metrics-addr` that is no address, whose port is taken, or that is not this machine's: one line, before
+/// anything runs.
+#[test]
+fn a_metrics_address_that_cannot_be_served_says_so() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    for (addr, expected) in [
+        (
+            "nowhere",
+            "--metrics-addr 'nowhere': expected HOST:PORT or a port",
+        ),
+        (port.as_str(), "cannot listen: the port is in use"),
+        (
+            "192.0.2.1:9400",
+            "--metrics-addr 192.0.2.1:9400: cannot listen: the address is not one of this machine's",
+        ),
+    ] {
+        rejects(&["--impl", "libtorch", "--metrics-addr", addr], expected);
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = golow(
+        tmp.path(),
+        &["replay", "--headless", "x.golow", "--metrics-addr", "9400"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
 /// Without an NVIDIA GPU the raw cuDNN implementation cannot run: said at once, before anything is prepared.
 #[test]
 fn cudnn_without_a_gpu_says_so() {

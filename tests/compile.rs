@@ -38,8 +38,8 @@ fn losses(tmp: &Path, recording: &Path, name: &str) -> Vec<f64> {
 }
 
 /// A recorded ResNet-18 session at 32 px, batch 32, compiling from a cold cache of its own: `ARGS` and then the
-/// recording `NAME.golow` in `tmp`; returns what it printed and its summary.
-fn cold_session(tmp: &Path, name: &str, args: &[&str]) -> (String, serde_json::Value) {
+/// recording `NAME.golow` in `tmp`; returns what it printed on stdout and stderr, and its summary.
+fn cold_session(tmp: &Path, name: &str, args: &[&str]) -> (String, String, serde_json::Value) {
     let recording = tmp.join(format!("{name}.golow"));
     let common = [
         "--model",
@@ -56,7 +56,7 @@ fn cold_session(tmp: &Path, name: &str, args: &[&str]) -> (String, serde_json::V
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    (text(&out.stdout), summary_of(tmp))
+    (text(&out.stdout), text(&out.stderr), summary_of(tmp))
 }
 
 /// Everything in golow's TMPDIR (the test's directory), sorted: what the test wrote, once the session is over.
@@ -88,7 +88,7 @@ fn mean(values: &[f64]) -> f64 {
 fn compile_agrees_with_eager_trains_and_counts_its_compile_time_apart() {
     let tmp = tempfile::tempdir().unwrap();
     let recording = tmp.path().join("compile.golow");
-    let (stdout, s) = cold_session(
+    let (stdout, _, s) = cold_session(
         tmp.path(),
         "compile",
         &[
@@ -238,7 +238,7 @@ fn a_cache_the_user_points_at_is_warm_the_second_time() {
 fn aoti_agrees_with_eager_and_counts_its_packaging_as_compile_time() {
     let tmp = tempfile::tempdir().unwrap();
     let recording = tmp.path().join("aoti.golow");
-    let (stdout, s) = cold_session(
+    let (stdout, stderr, s) = cold_session(
         tmp.path(),
         "aoti",
         &[
@@ -257,6 +257,13 @@ fn aoti_agrees_with_eager_and_counts_its_packaging_as_compile_time() {
     let (eager, packaged) = (worker(&s, "pytorch"), worker(&s, "aoti"));
     assert_eq!(eager["status"], "ok", "{eager}");
     assert_eq!(packaged["status"], "ok", "{packaged}");
+    // The packaging takes a while before anything else shows: the user hears of it as it begins.
+    assert!(
+        stderr.contains(
+            "golow: compiling the model ahead of time for aoti (torch.export, AOTInductor)…"
+        ),
+        "{stderr}"
+    );
     assert_eq!(packaged["steps"], 6);
     // It ran in golow's Rust worker, on libtorch: no Python.
     assert!(packaged["versions"]["libtorch"].is_string(), "{packaged}");

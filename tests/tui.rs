@@ -201,7 +201,10 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
         common::text(&out.stderr)
     );
     assert_eq!(common::summary(&replayed), common::summary(&summary));
-    replay_moves_through_time(recording);
+    let steps = common::worker(&common::summary(&summary), "libtorch")["steps"]
+        .as_u64()
+        .unwrap();
+    replay_moves_through_time(recording, steps);
 }
 
 /// The pid of the process started as `program` with `TMPDIR=dir`.
@@ -285,14 +288,28 @@ fn position(screen: &str) -> Option<u64> {
     (parts.len() == 3).then(|| parts[0] * 3600 + parts[1] * 60 + parts[2])
 }
 
-fn replay_moves_through_time(recording: &std::path::Path) {
+/// The replay view moves through time on its keys, and `--metrics-addr` serves the state where the player is: at
+/// the end, the `libtorch` worker's `steps` steps; back at the start, none.
+fn replay_moves_through_time(recording: &std::path::Path, steps: u64) {
     let done = recording.with_extension("exit");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let command = format!(
-        "{golow} replay {file}; echo $? > {done}; sleep 30",
+        "{golow} replay {file} --metrics-addr {port}; echo $? > {done}; sleep 30",
         golow = env!("CARGO_BIN_EXE_golow"),
         file = recording.display(),
         done = done.display(),
     );
+    let addr = format!("127.0.0.1:{port}");
+    let libtorch_steps = || {
+        common::metric(
+            &common::get(&addr, "/metrics").1,
+            r#"golow_steps_total{worker="libtorch"}"#,
+        )
+    };
     let tmux = Tmux::start(&command, 160, 45);
     let screen = tmux.wait_for("the replay to play", Duration::from_secs(30), |s| {
         s.contains("REPLAY") && position(s).is_some_and(|p| p >= 2)
@@ -303,10 +320,12 @@ fn replay_moves_through_time(recording: &std::path::Path) {
         s.contains("⏸") && s.contains("libtorch stopped")
     });
     let end_position = position(&end).unwrap();
+    assert_eq!(libtorch_steps(), Some(steps as f64));
     tmux.keys("g");
     tmux.wait_for("the start again", Duration::from_secs(10), |s| {
         position(s) == Some(0)
     });
+    assert_eq!(libtorch_steps().unwrap_or(0.0), 0.0);
     tmux.keys("]");
     tmux.keys("]");
     tmux.keys(" ");

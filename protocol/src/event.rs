@@ -254,6 +254,9 @@ pub enum Body {
         name: String,
         memory_total_bytes: u64,
         driver: String,
+        /// NVML's UUID (`GPU-…`), which DCGM exporter labels its series with; empty in older recordings.
+        #[serde(default)]
+        uuid: String,
     },
     /// A reading of a whole GPU. Utilisation is NVML's, averaged by the driver over its own sample
     /// window (1/6 s to 1 s depending on the product), not over golow's interval.

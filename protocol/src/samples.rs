@@ -37,6 +37,23 @@ fn worker_config() -> WorkerConfig {
     }
 }
 
+/// A CPU training step of batch 8 with no copy, for tests that need steps of given times.
+pub fn step(step: u64, compute_ms: f64, warmup: bool) -> Step {
+    Step {
+        step,
+        epoch: 0,
+        phase: Mode::Train,
+        batch_size: 8,
+        data_ms: 0.1,
+        h2d_ms: None,
+        h2d_bytes: None,
+        compute_ms,
+        loss: 2.0,
+        correct: 1,
+        warmup,
+    }
+}
+
 /// One body of every kind, for round trips here and in the recording.
 pub fn every_body() -> Vec<Body> {
     let step = Step {
@@ -198,6 +215,7 @@ pub fn every_body() -> Vec<Body> {
             name: "NVIDIA H200".into(),
             memory_total_bytes: 150_000_000_000,
             driver: "580.95".into(),
+            uuid: "GPU-1f2e3d4c-0000-4000-8000-000000000000".into(),
         },
         Body::GpuDevice {
             index: 0,

@@ -11,6 +11,7 @@ use golow_data::DatasetSpec;
 use golow_protocol::config::{CompileMode, Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
 
 use super::BadInput;
+use crate::metrics::Endpoint;
 use crate::session::{Length, Plan, programs, python};
 use crate::ui::theme::{self, Theme};
 
@@ -66,6 +67,10 @@ pub struct SessionOptions {
     /// leaves the workers' CPUs alone (README, "The observer effect").
     #[arg(long, value_name = "N")]
     monitor_cpu: Option<i64>,
+    /// Serve the session's metrics for Prometheus at http://HOST:PORT/metrics (a port alone listens on 127.0.0.1; port
+    /// 0 takes any free one, which golow prints) [default: off].
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
 }
 
 /// What one session runs besides its options: `golow run`'s workers and sizes, or a sweep's at one cell.
@@ -137,6 +142,12 @@ impl SessionOptions {
             )));
         }
         Ok(())
+    }
+
+    /// Starts `--metrics-addr`'s endpoint, and says where it listens; call it after the pinning (its thread is
+    /// golow's).
+    pub fn metrics(&self) -> Result<Option<Endpoint>, BadInput> {
+        metrics_endpoint(self.metrics_addr.as_deref())
     }
 
     pub fn interval(&self) -> Duration {
@@ -274,6 +285,16 @@ impl SessionOptions {
             collector,
         })
     }
+}
+
+/// `--metrics-addr` of `run`, `sweep` and `replay`: the endpoint listening, or one line on why it cannot.
+pub fn metrics_endpoint(addr: Option<&str>) -> Result<Option<Endpoint>, BadInput> {
+    let Some(addr) = addr else { return Ok(None) };
+    let addr = crate::metrics::parse_addr(addr).map_err(BadInput)?;
+    let endpoint =
+        Endpoint::start(addr, crate::telemetry::machine::host_name()).map_err(BadInput)?;
+    eprintln!("golow: metrics at http://{}/metrics", endpoint.addr());
+    Ok(Some(endpoint))
 }
 
 /// More intra-op threads than any machine golow runs on has cores; beyond it a count is a typo (or wraps).

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::options::{check_output_path, parse_compare, read_theme};
+use super::options::{check_output_path, metrics_endpoint, parse_compare, read_theme};
 use super::run::write_summary;
 use super::{BadInput, EXIT_OK, Failure, failed};
+use crate::metrics::Endpoint;
 use crate::recording::{self, Player};
 use crate::state::Summary;
 use crate::sweep::{RESULTS_JSON, Results};
@@ -34,6 +35,10 @@ pub struct ReplayArgs {
     /// Open on the compare view of these two workers, e.g. --compare libtorch,pytorch.
     #[arg(long, value_name = "A,B")]
     compare: Option<String>,
+    /// Serve the replayed session's metrics for Prometheus at http://HOST:PORT/metrics, as they were at the player's
+    /// position (a port alone listens on 127.0.0.1) [default: off].
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "headless")]
+    metrics_addr: Option<String>,
 }
 
 /// A recording's player, its warning (a file cut short, an index rebuilt) printed.
@@ -69,6 +74,13 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
             ))
             .into());
         }
+        if args.metrics_addr.is_some() {
+            return Err(BadInput(format!(
+                "{} is a sweep: --metrics-addr serves one session; replay one of its cells",
+                args.file.display()
+            ))
+            .into());
+        }
         return sweep(&args.file, args.headless, theme);
     }
     let mut player = open_player(&args.file)?;
@@ -99,13 +111,19 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         player.recording().duration_ms(),
         args.file.display().to_string(),
     );
+    let metrics = metrics_endpoint(args.metrics_addr.as_deref())?;
+    let mut mirror = metrics.as_ref().map(Endpoint::observer);
     let wakes = Wakes::default();
-    recording::serve(player, wakes.bell())
-        .and_then(|link| {
-            let app = App::new(theme, compare).replaying(timeline);
-            crate::ui::playback::run(app, link, wakes)
-        })
-        .map_err(|e| failed(format!("the replay failed: {e}")))?;
+    recording::serve(player, wakes.bell(), move |reply| {
+        if let Some(mirror) = &mut mirror {
+            mirror.follow(reply);
+        }
+    })
+    .and_then(|link| {
+        let app = App::new(theme, compare).replaying(timeline);
+        crate::ui::playback::run(app, link, wakes)
+    })
+    .map_err(|e| failed(format!("the replay failed: {e}")))?;
     Ok(EXIT_OK)
 }
 

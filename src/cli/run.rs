@@ -12,6 +12,7 @@ use super::options::{
     parse_commands, parse_compare, parse_impls, positive, read_theme,
 };
 use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
+use crate::metrics::{Endpoint, MetricsObserver};
 use crate::recording;
 use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
 use crate::state::{Summary, WorkerStatus};
@@ -248,6 +249,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
+    let metrics = args.session.metrics()?;
     if !plan.session.command_env.is_empty() {
         let set: Vec<String> = plan
             .session
@@ -273,6 +275,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             live.as_ref(),
             summary_json.as_deref(),
             !args.hide_output,
+            metrics.as_ref().map(Endpoint::observer),
         )?;
         recorded.extend(path);
         worst = worst.max(code);
@@ -299,20 +302,29 @@ fn one_session(
     live: Option<&LiveOptions>,
     summary_json: Option<&Path>,
     pass_output: bool,
+    metrics: Option<MetricsObserver>,
 ) -> Result<(i32, Option<PathBuf>), Failure> {
-    let session =
-        Session::open(plan, record, std::env::args().collect(), interval).map_err(|e| match e {
-            OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
-                BadInput(message).into()
-            }
-            OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
-        })?;
+    // Before the TUI takes the terminal, so said in both modes.
+    let mut announce = |what: &str| eprintln!("golow: {what}…");
+    let session = Session::open(
+        plan,
+        record,
+        std::env::args().collect(),
+        interval,
+        &mut announce,
+    )
+    .map_err(|e| match e {
+        OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
+            BadInput(message).into()
+        }
+        OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
+    })?;
     let finished = match live {
-        Some(options) => watch(session, options)?,
+        Some(options) => watch(session, options, metrics)?,
         None => {
             let mut progress = Progress::new(std::io::stderr().is_terminal(), pass_output);
             let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
-            let finished = session.run(&mut progress, control_rx);
+            let finished = session.run(&mut (&mut progress, metrics), control_rx);
             drop(progress);
             finished
         }
@@ -363,7 +375,11 @@ fn one_session(
 }
 
 /// The session in the live view until the user quits.
-fn watch(session: Session, options: &LiveOptions) -> Result<crate::session::Finished, Failure> {
+fn watch(
+    session: Session,
+    options: &LiveOptions,
+    metrics: Option<MetricsObserver>,
+) -> Result<crate::session::Finished, Failure> {
     let mut app = App::new(options.theme.clone(), options.compare.clone());
     let wakes = Wakes::default();
     let mut history = None;
@@ -372,10 +388,10 @@ fn watch(session: Session, options: &LiveOptions) -> Result<crate::session::Fini
         // Scrolling back past what memory holds reads the file being written.
         history = recording::Player::open(path)
             .ok()
-            .and_then(|player| recording::serve(player, wakes.bell()).ok());
+            .and_then(|player| recording::serve(player, wakes.bell(), |_| {}).ok());
     }
     let (running, records) = session
-        .start(wakes.bell())
+        .start(wakes.bell(), metrics)
         .map_err(|e| failed(format!("the session failed: {e}")))?;
     let controls = running.controls.clone();
     let shown = crate::ui::live::run(app, records, controls, history, wakes, options.frame);

@@ -145,6 +145,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
+    let metrics = args.session.metrics()?;
     let s = &plan.session;
     let config = SweepConfig {
         impls: s.workers.clone(),
@@ -181,6 +182,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         dir: dir.clone(),
         interval,
         command_line: std::env::args().collect(),
+        metrics: metrics.as_ref().map(crate::metrics::Endpoint::observer),
     };
     let tracker = Tracker::new(
         &crate::sweep::run::todo(&sweep, &results),

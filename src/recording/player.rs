@@ -233,8 +233,13 @@ impl Player {
 }
 
 /// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and ringing `bell`
-/// after each answer. A recording still being written is read on to its current end before each seek.
-pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<PlayerLink> {
+/// after each answer, which `follow` sees first (the metrics endpoint of a replay). A recording still being written
+/// is read on to its current end before each seek.
+pub fn serve(
+    mut player: Player,
+    bell: Bell,
+    mut follow: impl FnMut(&PlayerReply) + Send + 'static,
+) -> std::io::Result<PlayerLink> {
     let (requests, incoming) = mpsc::channel();
     let (answers, replies) = mpsc::channel();
     std::thread::Builder::new()
@@ -248,6 +253,7 @@ pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<PlayerLink> {
                         PlayerReply::Reset(Box::new(player.seek(t_ms).clone()))
                     }
                 };
+                follow(&reply);
                 if answers.send(reply).is_err() {
                     return;
                 }

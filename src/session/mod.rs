@@ -64,14 +64,16 @@ pub struct Finished {
 
 impl Session {
     /// Prepares `plan` and opens its recording: everything that can fail before a worker starts, so bad input
-    /// leaves no recording behind. `interval` is the sampling period; `command_line` goes into the header.
+    /// leaves no recording behind. `interval` is the sampling period; `command_line` goes into the header;
+    /// `announce` hears of a long step of the preparation as it begins.
     pub fn open(
         plan: &Plan,
         record_to: &RecordTo,
         command_line: Vec<String>,
         interval: Duration,
+        announce: &mut dyn FnMut(&str),
     ) -> Result<Session, OpenError> {
-        let prepared = prepare::prepare(plan).map_err(OpenError::Prepare)?;
+        let prepared = prepare::prepare(plan, announce).map_err(OpenError::Prepare)?;
         let recording = match record_path(record_to, &prepared.session.workers)? {
             Some(path) => {
                 let machine = crate::telemetry::machine::describe();
@@ -141,14 +143,19 @@ impl Session {
     }
 
     /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on
-    /// it (unless the view is `FEED_CAPACITY` records behind, in a flood): its records come out of the returned channel, `bell` rings once per sampling tick that brought some,
-    /// and controls go in through [`Running::controls`].
-    pub fn start(self, bell: Bell) -> io::Result<(Running, mpsc::Receiver<Record>)> {
+    /// it (unless the view is `FEED_CAPACITY` records behind, in a flood): its records come out of the returned
+    /// channel, `bell` rings once per sampling tick that brought some, and controls go in through
+    /// [`Running::controls`]. `also` sees every record on the session's thread (the metrics endpoint).
+    pub fn start<O: Observer + Send + 'static>(
+        self,
+        bell: Bell,
+        mut also: O,
+    ) -> io::Result<(Running, mpsc::Receiver<Record>)> {
         let (mut forward, incoming) = Feed::channel(bell);
         let (controls, control_rx) = unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
-            .spawn(move || self.run(&mut forward, control_rx))?;
+            .spawn(move || self.run(&mut (&mut forward, &mut also), control_rx))?;
         Ok((Running { controls, thread }, incoming))
     }
 }

@@ -163,12 +163,13 @@ fn run_step(what: &str, command: &mut Command) -> Result<(), PrepareError> {
     )))
 }
 
-pub fn prepare(plan: &Plan) -> Result<Prepared, PrepareError> {
+/// `announce` hears of each step that takes long enough to leave the user wondering (AOTInductor's packaging).
+pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, PrepareError> {
     let dir = SessionDir::create().map_err(setup("cannot create the session directory"))?;
     let (session, mut workers) = if plan.impls.is_empty() {
         (plan.session.clone(), Vec::new())
     } else {
-        prepare_builtin(plan, &dir)?
+        prepare_builtin(plan, &dir, announce)?
     };
     if !plan.commands.is_empty() {
         let hook_dir = dir.path().join("pyhook");
@@ -307,6 +308,7 @@ fn session_tmp(session_dir: &Path) -> Result<(String, String), PrepareError> {
 fn prepare_builtin(
     plan: &Plan,
     dir: &SessionDir,
+    announce: &mut dyn FnMut(&str),
 ) -> Result<(SessionConfig, Workers), PrepareError> {
     let dataset = golow_data::load(&plan.dataset, plan.session.resolution)
         .map_err(|e| PrepareError::BadInput(e.to_string()))?;
@@ -397,8 +399,10 @@ fn prepare_builtin(
         )?;
     }
     if needs_package {
+        let what = "compiling the model ahead of time for aoti (torch.export, AOTInductor)";
+        announce(what);
         run_step(
-            "compiling the model ahead of time for aoti (torch.export, AOTInductor)",
+            what,
             Command::new(python()?)
                 .arg(python_dir.join("package_model.py"))
                 .args(["--config", &config_arg])

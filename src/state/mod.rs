@@ -79,6 +79,8 @@ pub struct GpuDeviceState {
     pub index: u32,
     pub name: String,
     pub driver: String,
+    /// NVML's UUID; empty where the recording has none.
+    pub uuid: String,
     pub memory_total_bytes: u64,
     pub utilization: Series,
     pub memory_used_bytes: Series,
@@ -498,11 +500,13 @@ impl State {
                 name,
                 memory_total_bytes,
                 driver,
+                uuid,
             } => {
                 let Some(device) = self.gpu_device_mut(*index) else {
                     return;
                 };
                 device.name = name.clone();
+                device.uuid = uuid.clone();
                 device.driver = driver.clone();
                 device.memory_total_bytes = *memory_total_bytes;
             }

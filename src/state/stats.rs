@@ -17,6 +17,8 @@ pub struct Percentiles {
 #[derive(Debug, Clone)]
 pub struct Durations {
     histogram: Histogram<u64>,
+    /// Every duration recorded, as recorded (clamped), in milliseconds: a histogram's sum for Prometheus.
+    sum_ms: f64,
     /// Each quantile lookup walks the histogram's buckets, and the UI asks every frame: the answer is
     /// kept until the next recording.
     cached: std::sync::OnceLock<Option<Percentiles>>,
@@ -27,6 +29,7 @@ impl Default for Durations {
         Durations {
             histogram: Histogram::new(3)
                 .expect("3 significant digits is a valid histogram precision"),
+            sum_ms: 0.0,
             cached: std::sync::OnceLock::new(),
         }
     }
@@ -42,6 +45,7 @@ impl Durations {
         };
         // The histogram resizes itself; recording can only fail beyond u64 ranges, excluded by the clamp.
         let _ = self.histogram.record(ns as u64);
+        self.sum_ms += ns / 1e6;
         self.cached = std::sync::OnceLock::new();
     }
 
@@ -51,6 +55,19 @@ impl Durations {
 
     pub fn is_empty(&self) -> bool {
         self.histogram.is_empty()
+    }
+
+    pub fn sum_ms(&self) -> f64 {
+        self.sum_ms
+    }
+
+    /// How many durations were at most `ms` (to the histogram's 0.1%): a Prometheus bucket's count.
+    pub fn count_at_most_ms(&self, ms: f64) -> u64 {
+        if ms.is_nan() || ms < 0.0 {
+            return 0;
+        }
+        self.histogram
+            .count_between(0, (ms * 1e6).min(u64::MAX as f64) as u64)
     }
 
     /// The value at quantile `q` (0..=1), in milliseconds.
@@ -114,5 +131,19 @@ mod tests {
         }
         assert_eq!(d.len(), 5);
         assert!(Durations::default().percentiles().is_none());
+    }
+
+    #[test]
+    fn buckets_count_what_is_at_most_their_bound_and_the_sum_is_kept() {
+        let mut d = Durations::default();
+        for ms in [0.5, 1.0, 2.0, 40.0, 40.0, 900.0] {
+            d.record_ms(ms);
+        }
+        let counts: Vec<u64> = [0.1, 1.0, 5.0, 50.0, 1_000.0, f64::NAN]
+            .into_iter()
+            .map(|le| d.count_at_most_ms(le))
+            .collect();
+        assert_eq!(counts, [0, 2, 3, 5, 6, 0]);
+        assert!((d.sum_ms() - 983.5).abs() < 1e-9, "{}", d.sum_ms());
     }
 }

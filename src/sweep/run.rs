@@ -13,6 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
 use crate::contracts::{Bell, Control, Feed, Observer, SweepUpdate};
+use crate::metrics::MetricsObserver;
 use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
 use crate::state::WorkerStatus;
 
@@ -52,6 +53,8 @@ pub struct Sweep {
     pub dir: PathBuf,
     pub interval: Duration,
     pub command_line: Vec<String>,
+    /// `--metrics-addr`'s endpoint, which serves the running cell.
+    pub metrics: Option<MetricsObserver>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -198,11 +201,13 @@ fn run_cell(
     let path = sweep.dir.join(&relative);
     // Only an unfinished cell leaves its recording behind; its rerun replaces it.
     remove_stale(&path)?;
+    // The sweep's progress already says which cell is being prepared.
     let session = match Session::open(
         &plan,
         &RecordTo::Path(path.clone()),
         sweep.command_line.clone(),
         sweep.interval,
+        &mut |_| {},
     ) {
         Ok(session) => session,
         // A cell that cannot even be prepared (a batch larger than the split, say) is a failed cell, not a failed
@@ -220,7 +225,8 @@ fn run_cell(
     if stop.requested() {
         stop.stop();
     }
-    let finished = session.run(&mut reporter, control_rx);
+    let mut metrics = sweep.metrics.clone();
+    let finished = session.run(&mut (&mut reporter, &mut metrics), control_rx);
     if let Ok(mut running) = stop.running.lock() {
         *running = None;
     }

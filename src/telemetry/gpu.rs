@@ -23,6 +23,7 @@ pub struct GpuInfo {
     pub name: String,
     pub memory_total_bytes: u64,
     pub driver: String,
+    pub uuid: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -112,6 +113,7 @@ impl GpuSource for NvmlSource {
                     name: d.name().unwrap_or_else(|_| "unknown GPU".into()),
                     memory_total_bytes: d.memory_info().map(|m| m.total).unwrap_or(0),
                     driver: driver.clone(),
+                    uuid: d.uuid().unwrap_or_default(),
                 })
             })
             .collect()
@@ -317,6 +319,7 @@ impl GpuSampler {
                     name: d.name.clone(),
                     memory_total_bytes: d.memory_total_bytes,
                     driver: d.driver.clone(),
+                    uuid: d.uuid.clone(),
                 },
             );
         }
@@ -406,6 +409,7 @@ mod tests {
                 name: "Test GPU".into(),
                 memory_total_bytes: 80 << 30,
                 driver: "1.0".into(),
+                uuid: "GPU-5b8e6b5d-0000-4000-8000-000000000000".into(),
             }]
         }
         fn device(&mut self, _: u32) -> DeviceReading {

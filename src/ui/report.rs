@@ -355,21 +355,9 @@ mod tests {
     /// `eager`, `pytorch` ran too and took its `Some(ms)` a step (with `None`, it measured none).
     fn compile_table(eager: Option<Option<f64>>, compiled_ms: f64) -> String {
         use golow_protocol::config::Mode;
-        use golow_protocol::event::{Body, Compile, CompileTrigger, Record, Step};
+        use golow_protocol::event::{Body, Compile, CompileTrigger, Record};
         let step = |n: u64, ms: f64, warmup: bool| {
-            Body::Step(Step {
-                step: n,
-                epoch: 0,
-                phase: Mode::Train,
-                batch_size: 8,
-                data_ms: 0.1,
-                h2d_ms: None,
-                h2d_bytes: None,
-                compute_ms: ms,
-                loss: 2.0,
-                correct: 1,
-                warmup,
-            })
+            Body::Step(golow_protocol::samples::step(n, ms, warmup))
         };
         let mut records = vec![Record::new(
             0.0,

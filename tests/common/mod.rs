@@ -49,6 +49,31 @@ pub fn golow(tmp: &Path, args: &[&str]) -> Output {
     golow_command(tmp).args(args).output().expect("golow runs")
 }
 
+/// An HTTP/1.0 GET of `path` from `addr` (no chunked answers): the status line and the body.
+pub fn get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    (
+        head.lines().next().unwrap_or_default().to_string(),
+        body.to_string(),
+    )
+}
+
+/// A sample's value in a scrape of golow's /metrics, e.g. `golow_steps_total{worker="libtorch"}`.
+pub fn metric(scrape: &str, sample: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

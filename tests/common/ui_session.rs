@@ -79,6 +79,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                 name: "NVIDIA H200".into(),
                 memory_total_bytes: 150_000_000_000,
                 driver: "580.65".into(),
+                uuid: "GPU-1f2e3d4c-0000-4000-8000-000000000000".into(),
             },
         ));
     } else {

@@ -1,0 +1,567 @@
+//! The session's state in Prometheus's text exposition format (version 0.0.4, which Prometheus and OpenMetrics
+//! scrapers read): per worker its step and sample times as histograms, throughput, loss, steps, its processes' memory
+//! and CPU, compile time, and where the collector runs its kernels and GPU time; per GPU NVML's readings, labelled as
+//! DCGM exporter labels them (`gpu`, `UUID`, `modelName`, `Hostname`) so that PromQL joins golow's series with the
+//! dashboards a cluster already has.
+//!
+//! Everything here is drawn from the fold, so a scrape of a replay at some position shows what a scrape of the live
+//! session showed then. What comes from outside (worker and kernel names) is escaped, and cut to a length; kernels
+//! are capped per worker, the rest summed under `kernel="other"`, so a model with thousands of kernels cannot make
+//! a scrape, or Prometheus's index, grow without bound.
+
+use std::fmt::Write;
+
+use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
+
+/// Upper bounds of the time histograms' buckets, in seconds: from a small CPU step to a long one.
+pub const TIME_BUCKETS_S: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// Kernels named per worker at most (by total time); the others are summed as `other`.
+pub const MAX_KERNELS: usize = 16;
+
+/// A label value from outside is cut to this many bytes.
+pub const MAX_LABEL_BYTES: usize = 128;
+
+/// The text of one scrape.
+pub fn render(state: &State, hostname: &str) -> String {
+    let mut out = Exposition::default();
+    workers(&mut out, state);
+    gpus(&mut out, state, hostname);
+    out.text
+}
+
+fn workers(out: &mut Exposition, state: &State) {
+    let all = &state.workers;
+    histogram(
+        out,
+        all,
+        "golow_step_seconds",
+        "Time of a measured step (timed regions; a --cmd worker: the interval between optimiser steps).",
+        |w| &w.step_time,
+    );
+    histogram(
+        out,
+        all,
+        "golow_sample_seconds",
+        "Time per sample of a measured step.",
+        |w| &w.sample_time,
+    );
+    gauges(
+        out,
+        all,
+        "golow_throughput_samples_per_second",
+        "Measured samples per second of timed step.",
+        WorkerState::throughput,
+    );
+    gauges(
+        out,
+        all,
+        "golow_loss",
+        "The latest loss.",
+        WorkerState::last_loss,
+    );
+    counters(
+        out,
+        all,
+        "golow_steps_total",
+        "Steps run, warm-up included.",
+        |w| Some(w.steps as f64),
+    );
+    counters(
+        out,
+        all,
+        "golow_samples_total",
+        "Samples of measured steps.",
+        |w| Some(w.samples as f64),
+    );
+    gauges(
+        out,
+        all,
+        "golow_worker_running",
+        "1 while the worker's process runs, else 0.",
+        |w| Some(f64::from(u8::from(w.activity() == Activity::Running))),
+    );
+    gauges(
+        out,
+        all,
+        "golow_process_resident_memory_bytes",
+        "Resident memory of the worker's processes (/proc, summed).",
+        |w| w.series.rss_bytes.last().map(|(_, v)| v),
+    );
+    gauges(
+        out,
+        all,
+        "golow_process_cpu_percent",
+        "CPU of the worker's processes (100 = one core busy).",
+        |w| w.series.cpu_percent.last().map(|(_, v)| v),
+    );
+    gauges(
+        out,
+        all,
+        "golow_compile_seconds",
+        "Time the level spent compiling (torch.compile; AOTInductor's package).",
+        |w| w.compile.as_ref().map(|c| c.total_ms() / 1e3),
+    );
+    gauges(
+        out,
+        all,
+        "golow_worker_gpu_memory_bytes",
+        "GPU memory of the worker's processes (NVML).",
+        |w| w.series.gpu_memory_bytes.last().map(|(_, v)| v),
+    );
+    gauges(
+        out,
+        all,
+        "golow_worker_gpu_sm_percent",
+        "SM utilisation of the worker's processes (NVML process samples).",
+        |w| w.series.gpu_sm_percent.last().map(|(_, v)| v),
+    );
+    kernels(out, all);
+}
+
+/// Per worker, each of its measured durations as a histogram.
+fn histogram(
+    out: &mut Exposition,
+    workers: &[WorkerState],
+    name: &str,
+    help: &str,
+    of: fn(&WorkerState) -> &Durations,
+) {
+    out.family(name, "histogram", help);
+    for w in workers {
+        let durations = of(w);
+        let worker = label(&w.name);
+        for bound in TIME_BUCKETS_S {
+            let le = bound.to_string();
+            let count = durations.count_at_most_ms(bound * 1e3) as f64;
+            out.sample(
+                &format!("{name}_bucket"),
+                &[("worker", &worker), ("le", &le)],
+                count,
+            );
+        }
+        let count = durations.len() as f64;
+        out.sample(
+            &format!("{name}_bucket"),
+            &[("worker", &worker), ("le", "+Inf")],
+            count,
+        );
+        out.sample(
+            &format!("{name}_sum"),
+            &[("worker", &worker)],
+            durations.sum_ms() / 1e3,
+        );
+        out.sample(&format!("{name}_count"), &[("worker", &worker)], count);
+    }
+}
+
+fn gauges(
+    out: &mut Exposition,
+    workers: &[WorkerState],
+    name: &str,
+    help: &str,
+    of: fn(&WorkerState) -> Option<f64>,
+) {
+    per_worker(out, workers, name, "gauge", help, of);
+}
+
+fn counters(
+    out: &mut Exposition,
+    workers: &[WorkerState],
+    name: &str,
+    help: &str,
+    of: fn(&WorkerState) -> Option<f64>,
+) {
+    per_worker(out, workers, name, "counter", help, of);
+}
+
+/// A family with one sample per worker that has a value; none at all when no worker has one.
+fn per_worker(
+    out: &mut Exposition,
+    workers: &[WorkerState],
+    name: &str,
+    kind: &str,
+    help: &str,
+    of: fn(&WorkerState) -> Option<f64>,
+) {
+    let values: Vec<(String, f64)> = workers
+        .iter()
+        .filter_map(|w| of(w).filter(|v| v.is_finite()).map(|v| (label(&w.name), v)))
+        .collect();
+    if values.is_empty() {
+        return;
+    }
+    out.family(name, kind, help);
+    for (worker, value) in values {
+        out.sample(name, &[("worker", &worker)], value);
+    }
+}
+
+/// The collector's kernels (the largest by total time, then `other`) and each worker's GPU time breakdown.
+fn kernels(out: &mut Exposition, workers: &[WorkerState]) {
+    let rows: Vec<(String, Vec<KernelRow>)> = workers
+        .iter()
+        .filter(|w| !w.gpu_activity.kernels.is_empty())
+        .map(|w| (label(&w.name), kernel_rows(w)))
+        .collect();
+    if !rows.is_empty() {
+        out.family(
+            "golow_kernel_launches_total",
+            "counter",
+            "CUDA kernel launches the collector saw, by kernel.",
+        );
+        for (worker, kernels) in &rows {
+            for k in kernels {
+                out.sample(
+                    "golow_kernel_launches_total",
+                    &[("worker", worker), ("kernel", &k.kernel)],
+                    k.launches as f64,
+                );
+            }
+        }
+        out.family(
+            "golow_kernel_seconds_total",
+            "counter",
+            "GPU time of the kernels the collector saw, by kernel.",
+        );
+        for (worker, kernels) in &rows {
+            for k in kernels {
+                out.sample(
+                    "golow_kernel_seconds_total",
+                    &[("worker", worker), ("kernel", &k.kernel)],
+                    k.total_ns as f64 / 1e9,
+                );
+            }
+        }
+    }
+    let breakdowns: Vec<(String, [(&str, f64); 3])> = workers
+        .iter()
+        .filter_map(|w| {
+            let b = w.gpu_activity.breakdown()?;
+            Some((
+                label(&w.name),
+                [("busy", b.busy), ("copy", b.copy), ("idle", b.idle)],
+            ))
+        })
+        .collect();
+    if !breakdowns.is_empty() {
+        out.family(
+            "golow_gpu_time_ratio",
+            "gauge",
+            "Share of the worker's GPU time busy with kernels, copying, or idle.",
+        );
+        for (worker, parts) in &breakdowns {
+            for (state, value) in parts {
+                out.sample(
+                    "golow_gpu_time_ratio",
+                    &[("worker", worker), ("state", state)],
+                    *value,
+                );
+            }
+        }
+    }
+}
+
+/// One kernel's totals as exported.
+struct KernelRow {
+    kernel: String,
+    launches: u64,
+    total_ns: u64,
+}
+
+/// A worker's largest kernels by total time, then the rest as `other`.
+fn kernel_rows(w: &WorkerState) -> Vec<KernelRow> {
+    let mut rows = Vec::new();
+    let mut other = KernelRow {
+        kernel: "other".into(),
+        launches: 0,
+        total_ns: 0,
+    };
+    for (i, (name, totals)) in w.gpu_activity.top().into_iter().enumerate() {
+        if i < MAX_KERNELS {
+            rows.push(KernelRow {
+                kernel: label(name),
+                launches: totals.count,
+                total_ns: totals.total_ns,
+            });
+        } else {
+            other.launches = other.launches.saturating_add(totals.count);
+            other.total_ns = other.total_ns.saturating_add(totals.total_ns);
+        }
+    }
+    if other.launches > 0 {
+        rows.push(other);
+    }
+    rows
+}
+
+/// A GPU reading from the state.
+type Reading = fn(&GpuDeviceState) -> Option<f64>;
+
+fn gpus(out: &mut Exposition, state: &State, hostname: &str) {
+    let devices = &state.gpu.devices;
+    if devices.is_empty() {
+        return;
+    }
+    let host = label(hostname);
+    let readings: [(&str, &str, Reading); 6] = [
+        (
+            "golow_gpu_utilization_percent",
+            "GPU utilisation (NVML, over the driver's sample window).",
+            |d| last(&d.utilization),
+        ),
+        (
+            "golow_gpu_memory_used_bytes",
+            "GPU memory used (NVML).",
+            |d| last(&d.memory_used_bytes),
+        ),
+        ("golow_gpu_power_watts", "GPU power draw (NVML).", |d| {
+            last(&d.power_watts)
+        }),
+        ("golow_gpu_sm_clock_mhz", "SM clock (NVML).", |d| {
+            last(&d.sm_clock_mhz)
+        }),
+        (
+            "golow_gpu_pcie_rx_bytes_per_second",
+            "PCIe traffic into the GPU (NVML).",
+            |d| last(&d.pcie_rx_bytes_per_s),
+        ),
+        (
+            "golow_gpu_pcie_tx_bytes_per_second",
+            "PCIe traffic out of the GPU (NVML).",
+            |d| last(&d.pcie_tx_bytes_per_s),
+        ),
+    ];
+    for (name, help, of) in readings {
+        let values: Vec<(&GpuDeviceState, f64)> = devices
+            .iter()
+            .filter_map(|d| of(d).filter(|v| v.is_finite()).map(|v| (d, v)))
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        out.family(name, "gauge", help);
+        for (d, value) in values {
+            let (gpu, uuid, model) = (d.index.to_string(), label(&d.uuid), label(&d.name));
+            let labels = [
+                ("gpu", gpu.as_str()),
+                ("UUID", &uuid),
+                ("modelName", &model),
+                ("Hostname", &host),
+            ];
+            out.sample(name, &labels, value);
+        }
+    }
+}
+
+fn last(series: &crate::state::Series) -> Option<f64> {
+    series.last().map(|(_, v)| v)
+}
+
+/// A value from outside as a label value: cut to `MAX_LABEL_BYTES` at a character boundary; the format's escapes
+/// are applied when it is written.
+fn label(value: &str) -> String {
+    let mut end = value.len().min(MAX_LABEL_BYTES);
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    value[..end].to_string()
+}
+
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    /// One sample; a value that is not a number is left out (the format would take `NaN`, but no reader wants it).
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                self.text.push_str(key);
+                self.text.push_str("=\"");
+                escape_into(&mut self.text, value);
+                self.text.push('"');
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+}
+
+/// The text format's label escapes: backslash, double quote and line feed; every other control character becomes
+/// a space, so that nothing from outside reaches a reader's terminal or parser as a control.
+fn escape_into(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use golow_protocol::event::{Body, KernelStats, KernelWindow, Record, Step};
+    use golow_protocol::samples;
+
+    /// Step `n` (the first a warm-up step), its loss falling.
+    fn step(n: u64, compute_ms: f64) -> Body {
+        Body::Step(Step {
+            loss: 2.5 - n as f64 / 10.0,
+            ..samples::step(n, compute_ms, n == 0)
+        })
+    }
+
+    fn state(records: Vec<(&str, Body)>) -> State {
+        let mut state = State::default();
+        for (i, (worker, body)) in records.into_iter().enumerate() {
+            state.apply(&Record::new(i as f64, Some(worker.into()), body));
+        }
+        state
+    }
+
+    /// The samples of `name` (its lines that are not comments), for the worker `worker`.
+    fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+            .collect()
+    }
+
+    #[test]
+    fn a_workers_steps_are_a_cumulative_histogram_in_seconds() {
+        let state = state(vec![
+            ("libtorch", step(0, 900.0)),
+            ("libtorch", step(1, 3.0)),
+            ("libtorch", step(2, 40.0)),
+            ("libtorch", step(3, 40.0)),
+        ]);
+        let text = render(&state, "node-1");
+        assert!(
+            text.contains("# TYPE golow_step_seconds histogram\n"),
+            "{text}"
+        );
+        let bucket = |le: &str| {
+            let line = format!("golow_step_seconds_bucket{{worker=\"libtorch\",le=\"{le}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&line))
+                .unwrap_or_else(|| panic!("no {line} in {text}"))
+                .to_string()
+        };
+        // The warm-up step (900 ms) is not measured; 3 ms and twice 40 ms are.
+        assert_eq!(bucket("0.001"), "0");
+        assert_eq!(bucket("0.005"), "1");
+        assert_eq!(bucket("0.025"), "1");
+        assert_eq!(bucket("0.05"), "3");
+        assert_eq!(bucket("+Inf"), "3");
+        assert_eq!(
+            samples(&text, "golow_step_seconds_count"),
+            ["golow_step_seconds_count{worker=\"libtorch\"} 3"]
+        );
+        let sum: f64 = samples(&text, "golow_step_seconds_sum")[0]
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((sum - 0.083).abs() < 1e-4, "{sum}");
+        assert_eq!(
+            samples(&text, "golow_steps_total"),
+            ["golow_steps_total{worker=\"libtorch\"} 4"]
+        );
+        assert_eq!(
+            samples(&text, "golow_samples_total"),
+            ["golow_samples_total{worker=\"libtorch\"} 24"]
+        );
+        assert_eq!(
+            samples(&text, "golow_loss"),
+            ["golow_loss{worker=\"libtorch\"} 2.2"]
+        );
+        // No GPU was read: no GPU family at all, rather than empty ones.
+        assert!(!text.contains("golow_gpu_"), "{text}");
+    }
+
+    #[test]
+    fn names_from_outside_are_escaped_and_bounded() {
+        let hostile = "a\"b\\c\nd\u{1b}[2J".to_string() + &"x".repeat(500);
+        let state = state(vec![(hostile.as_str(), step(1, 5.0))]);
+        let text = render(&state, "host");
+        let line = samples(&text, "golow_steps_total")[0];
+        assert!(
+            line.starts_with("golow_steps_total{worker=\"a\\\"b\\\\c\\nd [2Jxxx"),
+            "{line}"
+        );
+        assert!(!text.contains('\u{1b}'));
+        let value = line
+            .split("worker=\"")
+            .nth(1)
+            .unwrap()
+            .rsplit_once("\"}")
+            .unwrap()
+            .0;
+        assert!(value.len() <= MAX_LABEL_BYTES + 8, "{}", value.len());
+        // Every line is one sample or one comment: nothing a name held broke one.
+        for l in text.lines() {
+            assert!(l.starts_with("# ") || l.starts_with("golow_"), "{l}");
+        }
+    }
+
+    #[test]
+    fn kernels_are_capped_per_worker_and_the_rest_summed() {
+        let kernels: Vec<KernelStats> = (0..40)
+            .map(|i| KernelStats {
+                name: format!("kernel_{i:02}"),
+                count: 2,
+                total_ns: 1_000 * (i + 1),
+                max_ns: 1_000 * (i + 1),
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                shapes: 1,
+                registers_per_thread: 32,
+                shared_bytes: 0,
+                grid_histogram: vec![([1, 1, 1], 2)],
+            })
+            .collect();
+        let sample = samples::every_body()
+            .into_iter()
+            .find_map(|b| match b {
+                Body::Kernels(w) => Some(w),
+                _ => None,
+            })
+            .unwrap();
+        let window = Body::Kernels(KernelWindow { kernels, ..sample });
+        let state = state(vec![("cudnn", step(1, 5.0)), ("cudnn", window)]);
+        let text = render(&state, "host");
+        let launches = samples(&text, "golow_kernel_launches_total");
+        assert_eq!(launches.len(), MAX_KERNELS + 1, "{launches:?}");
+        assert!(launches[0].contains("kernel=\"kernel_39\""), "{launches:?}");
+        let other = launches.last().unwrap();
+        assert_eq!(
+            *other,
+            format!(
+                "golow_kernel_launches_total{{worker=\"cudnn\",kernel=\"other\"}} {}",
+                2 * (40 - MAX_KERNELS)
+            )
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! `--metrics-addr`: every golow a Prometheus target. The session's records fold into a state of the endpoint's own
+//! (the same fold as every view), which a scrape renders in Prometheus's text format (`exposition`), served by a
+//! listener on its own thread (`server`).
+
+mod exposition;
+mod server;
+
+pub use exposition::{MAX_KERNELS, TIME_BUCKETS_S, render};
+pub use server::{Endpoint, MetricsObserver, parse_addr};

@@ -1,0 +1,264 @@
+//! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of a state the session
+//! folds into as it goes (the observer), one connection at a time. A scrape locks the state only to render it; the
+//! answer is written after, with time limits, so a scraper that is slow, silent or never reads holds up other
+//! scrapes for at most those limits and the session not at all.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use golow_protocol::event::{Body, Record};
+
+use super::exposition;
+use crate::contracts::{Observer, PlayerReply};
+use crate::state::State;
+
+/// How long a scraper may take to send its request, and to take the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A request's head longer than this is not a scrape.
+const MAX_REQUEST_BYTES: usize = 8 * 1024;
+
+/// The text format's media type (Prometheus's 0.0.4, which OpenMetrics scrapers accept).
+const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `--metrics-addr`: `HOST:PORT`, or a port alone (or `:PORT`) on the loopback interface, so that nothing is exposed
+/// beyond this machine unless asked.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let port_only = text.strip_prefix(':').unwrap_or(text);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    let bad = || {
+        format!(
+            "--metrics-addr '{text}': expected HOST:PORT or a port, e.g. 127.0.0.1:9400 or 9400"
+        )
+    };
+    text.to_socket_addrs()
+        .map_err(|_| bad())?
+        .next()
+        .ok_or_else(bad)
+}
+
+/// The endpoint, serving until dropped.
+pub struct Endpoint {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Endpoint {
+    /// Listens on `addr` and serves the state its observers fold; `hostname` labels the GPUs' series.
+    pub fn start(addr: SocketAddr, hostname: String) -> Result<Endpoint, String> {
+        let listener = TcpListener::bind(addr).map_err(|e| bind_error(addr, &e))?;
+        let addr = listener.local_addr().map_err(|e| bind_error(addr, &e))?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (state, stop) = (state.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("golow-metrics".into())
+                .spawn(move || serve(&listener, &state, &stop, &hostname))
+                .map_err(|e| format!("cannot start the metrics endpoint's thread: {e}"))?
+        };
+        Ok(Endpoint {
+            addr,
+            state,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Where it listens (the port the system chose, for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// What a session hands its records to, so that scrapes show them.
+    pub fn observer(&self) -> MetricsObserver {
+        MetricsObserver {
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl Drop for Endpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // The listener waits in accept: a connection of our own wakes it to see the flag.
+        let _ = TcpStream::connect_timeout(&self.addr, CLIENT_TIMEOUT);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
+    let why = match e.kind() {
+        io::ErrorKind::AddrInUse => {
+            "the port is in use: choose another, or 0 for any free one".to_string()
+        }
+        io::ErrorKind::AddrNotAvailable => "the address is not one of this machine's".into(),
+        io::ErrorKind::PermissionDenied => {
+            "permission denied (ports below 1024 need privileges)".into()
+        }
+        _ => e.to_string(),
+    };
+    format!("--metrics-addr {addr}: cannot listen: {why}")
+}
+
+/// Folds a session's records into the endpoint's state. A sweep's next cell starts afresh, as its own session.
+#[derive(Clone)]
+pub struct MetricsObserver {
+    state: Arc<Mutex<State>>,
+}
+
+impl MetricsObserver {
+    /// Follows a replay: what the player plays is folded, and where it seeks, its state is taken.
+    pub fn follow(&mut self, reply: &PlayerReply) {
+        match reply {
+            PlayerReply::Records(records) => records.iter().for_each(|r| self.on_record(r)),
+            PlayerReply::Reset(state) => {
+                if let Ok(mut mine) = self.state.lock() {
+                    *mine = (**state).clone();
+                }
+            }
+        }
+    }
+}
+
+impl Observer for MetricsObserver {
+    fn on_record(&mut self, record: &Record) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if matches!(record.body, Body::SessionStart(_)) {
+            *state = State::default();
+        }
+        state.apply(record);
+    }
+}
+
+fn serve(listener: &TcpListener, state: &Mutex<State>, stop: &AtomicBool, hostname: &str) {
+    for stream in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(stream) = stream {
+            let _ = answer(stream, state, hostname);
+        }
+    }
+}
+
+/// One connection: its request read (within limits), its answer written, closed.
+fn answer(mut stream: TcpStream, state: &Mutex<State>, hostname: &str) -> io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let head = read_head(&mut stream)?;
+    let route = route(&head);
+    let (status, body) = match route {
+        Route::Metrics { .. } => {
+            // The lock is held only to render; the answer is written after.
+            let text = match state.lock() {
+                Ok(state) => exposition::render(&state, hostname),
+                Err(_) => String::new(),
+            };
+            ("200 OK", text)
+        }
+        Route::NotFound => ("404 Not Found", "golow serves /metrics only\n".into()),
+        Route::BadMethod => ("405 Method Not Allowed", "GET /metrics\n".into()),
+        Route::BadRequest => ("400 Bad Request", String::new()),
+    };
+    let response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(response.as_bytes())?;
+    if route != (Route::Metrics { head_only: true }) {
+        stream.write_all(body.as_bytes())?;
+    }
+    stream.flush()?;
+    stream.shutdown(Shutdown::Both)
+}
+
+/// The request's head (up to its blank line), at most `MAX_REQUEST_BYTES`.
+fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_BYTES {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+    Ok(head)
+}
+
+#[derive(Debug, PartialEq)]
+enum Route {
+    Metrics { head_only: bool },
+    NotFound,
+    BadMethod,
+    BadRequest,
+}
+
+fn route(head: &[u8]) -> Route {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Route::BadRequest;
+    };
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+        return Route::BadRequest;
+    };
+    let path = target.split('?').next().unwrap_or_default();
+    match (method, path) {
+        ("GET", "/metrics") => Route::Metrics { head_only: false },
+        ("HEAD", "/metrics") => Route::Metrics { head_only: true },
+        ("GET" | "HEAD", _) => Route::NotFound,
+        _ => Route::BadMethod,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_defaults_to_the_loopback_interface() {
+        assert_eq!(parse_addr("9400"), Ok("127.0.0.1:9400".parse().unwrap()));
+        assert_eq!(parse_addr(":9400"), Ok("127.0.0.1:9400".parse().unwrap()));
+        assert_eq!(parse_addr("0.0.0.0:80"), Ok("0.0.0.0:80".parse().unwrap()));
+        assert_eq!(parse_addr("[::1]:9400"), Ok("[::1]:9400".parse().unwrap()));
+        for bad in ["", "x", "127.0.0.1", "127.0.0.1:99999"] {
+            let why = parse_addr(bad).unwrap_err();
+            assert!(why.contains("expected HOST:PORT"), "{bad}: {why}");
+        }
+    }
+
+    #[test]
+    fn only_a_get_or_head_of_metrics_is_a_scrape() {
+        let route = |head: &str| route(head.as_bytes());
+        assert_eq!(
+            route("GET /metrics HTTP/1.1\r\nAccept: text/plain\r\n\r\n"),
+            Route::Metrics { head_only: false }
+        );
+        assert_eq!(
+            route("GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            Route::Metrics { head_only: false }
+        );
+        assert_eq!(
+            route("HEAD /metrics HTTP/1.1\r\n\r\n"),
+            Route::Metrics { head_only: true }
+        );
+        assert_eq!(route("GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
+        assert_eq!(route("POST /metrics HTTP/1.1\r\n\r\n"), Route::BadMethod);
+        assert_eq!(route(""), Route::BadRequest);
+        assert_eq!(route("\u{1b}[2J"), Route::BadRequest);
+    }
+}

@@ -1,0 +1,266 @@
+//! `--metrics-addr` with real parts: a real session scraped over TCP, its answer checked by Prometheus's own
+//! `promtool`, and scraped by a real Prometheus server (Debian's `prometheus`, which `make test` installs) whose HTTP
+//! API is then queried.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{get, golow_command, metric};
+
+/// A headless session of ResNet-18 serving its metrics on a port the system chose; interrupted when dropped.
+struct Served {
+    golow: Child,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+}
+
+impl Served {
+    fn start(tmp: &Path, impls: &str, steps: &str) -> Served {
+        let mut golow = golow_command(tmp)
+            .args(["run", "--headless", "--impl", impls, "--model", "resnet18"])
+            .args(["--steps", steps, "--no-record", "--metrics-addr", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = golow.stderr.take().unwrap();
+        let (found, address) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("golow: metrics at http://") {
+                    let _ = found.send(rest.trim_end_matches("/metrics").to_string());
+                }
+            }
+        });
+        let addr = address
+            .recv_timeout(Duration::from_secs(60))
+            .expect("golow says where it serves its metrics");
+        Served { golow, addr }
+    }
+
+    /// The body of a scrape of `path`, and the status line.
+    fn get(&self, path: &str) -> (String, String) {
+        get(&self.addr, path)
+    }
+
+    /// A sample's value in a scrape of /metrics (`None` while it has none).
+    fn value(&self, sample: &str) -> Option<f64> {
+        metric(&self.get("/metrics").1, sample)
+    }
+
+    /// Waits until `sample` reaches `at_least`.
+    fn wait_for(&self, sample: &str, at_least: f64) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(v) = self.value(sample).filter(|v| *v >= at_least) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{sample} never reached {at_least}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        unsafe {
+            libc::kill(self.golow.id() as i32, libc::SIGINT);
+        }
+        let _ = self.golow.wait();
+    }
+}
+
+#[test]
+fn a_live_session_serves_what_promtool_accepts_and_a_bad_scraper_holds_up_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = Served::start(tmp.path(), "libtorch,pytorch", "400");
+    let steps = r#"golow_steps_total{worker="libtorch"}"#;
+    let before = served.wait_for(steps, 5.0);
+
+    let (status, body) = served.get("/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for family in [
+        "# TYPE golow_step_seconds histogram",
+        "# TYPE golow_sample_seconds histogram",
+        "# TYPE golow_steps_total counter",
+        "# TYPE golow_throughput_samples_per_second gauge",
+        "# TYPE golow_loss gauge",
+        "# TYPE golow_process_resident_memory_bytes gauge",
+    ] {
+        assert!(body.contains(family), "{family} in {body}");
+    }
+    assert!(body.contains(r#"golow_step_seconds_bucket{worker="pytorch",le="+Inf"}"#));
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed (make test installs prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let checked = promtool.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    // A scraper that connects and says nothing, and one that asks and never reads: later scrapes are answered, and
+    // the session goes on meanwhile.
+    let silent = TcpStream::connect(&served.addr).unwrap();
+    let mut deaf = TcpStream::connect(&served.addr).unwrap();
+    write!(deaf, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(served.get("/elsewhere").0, "HTTP/1.1 404 Not Found");
+    served.wait_for(steps, before + 3.0);
+    drop((silent, deaf));
+}
+
+#[test]
+fn prometheus_scrapes_a_live_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = Served::start(tmp.path(), "libtorch", "2000");
+    served.wait_for(r#"golow_steps_total{worker="libtorch"}"#, 1.0);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = tmp.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: golow\n    static_configs:\n      - targets: ['{}']\n",
+            served.addr
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(tmp.path().join("prometheus.log")).unwrap();
+    let prometheus = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            tmp.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("prometheus is installed (make test installs it)");
+    let prometheus = KillOnDrop(prometheus);
+
+    // Prometheus's own query API finds the step-time histogram, labelled with the worker and the job.
+    let api = format!("127.0.0.1:{port}");
+    let query = |promql: &str| -> Vec<serde_json::Value> {
+        let (status, body) = get(&api, &format!("/api/v1/query?query={}", encoded(promql)));
+        assert!(status.contains("200"), "{promql}: {status} {body}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        json["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    // Three scrapes, so that rates have something to go on.
+    let scrapes = r#"count_over_time(golow_steps_total{worker="libtorch"}[1m])"#;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let ready = TcpStream::connect(&api).is_ok();
+        let scraped = ready
+            .then(|| query(scrapes))
+            .and_then(|result| result.first()?["value"][1].as_str()?.parse::<f64>().ok());
+        if scraped.is_some_and(|n| n >= 3.0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped golow three times: {}",
+            std::fs::read_to_string(tmp.path().join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let result = query("golow_step_seconds_count");
+    let series = &result[0];
+    assert_eq!(series["metric"]["worker"], "libtorch", "{series}");
+    assert_eq!(series["metric"]["job"], "golow", "{series}");
+    let count: f64 = series["value"][1].as_str().unwrap().parse().unwrap();
+    assert!(count >= 1.0, "{series}");
+    let buckets = query(r#"golow_step_seconds_bucket{le="+Inf"}"#);
+    assert_eq!(buckets[0]["metric"]["le"], "+Inf", "{buckets:?}");
+
+    // Every query of the Grafana dashboard is one Prometheus takes, and those of what a CPU session has, find it.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/grafana/golow.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let exprs: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap())
+        .map(|t| t["expr"].as_str().unwrap())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    for expr in exprs {
+        let promql = expr
+            .replace("$__rate_interval", "1m")
+            .replace("$worker", ".*")
+            .replace("$instance", ".*");
+        // `query` asserts that Prometheus took it.
+        let result = query(&promql);
+        let cpu_side = [
+            "golow_step_seconds",
+            "golow_throughput",
+            "golow_loss",
+            "golow_process_resident",
+            "golow_steps_total",
+        ];
+        if cpu_side.iter().any(|m| promql.contains(m)) {
+            assert!(
+                result.iter().any(|r| r["metric"]["worker"] == "libtorch"),
+                "{promql}: {result:?}"
+            );
+        }
+    }
+    drop(prometheus);
+    drop(served);
+}
+
+/// `text` as a URL's query value.
+fn encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A process killed, and waited for, when the test ends however it ends.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
