@@ -936,6 +936,7 @@ mod tests {
                 step,
                 interval_ms,
                 first_step_ms,
+                arrived_ns: None,
             })
         };
         let pass = Body::ForwardPass(ForwardPass {

@@ -96,6 +96,61 @@ fn a_torchrun_job_reports_each_rank_apart() {
     assert!(processes.iter().all(|p| p["world_size"] == 2));
 }
 
+/// Rank 0 stalls 60 ms before each forward pass of the first 15 steps, rank 1 from then on: each in turn arrives
+/// last at the all-reduce.
+const STRAGGLER: &str = "\
+import time, torch, torch.distributed as dist
+dist.init_process_group('gloo')
+rank = dist.get_rank()
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for i in range(45):
+    if rank == (0 if i < 15 else 1):
+        time.sleep(0.06)
+    opt.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+dist.destroy_process_group()
+";
+
+#[test]
+fn a_rank_that_arrives_late_is_named_the_straggler() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "ddp.py", STRAGGLER);
+    let (_, s) = run(
+        tmp.path(),
+        &["ddp=torchrun --standalone --nproc-per-node 2 ddp.py"],
+        &["--threads", "1", "--no-record"],
+    );
+    let w = worker(&s, "ddp");
+    let ranks = w["ranks"].as_array().unwrap();
+    let steps: Vec<(u64, u64)> = ranks
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), r["steps"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, [(0, 45), (1, 45)], "both ranks, every step: {w}");
+    // The all-reduce evens out the ends of steps: both ranks' steps take the stall.
+    for r in ranks {
+        assert!(f64_of(&r["step_time_ms"]["p50"]) >= 55.0, "{r}");
+    }
+    let stragglers = &w["stragglers"];
+    assert_eq!(stragglers["steps"], 45, "{stragglers}");
+    let verdict = &stragglers["verdict"];
+    assert_eq!(verdict["rank"], 1, "{stragglers}");
+    assert!(f64_of(&verdict["late_ms"]) >= 50.0, "{stragglers}");
+    // Rank 0 was the straggler until rank 1 took over, on its 10th late step (half of the verdict's 20 steps).
+    let since = verdict["since_step"].as_u64().unwrap();
+    assert!(
+        (20..=30).contains(&since),
+        "named from step {since}: {stragglers}"
+    );
+    let last: Vec<u64> = ranks
+        .iter()
+        .map(|r| r["straggler_steps"].as_u64().unwrap())
+        .collect();
+    assert!(last[0] >= 12 && last[1] >= 25, "{w}");
+}
+
 #[test]
 fn a_command_that_sets_its_own_pythonpath_is_still_measured() {
     let tmp = tempfile::tempdir().unwrap();

@@ -167,6 +167,7 @@ pub fn every_body() -> Vec<Body> {
             step: 7,
             interval_ms: Some(31.25),
             first_step_ms: None,
+            arrived_ns: Some(5_000_250_000),
         }),
         Body::OptimizerStep(OptimizerStep {
             process: 1,
@@ -174,6 +175,7 @@ pub fn every_body() -> Vec<Body> {
             step: 0,
             interval_ms: None,
             first_step_ms: Some(6312.5),
+            arrived_ns: None,
         }),
         Body::ScriptProcess(ScriptProcess {
             process: 1,

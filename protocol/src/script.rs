@@ -51,6 +51,10 @@ pub struct OptimizerStep {
     /// which holds a compiled model's compilation; `null` when no forward pass was seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step_ms: Option<f64>,
+    /// When this process's latest backward pass before this step began, on the host's monotonic clock (the same for
+    /// every process of the machine): where a rank arrives at the gradients' all-reduce. `null` when no backward ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_ns: Option<u64>,
 }
 
 /// An optimiser, before its first step.

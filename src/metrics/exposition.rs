@@ -35,20 +35,24 @@ pub fn render(state: &State, hostname: &str) -> String {
 
 fn workers(out: &mut Exposition, state: &State) {
     let all = &state.workers;
+    let steps: Vec<Labelled> = all.iter().flat_map(step_times).collect();
     histogram(
         out,
-        all,
         "golow_step_seconds",
-        "Time of a measured step (timed regions; a --cmd worker: the interval between optimiser steps).",
-        |w| &w.step_time,
+        "Time of a measured step (timed regions; a --cmd worker: the interval between optimiser steps, per rank).",
+        &steps,
     );
+    let samples: Vec<Labelled> = all
+        .iter()
+        .map(|w| (vec![("worker", label(&w.name))], &w.sample_time))
+        .collect();
     histogram(
         out,
-        all,
         "golow_sample_seconds",
         "Time per sample of a measured step.",
-        |w| &w.sample_time,
+        &samples,
     );
+    ranks(out, all);
     gauges(
         out,
         all,
@@ -122,39 +126,107 @@ fn workers(out: &mut Exposition, state: &State) {
     kernels(out, all);
 }
 
-/// Per worker, each of its measured durations as a histogram.
-fn histogram(
-    out: &mut Exposition,
-    workers: &[WorkerState],
-    name: &str,
-    help: &str,
-    of: fn(&WorkerState) -> &Durations,
-) {
+/// Durations with the labels of their series.
+type Labelled<'a> = (Vec<(&'static str, String)>, &'a Durations);
+
+/// A worker's step times: one series per rank for a distributed `--cmd` worker, else the worker's.
+fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
+    let worker = label(&w.name);
+    let ranked: Vec<Labelled> = w
+        .script
+        .iter()
+        .flat_map(|s| &s.processes)
+        .filter(|p| p.world_size.is_some_and(|n| n > 1))
+        .filter_map(|p| {
+            let rank = p.rank?.to_string();
+            Some((
+                vec![("worker", worker.clone()), ("rank", rank)],
+                &p.step_interval,
+            ))
+        })
+        .collect();
+    if ranked.is_empty() {
+        vec![(vec![("worker", worker)], &w.step_time)]
+    } else {
+        ranked
+    }
+}
+
+/// Each series' durations as a cumulative histogram in seconds.
+fn histogram(out: &mut Exposition, name: &str, help: &str, series: &[Labelled]) {
+    if series.is_empty() {
+        return;
+    }
     out.family(name, "histogram", help);
-    for w in workers {
-        let durations = of(w);
-        let worker = label(&w.name);
+    let (bucket, sum, count) = (
+        format!("{name}_bucket"),
+        format!("{name}_sum"),
+        format!("{name}_count"),
+    );
+    for (labels, durations) in series {
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let total = durations.len() as f64;
         for bound in TIME_BUCKETS_S {
             let le = bound.to_string();
             let count = durations.count_at_most_ms(bound * 1e3) as f64;
+            out.sample(&bucket, &[&labels[..], &[("le", &le)]].concat(), count);
+        }
+        out.sample(&bucket, &[&labels[..], &[("le", "+Inf")]].concat(), total);
+        out.sample(&sum, &labels, durations.sum_ms() / 1e3);
+        out.sample(&count, &labels, total);
+    }
+}
+
+/// A distributed worker's stragglers: the skew of the ranks' arrivals, how often each arrived last, and the rank
+/// the verdict names.
+fn ranks(out: &mut Exposition, workers: &[WorkerState]) {
+    let arrivals: Vec<(String, &crate::state::ranks::Arrivals)> = workers
+        .iter()
+        .filter_map(|w| Some((label(&w.name), &w.script.as_ref()?.arrivals)))
+        .filter(|(_, a)| a.complete > 0)
+        .collect();
+    let skews: Vec<Labelled> = arrivals
+        .iter()
+        .map(|(worker, a)| (vec![("worker", worker.clone())], &a.skew))
+        .collect();
+    histogram(
+        out,
+        "golow_arrival_skew_seconds",
+        "Per step, how long after the first rank the last one began its backward pass (towards the all-reduce).",
+        &skews,
+    );
+    if arrivals.is_empty() {
+        return;
+    }
+    out.family(
+        "golow_straggler_steps_total",
+        "counter",
+        "Steps in which the rank arrived last.",
+    );
+    for (worker, a) in &arrivals {
+        for (rank, count) in &a.last_counts {
+            let rank = rank.to_string();
             out.sample(
-                &format!("{name}_bucket"),
-                &[("worker", &worker), ("le", &le)],
-                count,
+                "golow_straggler_steps_total",
+                &[("worker", worker), ("rank", &rank)],
+                *count as f64,
             );
         }
-        let count = durations.len() as f64;
-        out.sample(
-            &format!("{name}_bucket"),
-            &[("worker", &worker), ("le", "+Inf")],
-            count,
-        );
-        out.sample(
-            &format!("{name}_sum"),
-            &[("worker", &worker)],
-            durations.sum_ms() / 1e3,
-        );
-        out.sample(&format!("{name}_count"), &[("worker", &worker)], count);
+    }
+    out.family(
+        "golow_straggler",
+        "gauge",
+        "1 for the rank the verdict names: last beyond chance over the latest steps, by a visible share of a step.",
+    );
+    for (worker, a) in &arrivals {
+        if let Some(v) = a.verdict {
+            let rank = v.rank.to_string();
+            out.sample(
+                "golow_straggler",
+                &[("worker", worker), ("rank", &rank)],
+                1.0,
+            );
+        }
     }
 }
 
@@ -562,6 +634,63 @@ mod tests {
                 "golow_kernel_launches_total{{worker=\"cudnn\",kernel=\"other\"}} {}",
                 2 * (40 - MAX_KERNELS)
             )
+        );
+    }
+
+    #[test]
+    fn a_distributed_workers_ranks_have_their_own_series_and_the_straggler_is_named() {
+        use golow_protocol::event::{OptimizerStep, ScriptProcess};
+        let mut records = Vec::new();
+        for rank in 0..2 {
+            records.push((
+                "ddp",
+                Body::ScriptProcess(ScriptProcess {
+                    process: rank,
+                    pid: 100 + rank,
+                    rank: Some(rank),
+                    local_rank: Some(rank),
+                    world_size: Some(2),
+                    python: "3.11".into(),
+                    torch: None,
+                    threads: Some(1),
+                }),
+            ));
+        }
+        // Rank 1 arrives 40 ms after rank 0 at every one of 30 steps of 100 ms.
+        for step in 0..30u64 {
+            for rank in 0..2u32 {
+                records.push((
+                    "ddp",
+                    Body::OptimizerStep(OptimizerStep {
+                        process: rank,
+                        optimizer: 0,
+                        step,
+                        interval_ms: (step > 0).then_some(100.0),
+                        first_step_ms: None,
+                        arrived_ns: Some(step * 100_000_000 + u64::from(rank) * 40_000_000),
+                    }),
+                ));
+            }
+        }
+        let text = render(&state(records), "host");
+        assert_eq!(
+            samples(&text, "golow_step_seconds_count"),
+            [
+                "golow_step_seconds_count{worker=\"ddp\",rank=\"0\"} 29",
+                "golow_step_seconds_count{worker=\"ddp\",rank=\"1\"} 29"
+            ]
+        );
+        assert_eq!(
+            samples(&text, "golow_straggler_steps_total"),
+            ["golow_straggler_steps_total{worker=\"ddp\",rank=\"1\"} 30"]
+        );
+        assert_eq!(
+            samples(&text, "golow_straggler"),
+            ["golow_straggler{worker=\"ddp\",rank=\"1\"} 1"]
+        );
+        assert!(
+            text.contains("golow_arrival_skew_seconds_bucket{worker=\"ddp\",le=\"0.05\"} 30"),
+            "{text}"
         );
     }
 }

@@ -13,6 +13,7 @@ use golow_protocol::event::{ForwardPass, Optimizer, OptimizerStep, ScriptProcess
 use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS};
 
 use super::Durations;
+use super::ranks::Arrivals;
 
 /// Processes told apart in the state; more are counted in `more_processes`.
 pub const MAX_PROCESSES: usize = 64;
@@ -76,6 +77,8 @@ pub struct ScriptState {
     pub scalars: BTreeMap<String, f64>,
     /// Samples the script reported since its previous measured step.
     pub pending_samples: f64,
+    /// Where the ranks arrived at each step, and who was last: stragglers.
+    pub arrivals: Arrivals,
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
@@ -160,20 +163,28 @@ impl ScriptState {
     }
 
     /// Counts a step where it belongs, and says whether it is one of the worker's. `warmup` steps of each optimiser
-    /// are counted but not timed; `since_start_s` is the time since the worker started.
+    /// are counted but not timed; `t` is the session's time, `since_start_s` the time since the worker started.
     pub fn step(
         &mut self,
+        t: f64,
         step: &OptimizerStep,
         warmup: u64,
         since_start_s: Option<f64>,
     ) -> StepRole {
         let primary = self.is_primary(step.process);
         let lead = step.optimizer == 0;
+        let mut arrival = None;
         if let Some(p) = self.process_mut(step.process).filter(|_| lead) {
             p.steps += 1;
             if let Some(ms) = step.interval_ms.filter(|_| p.steps > warmup) {
                 p.step_interval.record_ms(ms);
             }
+            if let (Some(rank), Some(world), Some(ns)) = (p.rank, p.world_size, step.arrived_ns) {
+                arrival = Some((rank, world, ns, p.step_interval.quantile_ms(0.5)));
+            }
+        }
+        if let Some((rank, world, ns, step_ms)) = arrival {
+            self.arrivals.arrive(t, rank, world, step.step, ns, step_ms);
         }
         if !primary {
             return StepRole::Other;
@@ -282,6 +293,7 @@ mod tests {
             step,
             interval_ms: interval,
             first_step_ms: None,
+            arrived_ns: None,
         }
     }
 
@@ -291,11 +303,11 @@ mod tests {
         s.hello(&hello(0, Some(1)));
         s.hello(&hello(1, Some(0)));
         assert!(matches!(
-            s.step(&step(0, 0, 0, None), 0, None),
+            s.step(0.0, &step(0, 0, 0, None), 0, None),
             StepRole::Other
         ));
         assert!(matches!(
-            s.step(&step(1, 0, 0, None), 0, Some(3.0)),
+            s.step(0.0, &step(1, 0, 0, None), 0, Some(3.0)),
             StepRole::Iteration
         ));
         assert_eq!(s.primary, Some(1));
@@ -312,11 +324,11 @@ mod tests {
         for i in 0..30u64 {
             let interval = (i > 0).then_some(10.0);
             assert!(matches!(
-                s.step(&step(0, 0, i, interval), 2, None),
+                s.step(0.0, &step(0, 0, i, interval), 2, None),
                 StepRole::Iteration
             ));
             assert!(matches!(
-                s.step(&step(0, 1, i, interval), 2, None),
+                s.step(0.0, &step(0, 1, i, interval), 2, None),
                 StepRole::Other
             ));
         }
@@ -343,7 +355,7 @@ mod tests {
         assert_eq!(s.scalars.len(), MAX_SCALARS);
         assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
         assert!(!s.scalar(0, "loss", f64::NAN));
-        s.step(&step(0, 1000, 0, None), 0, None);
+        s.step(0.0, &step(0, 1000, 0, None), 0, None);
         assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
     }
 }

@@ -203,6 +203,79 @@ pub struct WorkerSummary {
     /// A `--cmd` worker's script, as golow's hook saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptSummary>,
+    /// A distributed `--cmd` worker's ranks, by rank (absent for a worker without ranks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankSummary>,
+    /// Where its ranks arrived at each step: the skew between them and the straggler verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stragglers: Option<StragglerSummary>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RankSummary {
+    pub rank: u32,
+    /// Its first optimiser's steps, and the intervals between them past the warm-up.
+    pub steps: u64,
+    pub step_time_ms: Option<Percentiles>,
+    /// Complete steps it arrived last in.
+    pub straggler_steps: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct StragglerSummary {
+    /// Steps every rank arrived for, and steps given up with ranks missing.
+    pub steps: u64,
+    pub incomplete_steps: u64,
+    /// Per step, the last rank's arrival after the first's.
+    pub skew_ms: Option<Percentiles>,
+    /// The rank named a straggler at the end, over the latest steps; `null` when none is beyond noise.
+    pub verdict: Option<VerdictSummary>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct VerdictSummary {
+    pub rank: u32,
+    /// It was last in `last` of the latest `of` steps; its median lateness over them (after the first rank) is
+    /// `late_ms`; named since step `since_step`.
+    pub last: u64,
+    pub of: u64,
+    pub late_ms: f64,
+    pub since_step: u64,
+}
+
+/// A script's ranks, by rank, with how often each arrived last.
+fn ranks(s: &ScriptState) -> Vec<RankSummary> {
+    let mut ranks: Vec<RankSummary> = s
+        .processes
+        .iter()
+        .filter_map(|p| {
+            let rank = p.rank.filter(|_| p.world_size.is_some_and(|w| w > 1))?;
+            Some(RankSummary {
+                rank,
+                steps: p.steps,
+                step_time_ms: p.step_interval.percentiles(),
+                straggler_steps: s.arrivals.last_counts.get(&rank).copied().unwrap_or(0),
+            })
+        })
+        .collect();
+    ranks.sort_by_key(|r| r.rank);
+    ranks
+}
+
+fn stragglers(s: &ScriptState) -> Option<StragglerSummary> {
+    let a = &s.arrivals;
+    (a.complete + a.incomplete > 0).then(|| StragglerSummary {
+        steps: a.complete,
+        incomplete_steps: a.incomplete,
+        skew_ms: a.skew.percentiles(),
+        verdict: a.verdict.map(|v| VerdictSummary {
+            rank: v.rank,
+            last: v.last,
+            of: v.of,
+            late_ms: v.late_ms,
+            since_step: v.since_step,
+        }),
+    })
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -314,6 +387,8 @@ impl WorkerSummary {
             error,
             notice: state.unmeasured(w).map(String::from),
             script: w.script.as_ref().map(ScriptSummary::from_script),
+            ranks: w.script.as_ref().map(ranks).unwrap_or_default(),
+            stragglers: w.script.as_ref().and_then(stragglers),
         }
     }
 }

@@ -176,6 +176,23 @@ class HookTest(unittest.TestCase):
         kinds = [e["type"] for e in events]
         self.assertLess(kinds.index("forward_pass"), kinds.index("optimizer_step"))
 
+    def test_each_step_says_when_its_backward_pass_began(self):
+        """The arrival at the all-reduce: the start of the latest backward pass before each step, on the monotonic
+        clock the monitor's own time.monotonic_ns reads; a step with no backward since the last says none."""
+        before = __import__("time").monotonic_ns()
+        proc, streams = self.run_monitored(TRAIN + textwrap.dedent("""
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            opt.step()
+            """))
+        after = __import__("time").monotonic_ns()
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        steps = of_type(streams[0], "optimizer_step")
+        self.assertEqual(len(steps), 5 + 2 + 1)
+        arrivals = [e["arrived_ns"] for e in steps[:7]]
+        self.assertTrue(all(before < a < after for a in arrivals), arrivals)
+        self.assertEqual(arrivals, sorted(arrivals))
+        self.assertNotIn("arrived_ns", steps[7])
+
     def test_the_process_says_who_it_is_in_compact_json(self):
         script = self.write("script.py", TRAIN)
         monitor = Monitor(self.socket_path)

@@ -47,6 +47,7 @@ class _Process:
         self.last_pass_ns = None
         self.pass_start_ns = None
         self.depth = 0
+        self.backward_ns = None  # when the latest backward pass since the last step began: where a rank arrives
 
 
 _me = _Process()
@@ -135,6 +136,33 @@ class _Loader:
 def _register_steps(module):
     try:
         module.register_optimizer_step_post_hook(_on_step)
+    except Exception:
+        pass
+    _register_backward()
+
+
+def _register_backward():
+    """Stamps the start of every backward pass (``loss.backward()`` goes through ``torch.autograd.backward``): in
+    synchronous data-parallel training the ranks leave a step together, so the moment each starts its backward pass,
+    towards the gradients' all-reduce, is what tells which rank arrived last."""
+    try:
+        autograd = sys.modules.get("torch.autograd")
+        original = getattr(autograd, "backward", None)
+        if original is None or getattr(original, "_golow", False):
+            return
+        import functools
+
+        @functools.wraps(original)
+        def backward(*args, **kwargs):
+            try:
+                if not _compiling():
+                    _me.backward_ns = time.perf_counter_ns()
+            except Exception:
+                pass
+            return original(*args, **kwargs)
+
+        backward._golow = True
+        autograd.backward = backward
     except Exception:
         pass
 
@@ -258,6 +286,10 @@ def _on_step(optimizer, args, kwargs):
             index, step, last = entry
             event = {"type": "optimizer_step", "optimizer": index, "step": step,
                      "interval_ms": None if last is None else _ms(now - last)}
+            if _me.backward_ns is not None:
+                # perf_counter is CLOCK_MONOTONIC on Linux: one clock for every rank of the machine.
+                event["arrived_ns"] = _me.backward_ns
+                _me.backward_ns = None
             if not _me.stepped:
                 _me.stepped = True
                 if _me.first_forward_ns is not None:

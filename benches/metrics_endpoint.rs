@@ -1,0 +1,250 @@
+//! What `--metrics-addr` costs, measured (README, "Prometheus and Grafana"):
+//!
+//! 1. **The monitor's CPU with a scrape every second**: the same headless libtorch session (ResNet-50, 32 px, batch
+//!    16) without the endpoint, and with it and a scraper that GETs /metrics every second, alternating over
+//!    `GOLOW_BENCH_RUNS` rounds (default 5, the order swapped each round); per run the `golow` process's own CPU
+//!    (every thread's scheduler run time) over `GOLOW_BENCH_CPU_SECONDS` (default 20) after 10 s to settle. Target:
+//!    under 0.1% of a core added (median of the per-round differences).
+//! 2. **A scrape's size and render time** for 2 distributed workers × 8 ranks, each with 100 steps per rank, the
+//!    collector's 40 kernels and /proc readings, folded from records as a session would: bytes, and the median time
+//!    of 1,000 renders.
+
+mod common;
+
+use common::{env_or, median};
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use golow::state::State;
+use golow_protocol::event::{Body, KernelStats, OptimizerStep, Record, ScriptProcess};
+
+/// Nanoseconds the scheduler ran every thread of `pid` (schedstat: exact, unlike /proc's clock ticks); 0 once it
+/// is gone.
+fn run_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// golow's CPU, in % of one core, over `seconds` of a session, with a scrape every second when `scrape`.
+fn monitor_cpu(scrape: bool, seconds: u64) -> f64 {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_golow"));
+    command
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--headless",
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet50",
+        ])
+        .args([
+            "--resolution",
+            "32",
+            "--batch-size",
+            "16",
+            "--steps",
+            "100000",
+            "--no-record",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if scrape {
+        command.args(["--metrics-addr", "0"]);
+    }
+    let mut golow = command.spawn().expect("golow runs");
+    let mut lines = BufReader::new(golow.stderr.take().unwrap()).lines();
+    let addr = scrape.then(|| {
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                Some(
+                    l.strip_prefix("golow: metrics at http://")?
+                        .trim_end_matches("/metrics")
+                        .to_string(),
+                )
+            })
+            .expect("golow says where it serves")
+    });
+    // golow's stderr is drained throughout, so that it never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    let stop = Arc::new(AtomicBool::new(false));
+    let scraper = addr.map(|addr| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(mut s) = TcpStream::connect(&addr) {
+                    let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
+                    let _ = s.read_to_end(&mut Vec::new());
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    });
+    std::thread::sleep(Duration::from_secs(10));
+    let pid = golow.id();
+    let (before, start) = (run_ns(pid), Instant::now());
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (after, elapsed) = (run_ns(pid), start.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    // SAFETY: a signal to the child we started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGINT);
+    }
+    let _ = golow.wait();
+    if let Some(scraper) = scraper {
+        let _ = scraper.join();
+    }
+    (after - before) as f64 / elapsed.as_nanos() as f64 * 100.0
+}
+
+/// The state of a session with 2 workers of 8 ranks each, folded from records as a session folds them.
+fn distributed_state() -> State {
+    let mut state = State::default();
+    let mut t = 0.0;
+    let mut apply = |worker: &str, body: Body| {
+        t += 1.0;
+        state.apply(&Record::new(t, Some(worker.into()), body));
+    };
+    let kernels: Vec<KernelStats> = (0..40)
+        .map(|i| KernelStats {
+            name: format!("void at::native::kernel_{i}<float>(int, float*)"),
+            count: 100,
+            total_ns: 1_000_000 * (i + 1),
+            max_ns: 50_000,
+            grid: [128, 1, 1],
+            block: [256, 1, 1],
+            shapes: 1,
+            registers_per_thread: 32,
+            shared_bytes: 0,
+            grid_histogram: vec![([128, 1, 1], 100)],
+        })
+        .collect();
+    let window = golow_protocol::samples::every_body()
+        .into_iter()
+        .find_map(|b| match b {
+            Body::Kernels(w) => Some(w),
+            _ => None,
+        })
+        .expect("a kernels sample");
+    for worker in ["ddp-a", "ddp-b"] {
+        for rank in 0..8u32 {
+            apply(
+                worker,
+                Body::ScriptProcess(ScriptProcess {
+                    process: rank,
+                    pid: 1000 + rank,
+                    rank: Some(rank),
+                    local_rank: Some(rank),
+                    world_size: Some(8),
+                    python: "3.11.7".into(),
+                    torch: Some("2.11.0".into()),
+                    threads: Some(1),
+                }),
+            );
+        }
+        for step in 0..100u64 {
+            for rank in 0..8u32 {
+                apply(
+                    worker,
+                    Body::OptimizerStep(OptimizerStep {
+                        process: rank,
+                        optimizer: 0,
+                        step,
+                        interval_ms: (step > 0).then_some(50.0 + f64::from(rank)),
+                        first_step_ms: None,
+                        arrived_ns: Some(step * 50_000_000 + u64::from(rank) * 100_000),
+                    }),
+                );
+            }
+        }
+        apply(
+            worker,
+            Body::Kernels(golow_protocol::event::KernelWindow {
+                kernels: kernels.clone(),
+                ..window.clone()
+            }),
+        );
+        apply(
+            worker,
+            Body::Process {
+                pid: 1000,
+                rss_bytes: 4 << 30,
+                peak_rss_bytes: 5 << 30,
+                cpu_percent: Some(800.0),
+            },
+        );
+    }
+    state
+}
+
+fn main() {
+    let runs = env_or("GOLOW_BENCH_RUNS", 5);
+    let seconds = env_or("GOLOW_BENCH_CPU_SECONDS", 20);
+
+    let state = distributed_state();
+    let text = golow::metrics::render(&state, "node-1");
+    let mut times: Vec<f64> = (0..1_000)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(golow::metrics::render(&state, "node-1"));
+            start.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    println!(
+        "a scrape of 2 workers × 8 ranks (40 kernels each, 16 named): {} bytes, {} lines, rendered in {:.0} µs (median of 1,000)",
+        text.len(),
+        text.lines().count(),
+        median(&mut times)
+    );
+
+    println!(
+        "golow's CPU over {seconds} s of a headless libtorch session, without and with a scrape every second, {runs} rounds:"
+    );
+    let mut added = Vec::new();
+    for round in 0..runs {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        let mut cpu = [0.0; 2];
+        for scrape in order {
+            cpu[usize::from(scrape)] = monitor_cpu(scrape, seconds);
+        }
+        println!(
+            "  round {}: without {:.3}% of a core, with {:.3}%: {:+.3}",
+            round + 1,
+            cpu[0],
+            cpu[1],
+            cpu[1] - cpu[0]
+        );
+        added.push(cpu[1] - cpu[0]);
+    }
+    let (low, high) = added
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    let m = median(&mut added);
+    let verdict = if m < 0.1 { "meets" } else { "MISSES" };
+    println!(
+        "added by the endpoint: median {m:+.3}% of a core, spread {low:+.3} to {high:+.3} ({verdict} target < 0.1%)"
+    );
+    if m >= 0.1 {
+        std::process::exit(1);
+    }
+}
