@@ -166,10 +166,14 @@ fn histogram(out: &mut Exposition, name: &str, help: &str, series: &[Labelled]) 
     for (labels, durations) in series {
         let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let total = durations.len() as f64;
-        for bound in TIME_BUCKETS_S {
+        let counts = durations.counts_at_most_ms(&TIME_BUCKETS_S.map(|s| s * 1e3));
+        for (bound, count) in TIME_BUCKETS_S.iter().zip(counts) {
             let le = bound.to_string();
-            let count = durations.count_at_most_ms(bound * 1e3) as f64;
-            out.sample(&bucket, &[&labels[..], &[("le", &le)]].concat(), count);
+            out.sample(
+                &bucket,
+                &[&labels[..], &[("le", &le)]].concat(),
+                count as f64,
+            );
         }
         out.sample(&bucket, &[&labels[..], &[("le", "+Inf")]].concat(), total);
         out.sample(&sum, &labels, durations.sum_ms() / 1e3);

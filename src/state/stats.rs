@@ -61,13 +61,18 @@ impl Durations {
         self.sum_ms
     }
 
-    /// How many durations were at most `ms` (to the histogram's 0.1%): a Prometheus bucket's count.
-    pub fn count_at_most_ms(&self, ms: f64) -> u64 {
-        if ms.is_nan() || ms < 0.0 {
-            return 0;
+    /// For each of the ascending `bounds_ms`, how many durations were at most it (to the histogram's 0.1%):
+    /// Prometheus's cumulative buckets, in one pass over what was recorded.
+    pub fn counts_at_most_ms(&self, bounds_ms: &[f64]) -> Vec<u64> {
+        let mut counts = vec![0u64; bounds_ms.len()];
+        for value in self.histogram.iter_recorded() {
+            let ms = self.histogram.lowest_equivalent(value.value_iterated_to()) as f64 / 1e6;
+            let first = bounds_ms.partition_point(|&bound| bound < ms);
+            for count in &mut counts[first..] {
+                *count += value.count_at_value();
+            }
         }
-        self.histogram
-            .count_between(0, (ms * 1e6).min(u64::MAX as f64) as u64)
+        counts
     }
 
     /// The value at quantile `q` (0..=1), in milliseconds.
@@ -139,11 +144,11 @@ mod tests {
         for ms in [0.5, 1.0, 2.0, 40.0, 40.0, 900.0] {
             d.record_ms(ms);
         }
-        let counts: Vec<u64> = [0.1, 1.0, 5.0, 50.0, 1_000.0, f64::NAN]
-            .into_iter()
-            .map(|le| d.count_at_most_ms(le))
-            .collect();
-        assert_eq!(counts, [0, 2, 3, 5, 6, 0]);
+        assert_eq!(
+            d.counts_at_most_ms(&[0.1, 1.0, 5.0, 50.0, 1_000.0]),
+            [0, 2, 3, 5, 6]
+        );
+        assert_eq!(Durations::default().counts_at_most_ms(&[1.0]), [0]);
         assert!((d.sum_ms() - 983.5).abs() < 1e-9, "{}", d.sum_ms());
     }
 }
