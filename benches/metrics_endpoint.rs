@@ -99,6 +99,10 @@ fn monitor_cpu(scrape: bool, seconds: u64) -> f64 {
     let (before, start) = (run_ns(pid), Instant::now());
     std::thread::sleep(Duration::from_secs(seconds));
     let (after, elapsed) = (run_ns(pid), start.elapsed());
+    assert!(
+        golow.try_wait().is_ok_and(|ended| ended.is_none()),
+        "golow ended while it was measured"
+    );
     stop.store(true, Ordering::SeqCst);
     // SAFETY: a signal to the child we started.
     unsafe {
@@ -108,7 +112,8 @@ fn monitor_cpu(scrape: bool, seconds: u64) -> f64 {
     if let Some(scraper) = scraper {
         let _ = scraper.join();
     }
-    (after - before) as f64 / elapsed.as_nanos() as f64 * 100.0
+    // A thread that ended took its run time with it: never a negative difference.
+    after.saturating_sub(before) as f64 / elapsed.as_nanos() as f64 * 100.0
 }
 
 /// The state of a session with 2 workers of 8 ranks each, folded from records as a session folds them.
@@ -196,11 +201,19 @@ fn main() {
     let seconds = env_or("GOLOW_BENCH_CPU_SECONDS", 20);
 
     let state = distributed_state();
-    let text = golow::metrics::render(&state, "node-1");
+    let text = golow::metrics::render(
+        &state,
+        "node-1",
+        &mut golow::metrics::KernelNames::default(),
+    );
     let mut times: Vec<f64> = (0..1_000)
         .map(|_| {
             let start = Instant::now();
-            std::hint::black_box(golow::metrics::render(&state, "node-1"));
+            std::hint::black_box(golow::metrics::render(
+                &state,
+                "node-1",
+                &mut golow::metrics::KernelNames::default(),
+            ));
             start.elapsed().as_secs_f64() * 1e6
         })
         .collect();

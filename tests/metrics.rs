@@ -120,14 +120,33 @@ fn a_live_session_serves_what_promtool_accepts_and_a_bad_scraper_holds_up_nothin
         String::from_utf8_lossy(&checked.stderr)
     );
 
-    // A scraper that connects and says nothing, and one that asks and never reads: later scrapes are answered, and
-    // the session goes on meanwhile.
+    // A scraper that connects and says nothing, one that asks and never reads, and one that trickles its request a
+    // byte at a time: each has 2 s in all, so a later scrape is answered within a few seconds (not the hours a
+    // trickle could take), and the session goes on meanwhile.
     let silent = TcpStream::connect(&served.addr).unwrap();
     let mut deaf = TcpStream::connect(&served.addr).unwrap();
     write!(deaf, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let addr = served.addr.clone();
+    let trickle = std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        for byte in b"GET /metrics HTTP/1.0\r\n".iter().cycle().take(40) {
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
     assert_eq!(served.get("/elsewhere").0, "HTTP/1.1 404 Not Found");
+    let waited = asked.elapsed();
+    assert!(
+        waited < Duration::from_secs(8),
+        "a scrape waited {waited:?} behind bad scrapers"
+    );
     served.wait_for(steps, before + 3.0);
     drop((silent, deaf));
+    trickle.join().unwrap();
 }
 
 #[test]

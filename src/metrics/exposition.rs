@@ -7,9 +7,12 @@
 //! Everything here is drawn from the fold, so a scrape of a replay at some position shows what a scrape of the live
 //! session showed then. What comes from outside (worker and kernel names) is escaped, and cut to a length; kernels
 //! are capped per worker, the rest summed under `kernel="other"`, so a model with thousands of kernels cannot make
-//! a scrape, or Prometheus's index, grow without bound.
+//! a scrape, or Prometheus's index, grow without bound; a kernel once named stays named (`KernelNames`), so that no
+//! counter's series comes and goes, nor falls back into `other`.
 
 use std::fmt::Write;
+
+use std::collections::BTreeMap;
 
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
 
@@ -25,15 +28,20 @@ pub const MAX_KERNELS: usize = 16;
 /// A label value from outside is cut to this many bytes.
 pub const MAX_LABEL_BYTES: usize = 128;
 
-/// The text of one scrape.
-pub fn render(state: &State, hostname: &str) -> String {
+/// The kernels each worker's scrapes have named so far: filled from the largest by GPU time while there is room,
+/// then kept, so that a counter never moves between series (a counter that falls reads as a reset).
+#[derive(Debug, Default)]
+pub struct KernelNames(BTreeMap<String, Vec<String>>);
+
+/// The text of one scrape; `kernels` are the names earlier scrapes of the same session gave.
+pub fn render(state: &State, hostname: &str, kernels: &mut KernelNames) -> String {
     let mut out = Exposition::default();
-    workers(&mut out, state);
+    workers(&mut out, state, kernels);
     gpus(&mut out, state, hostname);
     out.text
 }
 
-fn workers(out: &mut Exposition, state: &State) {
+fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     let all = &state.workers;
     let steps: Vec<Labelled> = all.iter().flat_map(step_times).collect();
     histogram(
@@ -123,7 +131,7 @@ fn workers(out: &mut Exposition, state: &State) {
         "SM utilisation of the worker's processes (NVML process samples).",
         |w| w.series.gpu_sm_percent.last().map(|(_, v)| v),
     );
-    kernels(out, all);
+    collector(out, all, kernels);
 }
 
 /// Durations with the labels of their series.
@@ -217,20 +225,24 @@ fn ranks(out: &mut Exposition, workers: &[WorkerState]) {
             );
         }
     }
+    let named: Vec<(&String, String)> = arrivals
+        .iter()
+        .filter_map(|(worker, a)| Some((worker, a.verdict?.rank.to_string())))
+        .collect();
+    if named.is_empty() {
+        return;
+    }
     out.family(
         "golow_straggler",
         "gauge",
-        "1 for the rank the verdict names: last beyond chance over the latest steps, by a visible share of a step.",
+        "1 for the rank the verdict names: the latest steps' largest median lateness, a visible share of a step.",
     );
-    for (worker, a) in &arrivals {
-        if let Some(v) = a.verdict {
-            let rank = v.rank.to_string();
-            out.sample(
-                "golow_straggler",
-                &[("worker", worker), ("rank", &rank)],
-                1.0,
-            );
-        }
+    for (worker, rank) in &named {
+        out.sample(
+            "golow_straggler",
+            &[("worker", worker), ("rank", rank)],
+            1.0,
+        );
     }
 }
 
@@ -276,12 +288,15 @@ fn per_worker(
     }
 }
 
-/// The collector's kernels (the largest by total time, then `other`) and each worker's GPU time breakdown.
-fn kernels(out: &mut Exposition, workers: &[WorkerState]) {
+/// The collector's kernels (those named, then `other`) and each worker's GPU time breakdown.
+fn collector(out: &mut Exposition, workers: &[WorkerState], names: &mut KernelNames) {
     let rows: Vec<(String, Vec<KernelRow>)> = workers
         .iter()
         .filter(|w| !w.gpu_activity.kernels.is_empty())
-        .map(|w| (label(&w.name), kernel_rows(w)))
+        .map(|w| {
+            let named = names.0.entry(w.name.clone()).or_default();
+            (label(&w.name), kernel_rows(w, named))
+        })
         .collect();
     if !rows.is_empty() {
         out.family(
@@ -348,16 +363,27 @@ struct KernelRow {
     total_ns: u64,
 }
 
-/// A worker's largest kernels by total time, then the rest as `other`.
-fn kernel_rows(w: &WorkerState) -> Vec<KernelRow> {
-    let mut rows = Vec::new();
+/// A worker's named kernels (naming the largest unnamed ones while fewer than `MAX_KERNELS` are, unless cut to
+/// `MAX_LABEL_BYTES` one would read as another), then the rest as `other`.
+fn kernel_rows(w: &WorkerState, named: &mut Vec<String>) -> Vec<KernelRow> {
+    let top = w.gpu_activity.top();
+    for (name, _) in &top {
+        if named.len() >= MAX_KERNELS {
+            break;
+        }
+        let clash = named.iter().any(|n| n == name || label(n) == label(name));
+        if !clash && *name != "other" {
+            named.push(name.to_string());
+        }
+    }
+    let mut rows: Vec<KernelRow> = Vec::new();
     let mut other = KernelRow {
         kernel: "other".into(),
         launches: 0,
         total_ns: 0,
     };
-    for (i, (name, totals)) in w.gpu_activity.top().into_iter().enumerate() {
-        if i < MAX_KERNELS {
+    for (name, totals) in top {
+        if named.iter().any(|n| n == name) {
             rows.push(KernelRow {
                 kernel: label(name),
                 launches: totals.count,
@@ -532,7 +558,7 @@ mod tests {
             ("libtorch", step(2, 40.0)),
             ("libtorch", step(3, 40.0)),
         ]);
-        let text = render(&state, "node-1");
+        let text = render(&state, "node-1", &mut KernelNames::default());
         assert!(
             text.contains("# TYPE golow_step_seconds histogram\n"),
             "{text}"
@@ -581,7 +607,7 @@ mod tests {
     fn names_from_outside_are_escaped_and_bounded() {
         let hostile = "a\"b\\c\nd\u{1b}[2J".to_string() + &"x".repeat(500);
         let state = state(vec![(hostile.as_str(), step(1, 5.0))]);
-        let text = render(&state, "host");
+        let text = render(&state, "host", &mut KernelNames::default());
         let line = samples(&text, "golow_steps_total")[0];
         assert!(
             line.starts_with("golow_steps_total{worker=\"a\\\"b\\\\c\\nd [2Jxxx"),
@@ -627,7 +653,7 @@ mod tests {
             .unwrap();
         let window = Body::Kernels(KernelWindow { kernels, ..sample });
         let state = state(vec![("cudnn", step(1, 5.0)), ("cudnn", window)]);
-        let text = render(&state, "host");
+        let text = render(&state, "host", &mut KernelNames::default());
         let launches = samples(&text, "golow_kernel_launches_total");
         assert_eq!(launches.len(), MAX_KERNELS + 1, "{launches:?}");
         assert!(launches[0].contains("kernel=\"kernel_39\""), "{launches:?}");
@@ -676,7 +702,7 @@ mod tests {
                 ));
             }
         }
-        let text = render(&state(records), "host");
+        let text = render(&state(records), "host", &mut KernelNames::default());
         assert_eq!(
             samples(&text, "golow_step_seconds_count"),
             [
@@ -695,6 +721,62 @@ mod tests {
         assert!(
             text.contains("golow_arrival_skew_seconds_bucket{worker=\"ddp\",le=\"0.05\"} 30"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_kernel_once_named_stays_named_and_other_never_falls() {
+        let kernel = |name: &str, total_ns: u64| KernelStats {
+            name: name.into(),
+            count: 1,
+            total_ns,
+            max_ns: total_ns,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            shapes: 1,
+            registers_per_thread: 32,
+            shared_bytes: 0,
+            grid_histogram: vec![([1, 1, 1], 1)],
+        };
+        let sample = samples::every_body()
+            .into_iter()
+            .find_map(|b| match b {
+                Body::Kernels(w) => Some(w),
+                _ => None,
+            })
+            .unwrap();
+        let window = |kernels| {
+            Body::Kernels(KernelWindow {
+                kernels,
+                ..sample.clone()
+            })
+        };
+        // 20 kernels: the 16 largest are named; then a small one grows to the largest of all.
+        let first: Vec<KernelStats> = (0..20)
+            .map(|i| kernel(&format!("k{i:02}"), 100 + i))
+            .collect();
+        let mut names = KernelNames::default();
+        let mut state = state(vec![("cudnn", window(first))]);
+        let other = |text: &str| {
+            samples(text, "golow_kernel_launches_total")
+                .into_iter()
+                .find(|l| l.contains("kernel=\"other\""))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        };
+        let before = render(&state, "host", &mut names);
+        assert_eq!(other(&before), Some(4.0));
+        assert!(!before.contains("kernel=\"k00\""));
+        state.apply(&Record::new(
+            99.0,
+            Some("cudnn".into()),
+            window(vec![kernel("k00", 1_000_000)]),
+        ));
+        let after = render(&state, "host", &mut names);
+        assert!(!after.contains("kernel=\"k00\""), "{after}");
+        assert_eq!(other(&after), Some(5.0));
+        assert_eq!(
+            samples(&after, "golow_kernel_launches_total").len(),
+            MAX_KERNELS + 1
         );
     }
 }

@@ -5,5 +5,5 @@
 mod exposition;
 mod server;
 
-pub use exposition::{MAX_KERNELS, TIME_BUCKETS_S, render};
+pub use exposition::{KernelNames, render};
 pub use server::{Endpoint, MetricsObserver, parse_addr};

@@ -1,23 +1,27 @@
 //! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of a state the session
 //! folds into as it goes (the observer), one connection at a time. A scrape locks the state only to render it; the
-//! answer is written after, with time limits, so a scraper that is slow, silent or never reads holds up other
-//! scrapes for at most those limits and the session not at all.
+//! answer is written after. Each connection has 2 s in all to send its request and take the answer, however it
+//! trickles, so a scraper that is slow, silent or never reads holds up other scrapes for at most that, and the
+//! session not at all.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use golow_protocol::event::{Body, Record};
 
-use super::exposition;
+use super::exposition::{self, KernelNames};
 use crate::contracts::{Observer, PlayerReply};
 use crate::state::State;
 
-/// How long a scraper may take to send its request, and to take the answer.
+/// How long a scraper may take, in all, to send its request and take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// After a failed accept (out of descriptors, say), the listener waits this long before the next, rather than spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A request's head longer than this is not a scrape.
 const MAX_REQUEST_BYTES: usize = 8 * 1024;
@@ -46,7 +50,7 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 /// The endpoint, serving until dropped.
 pub struct Endpoint {
     addr: SocketAddr,
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<Served>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -56,7 +60,7 @@ impl Endpoint {
     pub fn start(addr: SocketAddr, hostname: String) -> Result<Endpoint, String> {
         let listener = TcpListener::bind(addr).map_err(|e| bind_error(addr, &e))?;
         let addr = listener.local_addr().map_err(|e| bind_error(addr, &e))?;
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(Served::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop) = (state.clone(), stop.clone());
@@ -111,10 +115,18 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
     format!("--metrics-addr {addr}: cannot listen: {why}")
 }
 
+/// What a scrape renders: the session's state, and the kernels its scrapes named so far (a counter's series must
+/// not come and go between scrapes).
+#[derive(Default)]
+struct Served {
+    state: State,
+    kernels: KernelNames,
+}
+
 /// Folds a session's records into the endpoint's state. A sweep's next cell starts afresh, as its own session.
 #[derive(Clone)]
 pub struct MetricsObserver {
-    state: Arc<Mutex<State>>,
+    state: Arc<Mutex<Served>>,
 }
 
 impl MetricsObserver {
@@ -123,8 +135,11 @@ impl MetricsObserver {
         match reply {
             PlayerReply::Records(records) => records.iter().for_each(|r| self.on_record(r)),
             PlayerReply::Reset(state) => {
-                if let Ok(mut mine) = self.state.lock() {
-                    *mine = (**state).clone();
+                if let Ok(mut served) = self.state.lock() {
+                    *served = Served {
+                        state: (**state).clone(),
+                        kernels: KernelNames::default(),
+                    };
                 }
             }
         }
@@ -133,38 +148,45 @@ impl MetricsObserver {
 
 impl Observer for MetricsObserver {
     fn on_record(&mut self, record: &Record) {
-        let Ok(mut state) = self.state.lock() else {
+        let Ok(mut served) = self.state.lock() else {
             return;
         };
         if matches!(record.body, Body::SessionStart(_)) {
-            *state = State::default();
+            *served = Served::default();
         }
-        state.apply(record);
+        served.state.apply(record);
     }
 }
 
-fn serve(listener: &TcpListener, state: &Mutex<State>, stop: &AtomicBool, hostname: &str) {
+fn serve(listener: &TcpListener, state: &Mutex<Served>, stop: &AtomicBool, hostname: &str) {
     for stream in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        if let Ok(stream) = stream {
-            let _ = answer(stream, state, hostname);
+        match stream {
+            Ok(stream) => {
+                let _ = answer(stream, state, hostname);
+            }
+            Err(_) => std::thread::sleep(ACCEPT_BACKOFF),
         }
     }
 }
 
-/// One connection: its request read (within limits), its answer written, closed.
-fn answer(mut stream: TcpStream, state: &Mutex<State>, hostname: &str) -> io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let head = read_head(&mut stream)?;
-    let route = route(&head);
+/// One connection: its request read and its answer written within `CLIENT_TIMEOUT` in all, then closed.
+fn answer(mut stream: TcpStream, state: &Mutex<Served>, hostname: &str) -> io::Result<()> {
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    let route = match read_head(&mut stream, deadline)? {
+        Some(head) => route(&head),
+        None => Route::TooLong,
+    };
     let (status, body) = match route {
         Route::Metrics { .. } => {
             // The lock is held only to render; the answer is written after.
             let text = match state.lock() {
-                Ok(state) => exposition::render(&state, hostname),
+                Ok(mut served) => {
+                    let Served { state, kernels } = &mut *served;
+                    exposition::render(state, hostname, kernels)
+                }
                 Err(_) => String::new(),
             };
             ("200 OK", text)
@@ -172,31 +194,58 @@ fn answer(mut stream: TcpStream, state: &Mutex<State>, hostname: &str) -> io::Re
         Route::NotFound => ("404 Not Found", "golow serves /metrics only\n".into()),
         Route::BadMethod => ("405 Method Not Allowed", "GET /metrics\n".into()),
         Route::BadRequest => ("400 Bad Request", String::new()),
+        Route::TooLong => ("431 Request Header Fields Too Large", String::new()),
     };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    stream.write_all(response.as_bytes())?;
+    write_by(&mut stream, response.as_bytes(), deadline)?;
     if route != (Route::Metrics { head_only: true }) {
-        stream.write_all(body.as_bytes())?;
+        write_by(&mut stream, body.as_bytes(), deadline)?;
     }
-    stream.flush()?;
     stream.shutdown(Shutdown::Both)
 }
 
-/// The request's head (up to its blank line), at most `MAX_REQUEST_BYTES`.
-fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+/// The time left until `deadline`, as a socket timeout; an error once none is left.
+fn left(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    Ok(left)
+}
+
+/// The request's head, up to its blank line (or the client's end of sending); `None` past `MAX_REQUEST_BYTES`.
+fn read_head(stream: &mut TcpStream, deadline: Instant) -> io::Result<Option<Vec<u8>>> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_BYTES {
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_REQUEST_BYTES {
+            return Ok(None);
+        }
+        stream.set_read_timeout(Some(left(deadline)?))?;
         let n = stream.read(&mut chunk)?;
         if n == 0 {
             break;
         }
         head.extend_from_slice(&chunk[..n]);
     }
-    Ok(head)
+    Ok(Some(head))
+}
+
+/// All of `bytes`, unless the client takes them slower than `deadline` allows.
+fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        stream.set_write_timeout(Some(left(deadline)?))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, PartialEq)]
@@ -205,6 +254,7 @@ enum Route {
     NotFound,
     BadMethod,
     BadRequest,
+    TooLong,
 }
 
 fn route(head: &[u8]) -> Route {

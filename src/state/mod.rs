@@ -258,7 +258,7 @@ impl WorkerState {
         self.last_progress_s = Some(t);
         let since_start = self.started_s.map(|start| t - start);
         let script = self.script.get_or_insert_with(Default::default);
-        if let script::StepRole::Other = script.step(t, step, warmup, since_start) {
+        if let script::StepRole::Other = script.step(step, warmup, since_start) {
             return;
         }
         let samples = std::mem::take(&mut script.pending_samples);

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{Durations, Series};
+use super::Durations;
 
 /// Ranks told apart at most: a hook's rank or world size beyond it is not believed.
 pub const MAX_RANKS: u32 = 256;
@@ -28,14 +28,6 @@ pub const VERDICT_MIN_SHARE: f64 = 0.02;
 
 /// And in any case: below a millisecond, which ranks arrive first is the operating system's scheduling.
 pub const VERDICT_MIN_LATE_MS: f64 = 1.0;
-
-/// One complete step: who arrived last, and by how much after the first.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Arrival {
-    pub step: u64,
-    pub last_rank: u32,
-    pub skew_ms: f64,
-}
 
 /// The rank a verdict names.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,31 +50,21 @@ pub struct Arrivals {
     pending: BTreeMap<u64, Vec<(u32, u64)>>,
     /// Every complete step's skew.
     pub skew: Durations,
-    pub skew_ms: Series,
     /// Complete steps each rank was last in, over the whole run.
     pub last_counts: BTreeMap<u32, u64>,
     pub complete: u64,
     /// Steps given up with ranks missing.
     pub incomplete: u64,
-    /// The latest complete steps: who was last, and every rank's lateness (by rank).
-    recent: VecDeque<(Arrival, Vec<f64>)>,
-    pub latest: Option<Arrival>,
+    /// The latest complete steps: the rank that was last, and every rank's lateness (by rank).
+    recent: VecDeque<(u32, Vec<f64>)>,
     /// The verdict as it stands after the latest complete step.
     pub verdict: Option<Straggler>,
 }
 
 impl Arrivals {
-    /// Rank `rank` of `world` arrived for step `step` at `ns` (host monotonic), `t` seconds into the session;
-    /// `step_ms` is the job's median step so far, which a verdict weighs the skew against.
-    pub fn arrive(
-        &mut self,
-        t: f64,
-        rank: u32,
-        world: u32,
-        step: u64,
-        ns: u64,
-        step_ms: Option<f64>,
-    ) {
+    /// Rank `rank` of `world` arrived for step `step` at `ns` (host monotonic); `step_ms` is the job's median step
+    /// so far, which a verdict weighs the lateness against.
+    pub fn arrive(&mut self, rank: u32, world: u32, step: u64, ns: u64, step_ms: Option<f64>) {
         if !(2..=MAX_RANKS).contains(&world) || rank >= world {
             return;
         }
@@ -106,15 +88,8 @@ impl Arrivals {
         ) else {
             return;
         };
-        let skew_ms = (last - first) as f64 / 1e6;
-        let arrival = Arrival {
-            step,
-            last_rank,
-            skew_ms,
-        };
         self.complete += 1;
-        self.skew.record_ms(skew_ms);
-        self.skew_ms.push(t, skew_ms);
+        self.skew.record_ms((last - first) as f64 / 1e6);
         *self.last_counts.entry(last_rank).or_default() += 1;
         let mut lateness = vec![0.0; self.world as usize];
         for (rank, ns) in &ranks {
@@ -123,8 +98,7 @@ impl Arrivals {
         if self.recent.len() == VERDICT_WINDOW {
             self.recent.pop_front();
         }
-        self.recent.push_back((arrival, lateness));
-        self.latest = Some(arrival);
+        self.recent.push_back((last_rank, lateness));
         let named = self.judge(step_ms);
         self.verdict = named.map(|(rank, last, of, late_ms)| Straggler {
             rank,
@@ -159,11 +133,7 @@ impl Arrivals {
                 (rank, late[late.len() / 2])
             })
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        let last = self
-            .recent
-            .iter()
-            .filter(|(a, _)| a.last_rank == rank)
-            .count() as u64;
+        let last = self.recent.iter().filter(|(last, _)| *last == rank).count() as u64;
         (late_ms > 0.0 && late_ms >= floor).then_some((rank, last, n as u64, late_ms))
     }
 }
@@ -185,8 +155,8 @@ mod tests {
             } else {
                 (base + 100_000, base)
             };
-            a.arrive(step as f64, 0, 2, step, zero, Some(100.0));
-            a.arrive(step as f64, 1, 2, step, one, Some(100.0));
+            a.arrive(0, 2, step, zero, Some(100.0));
+            a.arrive(1, 2, step, one, Some(100.0));
         }
         a
     }
@@ -204,13 +174,12 @@ mod tests {
         assert!((v.late_ms - 30.0).abs() < 0.01, "{v:?}");
         // Late in 10 of the latest 20 steps (the upper median of an even count): named on its 10th late step.
         assert_eq!(v.since_step, 29, "{v:?}");
-        assert_eq!(slowed.latest.unwrap().last_rank, 1);
         // It recovers: 11 even steps later nobody is named.
         let mut recovered = slowed;
         for step in 60..71u64 {
             let base = step * 100_000_000;
-            recovered.arrive(0.0, 0, 2, step, base, Some(100.0));
-            recovered.arrive(0.0, 1, 2, step, base, Some(100.0));
+            recovered.arrive(0, 2, step, base, Some(100.0));
+            recovered.arrive(1, 2, step, base, Some(100.0));
         }
         assert_eq!(recovered.verdict, None);
     }
@@ -224,8 +193,8 @@ mod tests {
         // By 0.5 ms of a 5 ms step: 10%, but within the scheduler's jitter.
         let mut tiny = Arrivals::default();
         for step in 0..60u64 {
-            tiny.arrive(0.0, 0, 2, step, step * 5_000_000, Some(5.0));
-            tiny.arrive(0.0, 1, 2, step, step * 5_000_000 + 500_000, Some(5.0));
+            tiny.arrive(0, 2, step, step * 5_000_000, Some(5.0));
+            tiny.arrive(1, 2, step, step * 5_000_000 + 500_000, Some(5.0));
         }
         assert_eq!(tiny.verdict, None);
         // One step in three, rank 1 stalls 50 ms: a rare slow step, not a slow rank.
@@ -233,8 +202,8 @@ mod tests {
         for step in 0..60u64 {
             let base = step * 100_000_000;
             let late = if step % 3 == 0 { 50_000_000 } else { 0 };
-            rare.arrive(0.0, 0, 2, step, base + 10, Some(100.0));
-            rare.arrive(0.0, 1, 2, step, base + late, Some(100.0));
+            rare.arrive(0, 2, step, base + 10, Some(100.0));
+            rare.arrive(1, 2, step, base + late, Some(100.0));
         }
         assert_eq!(rare.verdict, None);
         // Without a step time to weigh it against, nobody either.
@@ -244,15 +213,15 @@ mod tests {
     #[test]
     fn hostile_ranks_and_missing_ones_stay_bounded() {
         let mut a = Arrivals::default();
-        a.arrive(0.0, 7, 4, 0, 1, None);
-        a.arrive(0.0, 300, 400, 0, 1, None);
-        a.arrive(0.0, 5, 2, 0, 1, None);
-        a.arrive(0.0, 0, 2, 0, 1, None);
-        a.arrive(0.0, 0, 2, 0, 2, None);
+        a.arrive(7, 4, 0, 1, None);
+        a.arrive(300, 400, 0, 1, None);
+        a.arrive(5, 2, 0, 1, None);
+        a.arrive(0, 2, 0, 1, None);
+        a.arrive(0, 2, 0, 2, None);
         assert_eq!(a.complete, 0, "one rank twice is not two ranks");
         // Rank 1 never comes: steps pile up only to PENDING_STEPS.
         for step in 1..1_000 {
-            a.arrive(0.0, 0, 4, step, step, None);
+            a.arrive(0, 4, step, step, None);
         }
         assert_eq!(a.pending.len(), PENDING_STEPS);
         assert_eq!(a.incomplete, 1_000 - PENDING_STEPS as u64);

@@ -163,10 +163,9 @@ impl ScriptState {
     }
 
     /// Counts a step where it belongs, and says whether it is one of the worker's. `warmup` steps of each optimiser
-    /// are counted but not timed; `t` is the session's time, `since_start_s` the time since the worker started.
+    /// are counted but not timed; `since_start_s` is the time since the worker started.
     pub fn step(
         &mut self,
-        t: f64,
         step: &OptimizerStep,
         warmup: u64,
         since_start_s: Option<f64>,
@@ -184,7 +183,7 @@ impl ScriptState {
             }
         }
         if let Some((rank, world, ns, step_ms)) = arrival {
-            self.arrivals.arrive(t, rank, world, step.step, ns, step_ms);
+            self.arrivals.arrive(rank, world, step.step, ns, step_ms);
         }
         if !primary {
             return StepRole::Other;
@@ -303,11 +302,11 @@ mod tests {
         s.hello(&hello(0, Some(1)));
         s.hello(&hello(1, Some(0)));
         assert!(matches!(
-            s.step(0.0, &step(0, 0, 0, None), 0, None),
+            s.step(&step(0, 0, 0, None), 0, None),
             StepRole::Other
         ));
         assert!(matches!(
-            s.step(0.0, &step(1, 0, 0, None), 0, Some(3.0)),
+            s.step(&step(1, 0, 0, None), 0, Some(3.0)),
             StepRole::Iteration
         ));
         assert_eq!(s.primary, Some(1));
@@ -324,11 +323,11 @@ mod tests {
         for i in 0..30u64 {
             let interval = (i > 0).then_some(10.0);
             assert!(matches!(
-                s.step(0.0, &step(0, 0, i, interval), 2, None),
+                s.step(&step(0, 0, i, interval), 2, None),
                 StepRole::Iteration
             ));
             assert!(matches!(
-                s.step(0.0, &step(0, 1, i, interval), 2, None),
+                s.step(&step(0, 1, i, interval), 2, None),
                 StepRole::Other
             ));
         }
@@ -355,7 +354,7 @@ mod tests {
         assert_eq!(s.scalars.len(), MAX_SCALARS);
         assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
         assert!(!s.scalar(0, "loss", f64::NAN));
-        s.step(0.0, &step(0, 1000, 0, None), 0, None);
+        s.step(&step(0, 1000, 0, None), 0, None);
         assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
     }
 }

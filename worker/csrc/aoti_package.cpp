@@ -18,6 +18,8 @@ char *golow_aoti_load(const char *path, void **loader) {
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 
@@ -32,6 +34,8 @@ char *golow_aoti_run(void *loader, const at::Tensor *input, at::Tensor **output)
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 

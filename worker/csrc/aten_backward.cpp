@@ -34,6 +34,8 @@ char *golow_convolution_backward(const at::Tensor *grad_output, const at::Tensor
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 
@@ -51,6 +53,8 @@ char *golow_batch_norm_backward(const at::Tensor *grad_output, const at::Tensor 
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 
@@ -68,6 +72,8 @@ char *golow_cross_entropy_backward(const at::Tensor *logits, const at::Tensor *t
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 
@@ -92,6 +98,8 @@ char *golow_sgd_step(at::Tensor *param, const at::Tensor *grad, at::Tensor *mome
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
+    } catch (...) {
+        return unknown_error();
     }
 }
 

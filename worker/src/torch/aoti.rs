@@ -47,6 +47,9 @@ impl AotiNet {
         let mut loader = std::ptr::null_mut();
         // SAFETY: a NUL-terminated path; the shim writes an owned loader, freed in `drop`.
         result(unsafe { golow_aoti_load(path.as_ptr(), &mut loader) }).map_err(fail)?;
+        if loader.is_null() {
+            return Err(fail("libtorch returned no loader".into()));
+        }
         Ok(AotiNet { loader })
     }
 
