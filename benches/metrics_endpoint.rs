@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use golow::state::State;
 use golow_protocol::event::{Body, KernelStats, OptimizerStep, Record, ScriptProcess};
+use golow_protocol::samples;
 
 /// Nanoseconds the scheduler ran every thread of `pid` (schedstat: exact, unlike /proc's clock ticks); 0 once it
 /// is gone.
@@ -125,26 +126,11 @@ fn distributed_state() -> State {
         state.apply(&Record::new(t, Some(worker.into()), body));
     };
     let kernels: Vec<KernelStats> = (0..40)
-        .map(|i| KernelStats {
-            name: format!("void at::native::kernel_{i}<float>(int, float*)"),
-            count: 100,
-            total_ns: 1_000_000 * (i + 1),
-            max_ns: 50_000,
-            grid: [128, 1, 1],
-            block: [256, 1, 1],
-            shapes: 1,
-            registers_per_thread: 32,
-            shared_bytes: 0,
-            grid_histogram: vec![([128, 1, 1], 100)],
+        .map(|i| {
+            let name = format!("void at::native::kernel_{i}<float>(int, float*)");
+            samples::kernel(&name, 100, 1_000_000 * (i + 1))
         })
         .collect();
-    let window = golow_protocol::samples::every_body()
-        .into_iter()
-        .find_map(|b| match b {
-            Body::Kernels(w) => Some(w),
-            _ => None,
-        })
-        .expect("a kernels sample");
     for worker in ["ddp-a", "ddp-b"] {
         for rank in 0..8u32 {
             apply(
@@ -178,10 +164,7 @@ fn distributed_state() -> State {
         }
         apply(
             worker,
-            Body::Kernels(golow_protocol::event::KernelWindow {
-                kernels: kernels.clone(),
-                ..window.clone()
-            }),
+            Body::Kernels(samples::kernel_window(kernels.clone())),
         );
         apply(
             worker,

@@ -59,16 +59,6 @@ fn cold_session(tmp: &Path, name: &str, args: &[&str]) -> (String, String, serde
     (text(&out.stdout), text(&out.stderr), summary_of(tmp))
 }
 
-/// Everything in golow's TMPDIR (the test's directory), sorted: what the test wrote, once the session is over.
-fn left_in(tmp: &Path) -> Vec<String> {
-    let mut left: Vec<String> = std::fs::read_dir(tmp)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
-    left
-}
-
 fn relative(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs()
 }
@@ -174,7 +164,7 @@ fn compile_agrees_with_eager_trains_and_counts_its_compile_time_apart() {
 
     // The session's directory, Inductor's cache and headers with it, is gone.
     assert_eq!(
-        left_in(tmp.path()),
+        common::left_in(tmp.path()),
         [
             "compile.golow",
             "compile.json",
@@ -319,7 +309,7 @@ fn aoti_agrees_with_eager_and_counts_its_packaging_as_compile_time() {
     // The package, the library the runtime unpacked from it and Inductor's cache and headers went with the
     // session.
     assert_eq!(
-        left_in(tmp.path()),
+        common::left_in(tmp.path()),
         [
             "aoti.golow",
             "aoti.json",

@@ -54,6 +54,48 @@ pub fn step(step: u64, compute_ms: f64, warmup: bool) -> Step {
     }
 }
 
+/// A kernel launched `count` times for `total_ns` in all, in one shape: for tests that need kernels of given sizes.
+pub fn kernel(name: &str, count: u64, total_ns: u64) -> KernelStats {
+    KernelStats {
+        name: name.into(),
+        count,
+        total_ns,
+        max_ns: total_ns / count.max(1),
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        shapes: 1,
+        registers_per_thread: 32,
+        shared_bytes: 0,
+        grid_histogram: vec![([1, 1, 1], count)],
+    }
+}
+
+/// A collector window of `kernels`, with a copy and a breakdown.
+pub fn kernel_window(kernels: Vec<KernelStats>) -> KernelWindow {
+    KernelWindow {
+        window_start_ns: 1_000,
+        window_end_ns: 1_000_001_000,
+        kernels,
+        copies: vec![CopyStats {
+            kind: CopyKind::HostToDevice,
+            src: MemoryKind::Pageable,
+            count: 2,
+            bytes: 19_267_584,
+            total_ns: 1_250_000,
+        }],
+        breakdown: Breakdown {
+            busy: 0.875,
+            copy: 0.03125,
+            idle: 0.09375,
+        },
+        dropped_records: 0,
+        invalid_records: 3,
+        dropped_windows: 1,
+        monotonic_start_ns: Some(5_000_001_000),
+        monotonic_end_ns: Some(6_000_001_000),
+    }
+}
+
 /// One body of every kind, for round trips here and in the recording.
 pub fn every_body() -> Vec<Body> {
     let step = Step {
@@ -239,39 +281,18 @@ pub fn every_body() -> Vec<Body> {
             sm_percent: Some(88),
             last_seen_us: Some(1_700_000_000_000_000),
         },
-        Body::Kernels(KernelWindow {
-            window_start_ns: 1_000,
-            window_end_ns: 1_000_001_000,
-            kernels: vec![KernelStats {
-                name: "at::native::vectorized_elementwise_kernel".into(),
-                count: 120,
-                total_ns: 3_500_000,
-                max_ns: 41_000,
-                grid: [1024, 2, 1],
-                block: [128, 1, 1],
-                shapes: 2,
-                registers_per_thread: 24,
-                shared_bytes: 0,
-                grid_histogram: vec![([1024, 2, 1], 100), ([512, 2, 1], 20)],
-            }],
-            copies: vec![CopyStats {
-                kind: CopyKind::HostToDevice,
-                src: MemoryKind::Pageable,
-                count: 2,
-                bytes: 19_267_584,
-                total_ns: 1_250_000,
-            }],
-            breakdown: Breakdown {
-                busy: 0.875,
-                copy: 0.03125,
-                idle: 0.09375,
-            },
-            dropped_records: 0,
-            invalid_records: 3,
-            dropped_windows: 1,
-            monotonic_start_ns: Some(5_000_001_000),
-            monotonic_end_ns: Some(6_000_001_000),
-        }),
+        Body::Kernels(kernel_window(vec![KernelStats {
+            name: "at::native::vectorized_elementwise_kernel".into(),
+            count: 120,
+            total_ns: 3_500_000,
+            max_ns: 41_000,
+            grid: [1024, 2, 1],
+            block: [128, 1, 1],
+            shapes: 2,
+            registers_per_thread: 24,
+            shared_bytes: 0,
+            grid_histogram: vec![([1024, 2, 1], 100), ([512, 2, 1], 20)],
+        }])),
         Body::Collector(CollectorStatus {
             active: false,
             detail: "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN".into(),

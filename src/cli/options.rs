@@ -226,7 +226,12 @@ impl SessionOptions {
             .find(|i| i.needs_cpp_compiler(device == "cpu"))
         {
             programs::cpp_compiler().map_err(|why| {
-                let there = if needs.eval_only() { "" } else { " on the CPU" };
+                // One that needs a compiler on a GPU too needs it everywhere.
+                let there = if needs.needs_cpp_compiler(false) {
+                    ""
+                } else {
+                    " on the CPU"
+                };
                 BadInput(format!(
                     "--impl {}{there} needs a C++ compiler: {why}",
                     needs.name()

@@ -10,9 +10,8 @@
 //! a scrape, or Prometheus's index, grow without bound; a kernel once named stays named (`KernelNames`), so that no
 //! counter's series comes and goes, nor falls back into `other`.
 
-use std::fmt::Write;
-
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
 
@@ -41,6 +40,73 @@ pub fn render(state: &State, hostname: &str, kernels: &mut KernelNames) -> Strin
     out.text
 }
 
+/// A worker's reading.
+type Of = fn(&WorkerState) -> Option<f64>;
+
+/// The families with one sample per worker: name, type, help, and the reading.
+const PER_WORKER: [(&str, &str, &str, Of); 10] = [
+    (
+        "golow_throughput_samples_per_second",
+        "gauge",
+        "Measured samples per second of timed step.",
+        WorkerState::throughput,
+    ),
+    (
+        "golow_loss",
+        "gauge",
+        "The latest loss.",
+        WorkerState::last_loss,
+    ),
+    (
+        "golow_steps_total",
+        "counter",
+        "Steps run, warm-up included.",
+        |w| Some(w.steps as f64),
+    ),
+    (
+        "golow_samples_total",
+        "counter",
+        "Samples of measured steps.",
+        |w| Some(w.samples as f64),
+    ),
+    (
+        "golow_worker_running",
+        "gauge",
+        "1 while the worker's process runs, else 0.",
+        |w| Some(f64::from(u8::from(w.activity() == Activity::Running))),
+    ),
+    (
+        "golow_process_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the worker's processes (/proc, summed).",
+        |w| last(&w.series.rss_bytes),
+    ),
+    (
+        "golow_process_cpu_percent",
+        "gauge",
+        "CPU of the worker's processes (100 = one core busy).",
+        |w| last(&w.series.cpu_percent),
+    ),
+    (
+        "golow_compile_seconds",
+        "gauge",
+        "Time the level spent compiling (torch.compile; AOTInductor's package).",
+        |w| w.compile.as_ref().map(|c| c.total_ms() / 1e3),
+    ),
+    (
+        "golow_worker_gpu_memory_bytes",
+        "gauge",
+        "GPU memory of the worker's processes (NVML).",
+        |w| last(&w.series.gpu_memory_bytes),
+    ),
+    (
+        "golow_worker_gpu_sm_percent",
+        "gauge",
+        "SM utilisation of the worker's processes (NVML process samples).",
+        |w| last(&w.series.gpu_sm_percent),
+    ),
+];
+
 fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     let all = &state.workers;
     let steps: Vec<Labelled> = all.iter().flat_map(step_times).collect();
@@ -61,76 +127,9 @@ fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
         &samples,
     );
     ranks(out, all);
-    gauges(
-        out,
-        all,
-        "golow_throughput_samples_per_second",
-        "Measured samples per second of timed step.",
-        WorkerState::throughput,
-    );
-    gauges(
-        out,
-        all,
-        "golow_loss",
-        "The latest loss.",
-        WorkerState::last_loss,
-    );
-    counters(
-        out,
-        all,
-        "golow_steps_total",
-        "Steps run, warm-up included.",
-        |w| Some(w.steps as f64),
-    );
-    counters(
-        out,
-        all,
-        "golow_samples_total",
-        "Samples of measured steps.",
-        |w| Some(w.samples as f64),
-    );
-    gauges(
-        out,
-        all,
-        "golow_worker_running",
-        "1 while the worker's process runs, else 0.",
-        |w| Some(f64::from(u8::from(w.activity() == Activity::Running))),
-    );
-    gauges(
-        out,
-        all,
-        "golow_process_resident_memory_bytes",
-        "Resident memory of the worker's processes (/proc, summed).",
-        |w| w.series.rss_bytes.last().map(|(_, v)| v),
-    );
-    gauges(
-        out,
-        all,
-        "golow_process_cpu_percent",
-        "CPU of the worker's processes (100 = one core busy).",
-        |w| w.series.cpu_percent.last().map(|(_, v)| v),
-    );
-    gauges(
-        out,
-        all,
-        "golow_compile_seconds",
-        "Time the level spent compiling (torch.compile; AOTInductor's package).",
-        |w| w.compile.as_ref().map(|c| c.total_ms() / 1e3),
-    );
-    gauges(
-        out,
-        all,
-        "golow_worker_gpu_memory_bytes",
-        "GPU memory of the worker's processes (NVML).",
-        |w| w.series.gpu_memory_bytes.last().map(|(_, v)| v),
-    );
-    gauges(
-        out,
-        all,
-        "golow_worker_gpu_sm_percent",
-        "SM utilisation of the worker's processes (NVML process samples).",
-        |w| w.series.gpu_sm_percent.last().map(|(_, v)| v),
-    );
+    for (name, kind, help, of) in PER_WORKER {
+        per_worker(out, all, name, kind, help, of);
+    }
     collector(out, all, kernels);
 }
 
@@ -246,26 +245,6 @@ fn ranks(out: &mut Exposition, workers: &[WorkerState]) {
     }
 }
 
-fn gauges(
-    out: &mut Exposition,
-    workers: &[WorkerState],
-    name: &str,
-    help: &str,
-    of: fn(&WorkerState) -> Option<f64>,
-) {
-    per_worker(out, workers, name, "gauge", help, of);
-}
-
-fn counters(
-    out: &mut Exposition,
-    workers: &[WorkerState],
-    name: &str,
-    help: &str,
-    of: fn(&WorkerState) -> Option<f64>,
-) {
-    per_worker(out, workers, name, "counter", help, of);
-}
-
 /// A family with one sample per worker that has a value; none at all when no worker has one.
 fn per_worker(
     out: &mut Exposition,
@@ -273,7 +252,7 @@ fn per_worker(
     name: &str,
     kind: &str,
     help: &str,
-    of: fn(&WorkerState) -> Option<f64>,
+    of: Of,
 ) {
     let values: Vec<(String, f64)> = workers
         .iter()
@@ -524,7 +503,7 @@ fn escape_into(out: &mut String, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use golow_protocol::event::{Body, KernelStats, KernelWindow, Record, Step};
+    use golow_protocol::event::{Body, Record, Step};
     use golow_protocol::samples;
 
     /// Step `n` (the first a warm-up step), its loss falling.
@@ -630,28 +609,10 @@ mod tests {
 
     #[test]
     fn kernels_are_capped_per_worker_and_the_rest_summed() {
-        let kernels: Vec<KernelStats> = (0..40)
-            .map(|i| KernelStats {
-                name: format!("kernel_{i:02}"),
-                count: 2,
-                total_ns: 1_000 * (i + 1),
-                max_ns: 1_000 * (i + 1),
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                shapes: 1,
-                registers_per_thread: 32,
-                shared_bytes: 0,
-                grid_histogram: vec![([1, 1, 1], 2)],
-            })
+        let kernels = (0..40)
+            .map(|i| samples::kernel(&format!("kernel_{i:02}"), 2, 1_000 * (i + 1)))
             .collect();
-        let sample = samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                Body::Kernels(w) => Some(w),
-                _ => None,
-            })
-            .unwrap();
-        let window = Body::Kernels(KernelWindow { kernels, ..sample });
+        let window = Body::Kernels(samples::kernel_window(kernels));
         let state = state(vec![("cudnn", step(1, 5.0)), ("cudnn", window)]);
         let text = render(&state, "host", &mut KernelNames::default());
         let launches = samples(&text, "golow_kernel_launches_total");
@@ -726,34 +687,10 @@ mod tests {
 
     #[test]
     fn a_kernel_once_named_stays_named_and_other_never_falls() {
-        let kernel = |name: &str, total_ns: u64| KernelStats {
-            name: name.into(),
-            count: 1,
-            total_ns,
-            max_ns: total_ns,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            shapes: 1,
-            registers_per_thread: 32,
-            shared_bytes: 0,
-            grid_histogram: vec![([1, 1, 1], 1)],
-        };
-        let sample = samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                Body::Kernels(w) => Some(w),
-                _ => None,
-            })
-            .unwrap();
-        let window = |kernels| {
-            Body::Kernels(KernelWindow {
-                kernels,
-                ..sample.clone()
-            })
-        };
+        let window = |kernels| Body::Kernels(samples::kernel_window(kernels));
         // 20 kernels: the 16 largest are named; then a small one grows to the largest of all.
-        let first: Vec<KernelStats> = (0..20)
-            .map(|i| kernel(&format!("k{i:02}"), 100 + i))
+        let first = (0..20)
+            .map(|i| samples::kernel(&format!("k{i:02}"), 1, 100 + i))
             .collect();
         let mut names = KernelNames::default();
         let mut state = state(vec![("cudnn", window(first))]);
@@ -769,7 +706,7 @@ mod tests {
         state.apply(&Record::new(
             99.0,
             Some("cudnn".into()),
-            window(vec![kernel("k00", 1_000_000)]),
+            window(vec![samples::kernel("k00", 1, 1_000_000)]),
         ));
         let after = render(&state, "host", &mut names);
         assert!(!after.contains("kernel=\"k00\""), "{after}");

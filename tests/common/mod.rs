@@ -38,11 +38,20 @@ pub fn summary_of(tmp: &Path) -> serde_json::Value {
 
 /// The session directories left in `tmp` (golow's TMPDIR in these tests): none once a session ended.
 pub fn session_dirs(tmp: &Path) -> Vec<String> {
-    std::fs::read_dir(tmp)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    left_in(tmp)
+        .into_iter()
         .filter(|name| name.starts_with("golow-session"))
         .collect()
+}
+
+/// Everything in `tmp` (golow's TMPDIR in these tests), sorted by name.
+pub fn left_in(tmp: &Path) -> Vec<String> {
+    let mut left: Vec<String> = std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    left
 }
 
 pub fn golow(tmp: &Path, args: &[&str]) -> Output {

@@ -67,6 +67,15 @@ def session_config() -> dict:
         return json.load(f)
 
 
+def inductor_cache() -> tuple:
+    """What Inductor's caches (FX graphs, AOTAutograd) have found and built so far in this process: (hits, misses)."""
+    from torch._dynamo.utils import counters  # only where something compiles: eager workers never import Dynamo
+
+    inductor, aot = counters["inductor"], counters["aot_autograd"]
+    return (inductor["fxgraph_cache_hit"] + aot["autograd_cache_hit"],
+            inductor["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
+
+
 def build_model(cfg: dict) -> torch.nn.Module:
     """The session's model with the session's initial weights."""
     model = resnet.build(cfg["model"], cfg["channels"], cfg["classes"])

@@ -13,7 +13,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from golow_common import DataCache, Events, Turns, build_model, epoch_order
+from golow_common import DataCache, Events, Turns, build_model, epoch_order, inductor_cache
 
 
 class Tally:
@@ -69,10 +69,8 @@ class Compiler:
 
     def __init__(self, events):
         from torch._dynamo.callback import callback_handler
-        from torch._dynamo.utils import counters
 
         self.events = events
-        self.counters = counters
         self.where = dict(step=None, phase="train")
         self.started = {}
         callback_handler.register_start_callback(self._start)
@@ -82,16 +80,11 @@ class Compiler:
         """What the compilations from now on fall in: a step, or (None) an epoch's evaluation."""
         self.where = dict(step=step, phase=phase)
 
-    def _cache(self):
-        inductor, aot = self.counters["inductor"], self.counters["aot_autograd"]
-        return (inductor["fxgraph_cache_hit"] + aot["autograd_cache_hit"],
-                inductor["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
-
     def _trigger(self, args):
         return self._TRIGGERS.get(args.callback_trigger.name, "other")
 
     def _start(self, args):
-        self.started[str(args.compile_id)] = (time.perf_counter_ns(), self._cache())
+        self.started[str(args.compile_id)] = (time.perf_counter_ns(), inductor_cache())
         self.events.emit(dict(type="compiling", trigger=self._trigger(args), **self.where))
 
     def _end(self, args):
@@ -100,7 +93,7 @@ class Compiler:
         if start is None:
             return
         began, (hits, misses) = start
-        now_hits, now_misses = self._cache()
+        now_hits, now_misses = inductor_cache()
         attempt = self._ATTEMPT.search(compile_id.split("/")[-1])
         self.events.emit(dict(type="compile", trigger=self._trigger(args),
                               recompile=bool(attempt and int(attempt.group(1)) > 0),
