@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use golow::state::State;
-use golow_protocol::event::{Body, KernelStats, OptimizerStep, Record, ScriptProcess};
+use golow_protocol::event::{Body, KernelStats, OptimizerStep, Record};
 use golow_protocol::samples;
 
 /// Nanoseconds the scheduler ran every thread of `pid` (schedstat: exact, unlike /proc's clock ticks); 0 once it
@@ -133,19 +133,7 @@ fn distributed_state() -> State {
         .collect();
     for worker in ["ddp-a", "ddp-b"] {
         for rank in 0..8u32 {
-            apply(
-                worker,
-                Body::ScriptProcess(ScriptProcess {
-                    process: rank,
-                    pid: 1000 + rank,
-                    rank: Some(rank),
-                    local_rank: Some(rank),
-                    world_size: Some(8),
-                    python: "3.11.7".into(),
-                    torch: Some("2.11.0".into()),
-                    threads: Some(1),
-                }),
-            );
+            apply(worker, samples::rank_hello(rank, 1000 + rank, rank, 8));
         }
         for step in 0..100u64 {
             for rank in 0..8u32 {
@@ -173,8 +161,21 @@ fn distributed_state() -> State {
                 rss_bytes: 4 << 30,
                 peak_rss_bytes: 5 << 30,
                 cpu_percent: Some(800.0),
+                rank: None,
             },
         );
+        for rank in 0..8u32 {
+            apply(
+                worker,
+                Body::Process {
+                    pid: 1000 + rank,
+                    rss_bytes: 500 << 20,
+                    peak_rss_bytes: 600 << 20,
+                    cpu_percent: Some(100.0),
+                    rank: Some(rank),
+                },
+            );
+        }
     }
     state
 }

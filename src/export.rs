@@ -66,7 +66,7 @@ fn write_json(
 const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,h2d_ms,\
     h2d_bytes,compute_ms,loss,correct,warmup,interval_ms,train_loss,train_accuracy,eval_loss,\
     eval_accuracy,pid,rss_bytes,peak_rss_bytes,cpu_percent,gpu_index,utilization_percent,\
-    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent";
+    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank";
 
 fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
     let mut csv = csv::WriterBuilder::new()
@@ -146,8 +146,9 @@ struct ChromeTrace<'a, W: Write> {
     tracks: Vec<Track>,
     /// Each worker's track, so that finding it costs the same however many workers a recording names.
     by_worker: HashMap<String, usize>,
-    /// Each reporting process of a `--cmd` worker's track.
+    /// Each reporting process of a `--cmd` worker's track, and the same tracks by the pid each said hello with.
     by_process: HashMap<(String, u32), usize>,
+    by_pid: HashMap<(String, u32), usize>,
     /// Every trace pid given, so that a script's real pid never lands on another track's.
     pids: std::collections::HashSet<u64>,
     events: usize,
@@ -166,6 +167,7 @@ fn write_chrome_trace(
         tracks: Vec::new(),
         by_worker: HashMap::new(),
         by_process: HashMap::new(),
+        by_pid: HashMap::new(),
         pids: std::collections::HashSet::new(),
         events: 0,
     };
@@ -238,6 +240,9 @@ impl<W: Write> ChromeTrace<'_, W> {
         let threads = [(FORWARD_TID, "forward passes"), (TID, "optimizer 0 steps")];
         let track = self.add_track_as(hello.map(|h| u64::from(h.pid)), &name, &threads)?;
         self.by_process.insert(key, track);
+        if let Some(h) = hello {
+            self.by_pid.insert((worker.to_owned(), h.pid), track);
+        }
         Ok(track)
     }
 
@@ -281,7 +286,27 @@ impl<W: Write> ChromeTrace<'_, W> {
                 "args": serde_json::to_value(&record.body)?,
             }));
         }
-        for (track, name, value) in counters(pid, &record.body) {
+        // A rank's readings go on its own process's track; the worker's, which cover its whole tree, on the worker's.
+        let reading_track = match (&record.body, record.worker.as_deref()) {
+            (
+                Body::Process {
+                    pid: process,
+                    rank: Some(_),
+                    ..
+                }
+                | Body::GpuProcess {
+                    pid: process,
+                    rank: Some(_),
+                    ..
+                },
+                Some(worker),
+            ) => match self.by_pid.get(&(worker.to_owned(), *process)) {
+                Some(&track) => track,
+                None => return Ok(()),
+            },
+            _ => pid,
+        };
+        for (track, name, value) in counters(reading_track, &record.body) {
             let pid = self.tracks[track].pid;
             // A non-finite value would serialise as null, which viewers reject in a counter.
             if let Some(value) = value.filter(|v| v.is_finite()) {
@@ -576,6 +601,7 @@ mod tests {
             rss_bytes: 3 << 29,
             peak_rss_bytes: 1 << 31,
             cpu_percent: Some(99.5),
+            rank: None,
         };
         let gpu_process = Body::GpuProcess {
             pid: 40,
@@ -583,6 +609,7 @@ mod tests {
             memory_bytes: Some(1 << 30),
             sm_percent: Some(80),
             last_seen_us: None,
+            rank: None,
         };
         let epoch = Body::Epoch(Epoch {
             epoch: 0,
@@ -697,12 +724,12 @@ mod tests {
         let text = exported(Format::Csv);
         assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
         let rows = parse_csv(&text);
-        assert_eq!(rows[0].len(), 30);
+        assert_eq!(rows[0].len(), 31);
         assert_eq!(
-            (rows[0][0].as_str(), rows[0][29].as_str()),
-            ("t_ms", "sm_percent")
+            (rows[0][0].as_str(), rows[0][30].as_str()),
+            ("t_ms", "rank")
         );
-        assert!(rows.iter().all(|row| row.len() == 30));
+        assert!(rows.iter().all(|row| row.len() == 31));
         // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
         assert_eq!(rows.len(), 1 + 2 * 13 + 1);
         let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
@@ -809,6 +836,7 @@ mod tests {
                     rss_bytes: 1 << 20,
                     peak_rss_bytes: 1 << 20,
                     cpu_percent: Some(1.0),
+                    rank: None,
                 },
             )
         };
@@ -916,19 +944,8 @@ mod tests {
 
     #[test]
     fn a_scripts_processes_have_their_real_pids_and_step_slices() {
-        use golow_protocol::event::{ForwardPass, OptimizerStep, ScriptProcess};
-        let hello = |process, pid, rank| {
-            Body::ScriptProcess(ScriptProcess {
-                process,
-                pid,
-                rank: Some(rank),
-                local_rank: Some(rank),
-                world_size: Some(2),
-                python: "3.11.7".into(),
-                torch: None,
-                threads: None,
-            })
-        };
+        use golow_protocol::event::{ForwardPass, OptimizerStep};
+        let hello = |process, pid, rank| golow_protocol::samples::rank_hello(process, pid, rank, 2);
         let step = |process, optimizer, step: u64, interval_ms, first_step_ms| {
             Body::OptimizerStep(OptimizerStep {
                 process,
@@ -961,7 +978,37 @@ mod tests {
             records.push(at(t + 2.0, step(0, 1, i - 1, Some(20.0), None)));
             records.push(at(t + 1.0, step(1, 0, i, Some(20.0), None)));
         }
+        let rss = |pid, rank| Body::Process {
+            pid,
+            rss_bytes: 512 << 20,
+            peak_rss_bytes: 512 << 20,
+            cpu_percent: Some(97.0),
+            rank: Some(rank),
+        };
+        records.push(at(300.0, rss(4243, 1)));
+        // A rank reading for a process that never said hello has no track to go on.
+        records.push(at(301.0, rss(9999, 1)));
         let trace = chrome_trace(records);
+        let counters: Vec<(u64, String)> = trace["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "C")
+            .map(|e| {
+                (
+                    e["pid"].as_u64().unwrap(),
+                    e["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            counters,
+            [
+                (4243, "cpu %".to_string()),
+                (4243, "host RSS MiB".to_string())
+            ],
+            "a rank's readings on its own process"
+        );
         let mut names = HashMap::new();
         type Slices = Vec<(f64, f64, String)>;
         let mut slices: HashMap<(u64, u64), Slices> = HashMap::new();

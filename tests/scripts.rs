@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{PYTHON, headless, summary_of, text, worker};
+use common::{PYTHON, golow, headless, summary, summary_of, text, worker};
 
 /// The venv's bin directory first on PATH, so that commands say `python` and `torchrun` as users type them.
 fn with_venv_path(command: &mut std::process::Command) -> &mut std::process::Command {
@@ -94,6 +94,79 @@ fn a_torchrun_job_reports_each_rank_apart() {
         "torchrun itself never reports: {w}"
     );
     assert!(processes.iter().all(|p| p["world_size"] == 2));
+    // Each rank's own process, read from /proc apart from torchrun and the other rank: each imported torch.
+    let peaks: Vec<u64> = w["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["peak_host_rss_bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(peaks.len(), 2, "{w}");
+    let tree = w["peak_host_rss_bytes"].as_u64().unwrap();
+    for peak in &peaks {
+        assert!(
+            *peak > 50 << 20 && *peak < tree,
+            "rank {peak} of tree {tree}: {w}"
+        );
+    }
+
+    // The recording replays the ranks as they were, and exports each rank's readings on its own process.
+    let replayed = golow(
+        tmp.path(),
+        &[
+            "replay",
+            "ddp.golow",
+            "--headless",
+            "--summary-json",
+            "replay.json",
+        ],
+    );
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    let replay = summary(&tmp.path().join("replay.json"));
+    assert_eq!(worker(&replay, "ddp")["ranks"], w["ranks"]);
+    let exported = golow(
+        tmp.path(),
+        &[
+            "export",
+            "ddp.golow",
+            "--format",
+            "chrome-trace",
+            "-o",
+            "ddp.json",
+        ],
+    );
+    assert_eq!(
+        exported.status.code(),
+        Some(0),
+        "{}",
+        text(&exported.stderr)
+    );
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("ddp.json")).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    for process in processes {
+        let pid = &process["pid"];
+        let named = events
+            .iter()
+            .find(|e| e["name"] == "process_name" && e["pid"] == *pid)
+            .unwrap_or_else(|| panic!("no process {pid}"));
+        assert_eq!(
+            named["args"]["name"],
+            format!("ddp rank {}", process["rank"])
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["ph"] == "C" && e["pid"] == *pid && e["name"] == "host RSS MiB"),
+            "rank {} has no memory track",
+            process["rank"]
+        );
+    }
 }
 
 /// Rank 0 stalls 60 ms before each forward pass of the first 15 steps, rank 1 from then on: each in turn arrives

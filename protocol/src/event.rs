@@ -230,12 +230,15 @@ pub enum Body {
     Compiling(Compiling),
     Compile(Compile),
     /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
-    /// (100 = one core busy).
+    /// (100 = one core busy). With `rank`, of one rank's process (`pid`, which said it is that rank) and its
+    /// descendants, inside a `--cmd` worker's tree; the worker's own reading comes without.
     Process {
         pid: u32,
         rss_bytes: u64,
         peak_rss_bytes: u64,
         cpu_percent: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rank: Option<u32>,
     },
     /// The worker process ended; `signal` is set when a signal killed it.
     WorkerExited {
@@ -284,13 +287,16 @@ pub enum Body {
         reason: String,
     },
     /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
-    /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample).
+    /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample). With `rank`,
+    /// of one rank's process and its descendants, as for `Process`.
     GpuProcess {
         pid: u32,
         index: u32,
         memory_bytes: Option<u64>,
         sm_percent: Option<u32>,
         last_seen_us: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rank: Option<u32>,
     },
     /// The whole machine once a second, so that a session's conditions can be judged and compared: the 1-minute
     /// load average, and over the last second the share of all CPUs (100 = every core) busy, stolen by a hypervisor,

@@ -96,6 +96,20 @@ pub fn kernel_window(kernels: Vec<KernelStats>) -> KernelWindow {
     }
 }
 
+/// The hello of a `--cmd` worker's process `process` (pid `pid`), rank `rank` of `world`: for tests of ranks.
+pub fn rank_hello(process: u32, pid: u32, rank: u32, world: u32) -> Body {
+    Body::ScriptProcess(ScriptProcess {
+        process,
+        pid,
+        rank: Some(rank),
+        local_rank: Some(rank),
+        world_size: Some(world),
+        python: "3.11.7".into(),
+        torch: Some("2.11.0".into()),
+        threads: Some(1),
+    })
+}
+
 /// One body of every kind, for round trips here and in the recording.
 pub fn every_body() -> Vec<Body> {
     let step = Step {
@@ -202,6 +216,14 @@ pub fn every_body() -> Vec<Body> {
             rss_bytes: 1 << 30,
             peak_rss_bytes: 2 << 30,
             cpu_percent: Some(180.5),
+            rank: None,
+        },
+        Body::Process {
+            pid: 4242,
+            rss_bytes: 600 << 20,
+            peak_rss_bytes: 700 << 20,
+            cpu_percent: Some(99.5),
+            rank: Some(1),
         },
         Body::OptimizerStep(OptimizerStep {
             process: 0,
@@ -280,6 +302,15 @@ pub fn every_body() -> Vec<Body> {
             memory_bytes: Some(3 << 30),
             sm_percent: Some(88),
             last_seen_us: Some(1_700_000_000_000_000),
+            rank: None,
+        },
+        Body::GpuProcess {
+            pid: 4242,
+            index: 0,
+            memory_bytes: Some(2 << 30),
+            sm_percent: Some(40),
+            last_seen_us: Some(1_700_000_000_000_000),
+            rank: Some(1),
         },
         Body::Kernels(kernel_window(vec![KernelStats {
             name: "at::native::vectorized_elementwise_kernel".into(),

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
 
 /// Upper bounds of the time histograms' buckets, in seconds: from a small CPU step to a long one.
@@ -107,6 +108,45 @@ const PER_WORKER: [(&str, &str, &str, Of); 10] = [
     ),
 ];
 
+/// A rank's reading.
+type OfRank = fn(&ProcessState) -> Option<f64>;
+
+/// The families with one sample per rank of a distributed `--cmd` worker, labelled `worker` and `rank`; apart from
+/// the worker's own families, whose readings cover its whole tree (the launcher and every rank), so that a sum over
+/// ranks never counts anything twice.
+const PER_RANK: [(&str, &str, &str, OfRank); 5] = [
+    (
+        "golow_rank_steps_total",
+        "counter",
+        "Steps of the rank's first optimiser, warm-up included.",
+        |p| Some(p.steps as f64),
+    ),
+    (
+        "golow_rank_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the rank's process and its descendants (/proc, summed).",
+        |p| last(&p.series.rss_bytes),
+    ),
+    (
+        "golow_rank_cpu_percent",
+        "gauge",
+        "CPU of the rank's process and its descendants (100 = one core busy).",
+        |p| last(&p.series.cpu_percent),
+    ),
+    (
+        "golow_rank_gpu_memory_bytes",
+        "gauge",
+        "GPU memory of the rank's processes (NVML).",
+        |p| last(&p.series.gpu_memory_bytes),
+    ),
+    (
+        "golow_rank_gpu_sm_percent",
+        "gauge",
+        "SM utilisation of the rank's processes (NVML process samples).",
+        |p| last(&p.series.gpu_sm_percent),
+    ),
+];
+
 fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     let all = &state.workers;
     let steps: Vec<Labelled> = all.iter().flat_map(step_times).collect();
@@ -130,6 +170,9 @@ fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     for (name, kind, help, of) in PER_WORKER {
         per_worker(out, all, name, kind, help, of);
     }
+    for (name, kind, help, of) in PER_RANK {
+        per_rank(out, all, name, kind, help, of);
+    }
     collector(out, all, kernels);
 }
 
@@ -142,8 +185,7 @@ fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
     let ranked: Vec<Labelled> = w
         .script
         .iter()
-        .flat_map(|s| &s.processes)
-        .filter(|p| p.world_size.is_some_and(|n| n > 1))
+        .flat_map(|s| s.ranks())
         .filter_map(|p| {
             let rank = p.rank?.to_string();
             Some((
@@ -254,16 +296,50 @@ fn per_worker(
     help: &str,
     of: Of,
 ) {
-    let values: Vec<(String, f64)> = workers
+    let values = workers
         .iter()
-        .filter_map(|w| of(w).filter(|v| v.is_finite()).map(|v| (label(&w.name), v)))
+        .filter_map(|w| Some((vec![("worker", label(&w.name))], of(w)?)))
         .collect();
+    family(out, name, kind, help, values);
+}
+
+fn per_rank(
+    out: &mut Exposition,
+    workers: &[WorkerState],
+    name: &str,
+    kind: &str,
+    help: &str,
+    of: OfRank,
+) {
+    let values = workers
+        .iter()
+        .filter_map(|w| Some((label(&w.name), w.script.as_ref()?.ranks())))
+        .flat_map(|(worker, ranks)| {
+            ranks.into_iter().filter_map(move |p| {
+                let labels = vec![("worker", worker.clone()), ("rank", p.rank?.to_string())];
+                Some((labels, of(p)?))
+            })
+        })
+        .collect();
+    family(out, name, kind, help, values);
+}
+
+/// A family of one sample per set of labels, its non-finite values left out; nothing at all without a value.
+fn family(
+    out: &mut Exposition,
+    name: &str,
+    kind: &str,
+    help: &str,
+    values: Vec<(Vec<(&'static str, String)>, f64)>,
+) {
+    let values: Vec<_> = values.into_iter().filter(|(_, v)| v.is_finite()).collect();
     if values.is_empty() {
         return;
     }
     out.family(name, kind, help);
-    for (worker, value) in values {
-        out.sample(name, &[("worker", &worker)], value);
+    for (labels, value) in values {
+        let labels: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        out.sample(name, &labels, value);
     }
 }
 
@@ -630,22 +706,10 @@ mod tests {
 
     #[test]
     fn a_distributed_workers_ranks_have_their_own_series_and_the_straggler_is_named() {
-        use golow_protocol::event::{OptimizerStep, ScriptProcess};
+        use golow_protocol::event::OptimizerStep;
         let mut records = Vec::new();
         for rank in 0..2 {
-            records.push((
-                "ddp",
-                Body::ScriptProcess(ScriptProcess {
-                    process: rank,
-                    pid: 100 + rank,
-                    rank: Some(rank),
-                    local_rank: Some(rank),
-                    world_size: Some(2),
-                    python: "3.11".into(),
-                    torch: None,
-                    threads: Some(1),
-                }),
-            ));
+            records.push(("ddp", samples::rank_hello(rank, 100 + rank, rank, 2)));
         }
         // Rank 1 arrives 40 ms after rank 0 at every one of 30 steps of 100 ms.
         for step in 0..30u64 {
@@ -682,6 +746,60 @@ mod tests {
         assert!(
             text.contains("golow_arrival_skew_seconds_bucket{worker=\"ddp\",le=\"0.05\"} 30"),
             "{text}"
+        );
+        assert!(samples(&text, "golow_rank_resident_memory_bytes").is_empty());
+    }
+
+    #[test]
+    fn a_ranks_readings_are_its_latest_process_and_never_a_strangers() {
+        let hello = |process, pid, rank| samples::rank_hello(process, pid, rank, 2);
+        let rss = |pid: u32, rank: u32, mib: u64| Body::Process {
+            pid,
+            rss_bytes: mib << 20,
+            peak_rss_bytes: mib << 20,
+            cpu_percent: Some(50.0),
+            rank: Some(rank),
+        };
+        let records = vec![
+            ("ddp", hello(0, 100, 0)),
+            ("ddp", hello(1, 101, 1)),
+            ("ddp", rss(100, 0, 300)),
+            ("ddp", rss(101, 1, 310)),
+            // torchrun restarted rank 1 as a new process.
+            ("ddp", hello(2, 201, 1)),
+            ("ddp", rss(201, 1, 320)),
+            // A pid no rank said is its own, and a rank read under another's pid, change nothing.
+            ("ddp", rss(999, 0, 9000)),
+            ("ddp", rss(100, 1, 9000)),
+        ];
+        let state = state(records);
+        let text = render(&state, "host", &mut KernelNames::default());
+        assert_eq!(
+            samples(&text, "golow_rank_resident_memory_bytes"),
+            [
+                format!(
+                    "golow_rank_resident_memory_bytes{{worker=\"ddp\",rank=\"0\"}} {}",
+                    300 << 20
+                ),
+                format!(
+                    "golow_rank_resident_memory_bytes{{worker=\"ddp\",rank=\"1\"}} {}",
+                    320 << 20
+                ),
+            ]
+        );
+        assert!(
+            samples(&text, "golow_process_resident_memory_bytes").is_empty(),
+            "a rank's reading is not the worker's"
+        );
+        let ranks = crate::state::Summary::from_state(&state).workers[0]
+            .ranks
+            .clone();
+        assert_eq!(
+            ranks
+                .iter()
+                .map(|r| (r.rank, r.peak_host_rss_bytes >> 20))
+                .collect::<Vec<_>>(),
+            [(0, 300), (1, 320)]
         );
     }
 

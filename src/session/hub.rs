@@ -1,7 +1,7 @@
 //! The session hub: starts workers as the schedule says, stamps everything that happens with the
 //! monitor's monotonic clock, folds it into the state and hands each record to the observers.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,9 +13,10 @@ use super::schedule::{Action, Scheduler};
 use super::ticker::Ticker;
 use crate::contracts::{Control, Observer};
 use crate::state::State;
+use crate::state::ranks::MAX_RANKS;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
 use crate::telemetry::load::LoadSampler;
-use crate::telemetry::procfs::{ProcSampler, Watched, watched_pids};
+use crate::telemetry::procfs::{ProcSampler, Watched, watching};
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Record, Stream};
 
@@ -84,7 +85,7 @@ async fn run(
 
     // Bounded: a worker flooding its pipe waits for the hub rather than filling memory.
     let (tx, mut rx) = mpsc::channel::<Incoming>(INCOMING_CAPACITY);
-    let watched: Watched = Arc::new(Mutex::new(HashMap::new()));
+    let watched: Watched = Arc::new(Mutex::new(Default::default()));
     let mut proc_sampler = ProcSampler::default();
     let mut load_sampler = LoadSampler::default();
     load_sampler.sample(0);
@@ -123,7 +124,7 @@ async fn run(
                     match launcher::spawn(i, command, scheduler.controls_turns(), tx.clone()) {
                         Ok(worker) => {
                             if let Ok(mut w) = watched.lock() {
-                                w.insert(i, worker.pid);
+                                w.roots.insert(i, worker.pid);
                             }
                             hub.publish(
                                 Some(i),
@@ -180,9 +181,16 @@ async fn run(
                         ended[worker] = true;
                         launched[worker] = None;
                         if let Ok(mut w) = watched.lock() {
-                            w.remove(&worker);
+                            w.roots.remove(&worker);
+                            w.ranks.remove(&worker);
                         }
                         scheduler.on_exit(worker)
+                    }
+                    Body::ScriptProcess(hello) => {
+                        if let (Some(rank), Ok(mut w)) = (hello.rank, watched.lock()) {
+                            watch_rank(w.ranks.entry(worker).or_default(), rank, hello.pid);
+                        }
+                        Vec::new()
                     }
                     _ => Vec::new(),
                 };
@@ -197,8 +205,8 @@ async fn run(
                 for worker in launched.iter_mut().flatten().filter(|w| w.overdue()) {
                     worker.kill();
                 }
-                let Some(pids) = watched_pids(&watched) else { continue };
-                for (worker, body) in proc_sampler.sample(&pids) {
+                let Some(watching) = watching(&watched) else { continue };
+                for (worker, body) in proc_sampler.sample(&watching) {
                     hub.publish(Some(worker), body);
                 }
                 if let Some(body) = load_sampler.sample(proc_sampler.workers_ticks()) {
@@ -231,6 +239,13 @@ async fn run(
     drop(rx);
     hub.publish(None, Body::SessionEnd);
     hub.state
+}
+
+/// Watches `pid` as `rank` (the latest process to say so), for as many ranks as the state tells apart.
+fn watch_rank(ranks: &mut BTreeMap<u32, u32>, rank: u32, pid: u32) {
+    if rank < MAX_RANKS && (ranks.len() < MAX_RANKS as usize || ranks.contains_key(&rank)) {
+        ranks.insert(rank, pid);
+    }
 }
 
 /// Stops every running worker (killing it if it is still there after `STOP_GRACE`) and cancels those not yet

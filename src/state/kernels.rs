@@ -331,7 +331,7 @@ mod tests {
                     name: name.into(),
                     count,
                     total_ns,
-                    max_ns: total_ns / count.max(1) * 2,
+                    max_ns: (total_ns / count.max(1)).saturating_mul(2),
                     grid,
                     block: [128, 1, 1],
                     shapes: 1,

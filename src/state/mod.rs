@@ -258,7 +258,7 @@ impl WorkerState {
         self.last_progress_s = Some(t);
         let since_start = self.started_s.map(|start| t - start);
         let script = self.script.get_or_insert_with(Default::default);
-        if let script::StepRole::Other = script.step(step, warmup, since_start) {
+        if let script::StepRole::Other = script.step(step, warmup, t, since_start) {
             return;
         }
         let samples = std::mem::take(&mut script.pending_samples);
@@ -658,9 +658,41 @@ fn apply_worker_event(
         }
         Body::ProtocolError { .. } => worker.protocol_errors += 1,
         Body::Process {
+            pid,
             rss_bytes,
             peak_rss_bytes,
             cpu_percent,
+            rank: Some(rank),
+        } => {
+            if let Some(script) = &mut worker.script {
+                let reading = script::RankReading::Host {
+                    rss_bytes: *rss_bytes,
+                    peak_rss_bytes: *peak_rss_bytes,
+                    cpu_percent: *cpu_percent,
+                };
+                script.rank_reading(t, *pid, *rank, &reading);
+            }
+        }
+        Body::GpuProcess {
+            pid,
+            memory_bytes,
+            sm_percent,
+            rank: Some(rank),
+            ..
+        } => {
+            if let Some(script) = &mut worker.script {
+                let reading = script::RankReading::Gpu {
+                    memory_bytes: *memory_bytes,
+                    sm_percent: *sm_percent,
+                };
+                script.rank_reading(t, *pid, *rank, &reading);
+            }
+        }
+        Body::Process {
+            rss_bytes,
+            peak_rss_bytes,
+            cpu_percent,
+            rank: None,
             ..
         } => {
             worker.peak_rss_bytes = worker.peak_rss_bytes.max(*peak_rss_bytes);
@@ -670,6 +702,7 @@ fn apply_worker_event(
         Body::GpuProcess {
             memory_bytes,
             sm_percent,
+            rank: None,
             ..
         } => {
             if let Some(bytes) = memory_bytes {

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::Durations;
+use super::series::Series;
 
 /// Ranks told apart at most: a hook's rank or world size beyond it is not believed.
 pub const MAX_RANKS: u32 = 256;
@@ -48,8 +49,9 @@ pub struct Arrivals {
     world: u32,
     /// Step → the ranks arrived so far, with their monotonic nanoseconds.
     pending: BTreeMap<u64, Vec<(u32, u64)>>,
-    /// Every complete step's skew.
+    /// Every complete step's skew, and over time (at the session time its last rank arrived).
     pub skew: Durations,
+    pub skew_series: Series,
     /// Complete steps each rank was last in, over the whole run.
     pub last_counts: BTreeMap<u32, u64>,
     pub complete: u64,
@@ -62,9 +64,17 @@ pub struct Arrivals {
 }
 
 impl Arrivals {
-    /// Rank `rank` of `world` arrived for step `step` at `ns` (host monotonic); `step_ms` is the job's median step
-    /// so far, which a verdict weighs the lateness against.
-    pub fn arrive(&mut self, rank: u32, world: u32, step: u64, ns: u64, step_ms: Option<f64>) {
+    /// Rank `rank` of `world` arrived for step `step` at `ns` (host monotonic), which golow heard of at `t` (session
+    /// seconds); `step_ms` is the job's median step so far, which a verdict weighs the lateness against.
+    pub fn arrive(
+        &mut self,
+        rank: u32,
+        world: u32,
+        step: u64,
+        ns: u64,
+        step_ms: Option<f64>,
+        t: f64,
+    ) {
         if !(2..=MAX_RANKS).contains(&world) || rank >= world {
             return;
         }
@@ -89,7 +99,9 @@ impl Arrivals {
             return;
         };
         self.complete += 1;
-        self.skew.record_ms((last - first) as f64 / 1e6);
+        let skew_ms = (last - first) as f64 / 1e6;
+        self.skew.record_ms(skew_ms);
+        self.skew_series.push(t, skew_ms);
         *self.last_counts.entry(last_rank).or_default() += 1;
         let mut lateness = vec![0.0; self.world as usize];
         for (rank, ns) in &ranks {
@@ -155,8 +167,8 @@ mod tests {
             } else {
                 (base + 100_000, base)
             };
-            a.arrive(0, 2, step, zero, Some(100.0));
-            a.arrive(1, 2, step, one, Some(100.0));
+            a.arrive(0, 2, step, zero, Some(100.0), 0.0);
+            a.arrive(1, 2, step, one, Some(100.0), 0.0);
         }
         a
     }
@@ -178,8 +190,8 @@ mod tests {
         let mut recovered = slowed;
         for step in 60..71u64 {
             let base = step * 100_000_000;
-            recovered.arrive(0, 2, step, base, Some(100.0));
-            recovered.arrive(1, 2, step, base, Some(100.0));
+            recovered.arrive(0, 2, step, base, Some(100.0), 0.0);
+            recovered.arrive(1, 2, step, base, Some(100.0), 0.0);
         }
         assert_eq!(recovered.verdict, None);
     }
@@ -193,8 +205,8 @@ mod tests {
         // By 0.5 ms of a 5 ms step: 10%, but within the scheduler's jitter.
         let mut tiny = Arrivals::default();
         for step in 0..60u64 {
-            tiny.arrive(0, 2, step, step * 5_000_000, Some(5.0));
-            tiny.arrive(1, 2, step, step * 5_000_000 + 500_000, Some(5.0));
+            tiny.arrive(0, 2, step, step * 5_000_000, Some(5.0), 0.0);
+            tiny.arrive(1, 2, step, step * 5_000_000 + 500_000, Some(5.0), 0.0);
         }
         assert_eq!(tiny.verdict, None);
         // One step in three, rank 1 stalls 50 ms: a rare slow step, not a slow rank.
@@ -202,8 +214,8 @@ mod tests {
         for step in 0..60u64 {
             let base = step * 100_000_000;
             let late = if step % 3 == 0 { 50_000_000 } else { 0 };
-            rare.arrive(0, 2, step, base + 10, Some(100.0));
-            rare.arrive(1, 2, step, base + late, Some(100.0));
+            rare.arrive(0, 2, step, base + 10, Some(100.0), 0.0);
+            rare.arrive(1, 2, step, base + late, Some(100.0), 0.0);
         }
         assert_eq!(rare.verdict, None);
         // Without a step time to weigh it against, nobody either.
@@ -213,15 +225,15 @@ mod tests {
     #[test]
     fn hostile_ranks_and_missing_ones_stay_bounded() {
         let mut a = Arrivals::default();
-        a.arrive(7, 4, 0, 1, None);
-        a.arrive(300, 400, 0, 1, None);
-        a.arrive(5, 2, 0, 1, None);
-        a.arrive(0, 2, 0, 1, None);
-        a.arrive(0, 2, 0, 2, None);
+        a.arrive(7, 4, 0, 1, None, 0.0);
+        a.arrive(300, 400, 0, 1, None, 0.0);
+        a.arrive(5, 2, 0, 1, None, 0.0);
+        a.arrive(0, 2, 0, 1, None, 0.0);
+        a.arrive(0, 2, 0, 2, None, 0.0);
         assert_eq!(a.complete, 0, "one rank twice is not two ranks");
         // Rank 1 never comes: steps pile up only to PENDING_STEPS.
         for step in 1..1_000 {
-            a.arrive(0, 4, step, step, None);
+            a.arrive(0, 4, step, step, None, 0.0);
         }
         assert_eq!(a.pending.len(), PENDING_STEPS);
         assert_eq!(a.incomplete, 1_000 - PENDING_STEPS as u64);

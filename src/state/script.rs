@@ -14,6 +14,7 @@ use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS};
 
 use super::Durations;
 use super::ranks::Arrivals;
+use super::series::Series;
 
 /// Processes told apart in the state; more are counted in `more_processes`.
 pub const MAX_PROCESSES: usize = 64;
@@ -37,6 +38,58 @@ pub struct ProcessState {
     pub forward_passes: u64,
     /// Intervals between its first optimiser's measured steps.
     pub step_interval: Durations,
+    /// When it is one of a distributed job's ranks: its step times over time, and /proc and NVML's readings of its
+    /// process and descendants.
+    pub series: RankSeries,
+    pub peak_rss_bytes: u64,
+    pub peak_gpu_memory_bytes: Option<u64>,
+}
+
+/// Points kept per rank's series: ranks are many, and a pane shows them over minutes, not the whole run.
+pub const RANK_SERIES_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone)]
+pub struct RankSeries {
+    pub step_ms: Series,
+    pub cpu_percent: Series,
+    pub rss_bytes: Series,
+    pub gpu_memory_bytes: Series,
+    pub gpu_sm_percent: Series,
+}
+
+impl Default for RankSeries {
+    fn default() -> Self {
+        let series = || Series::with_capacity(RANK_SERIES_CAPACITY);
+        RankSeries {
+            step_ms: series(),
+            cpu_percent: series(),
+            rss_bytes: series(),
+            gpu_memory_bytes: series(),
+            gpu_sm_percent: series(),
+        }
+    }
+}
+
+/// A distributed job's step time across its ranks, at each of the primary rank's measured steps: the fastest rank's
+/// latest step, the median rank's and the slowest's. What the ranks pane draws for a worker while collapsed.
+#[derive(Debug, Clone, Default)]
+pub struct RankBand {
+    pub min: Series,
+    pub median: Series,
+    pub max: Series,
+}
+
+/// A reading of one rank's process, as `Body::Process` and `Body::GpuProcess` bring it.
+pub enum RankReading {
+    Host {
+        rss_bytes: u64,
+        peak_rss_bytes: u64,
+        cpu_percent: Option<f64>,
+    },
+    Gpu {
+        memory_bytes: Option<u64>,
+        sm_percent: Option<u32>,
+    },
 }
 
 /// One optimiser of the primary process.
@@ -79,6 +132,7 @@ pub struct ScriptState {
     pub pending_samples: f64,
     /// Where the ranks arrived at each step, and who was last: stragglers.
     pub arrivals: Arrivals,
+    pub band: RankBand,
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
@@ -163,30 +217,37 @@ impl ScriptState {
     }
 
     /// Counts a step where it belongs, and says whether it is one of the worker's. `warmup` steps of each optimiser
-    /// are counted but not timed; `since_start_s` is the time since the worker started.
+    /// are counted but not timed; `t` is the session's time, `since_start_s` the time since the worker started.
     pub fn step(
         &mut self,
         step: &OptimizerStep,
         warmup: u64,
+        t: f64,
         since_start_s: Option<f64>,
     ) -> StepRole {
         let primary = self.is_primary(step.process);
         let lead = step.optimizer == 0;
         let mut arrival = None;
+        let mut measured = false;
         if let Some(p) = self.process_mut(step.process).filter(|_| lead) {
             p.steps += 1;
             if let Some(ms) = step.interval_ms.filter(|_| p.steps > warmup) {
                 p.step_interval.record_ms(ms);
+                p.series.step_ms.push(t, ms);
+                measured = true;
             }
             if let (Some(rank), Some(world), Some(ns)) = (p.rank, p.world_size, step.arrived_ns) {
                 arrival = Some((rank, world, ns, p.step_interval.quantile_ms(0.5)));
             }
         }
         if let Some((rank, world, ns, step_ms)) = arrival {
-            self.arrivals.arrive(rank, world, step.step, ns, step_ms);
+            self.arrivals.arrive(rank, world, step.step, ns, step_ms, t);
         }
         if !primary {
             return StepRole::Other;
+        }
+        if measured {
+            self.widen_band(t);
         }
         if let Some(ms) = step.first_step_ms {
             self.first_step_ms = Some(ms);
@@ -204,6 +265,72 @@ impl ScriptState {
             StepRole::Iteration
         } else {
             StepRole::Other
+        }
+    }
+
+    /// The band at `t`, from each rank's latest step time, when the job has ranks.
+    fn widen_band(&mut self, t: f64) {
+        let mut latest: Vec<f64> = self
+            .ranks()
+            .iter()
+            .filter_map(|p| p.series.step_ms.last().map(|(_, ms)| ms))
+            .collect();
+        if latest.len() < 2 {
+            return;
+        }
+        latest.sort_by(f64::total_cmp);
+        self.band.min.push(t, latest[0]);
+        self.band.median.push(t, latest[latest.len() / 2]);
+        self.band.max.push(t, latest[latest.len() - 1]);
+    }
+
+    /// A distributed job's ranks, by rank: for each rank, the latest process that said it is that rank (a rank
+    /// restarted by its launcher replaces the one before). Empty without a world of two or more.
+    pub fn ranks(&self) -> Vec<&ProcessState> {
+        let mut by_rank: BTreeMap<u32, &ProcessState> = BTreeMap::new();
+        for p in &self.processes {
+            if let Some(rank) = p.rank.filter(|_| p.world_size.is_some_and(|w| w > 1)) {
+                by_rank.insert(rank, p);
+            }
+        }
+        by_rank.into_values().collect()
+    }
+
+    /// Keeps a reading of rank `rank`'s process `pid`: of the processes that said they are that rank, the latest with
+    /// that pid.
+    pub fn rank_reading(&mut self, t: f64, pid: u32, rank: u32, reading: &RankReading) {
+        let Some(p) = self
+            .processes
+            .iter_mut()
+            .rev()
+            .find(|p| p.pid == Some(pid) && p.rank == Some(rank))
+        else {
+            return;
+        };
+        match *reading {
+            RankReading::Host {
+                rss_bytes,
+                peak_rss_bytes,
+                cpu_percent,
+            } => {
+                p.peak_rss_bytes = p.peak_rss_bytes.max(peak_rss_bytes);
+                p.series.rss_bytes.push(t, rss_bytes as f64);
+                if let Some(cpu) = cpu_percent {
+                    p.series.cpu_percent.push(t, cpu);
+                }
+            }
+            RankReading::Gpu {
+                memory_bytes,
+                sm_percent,
+            } => {
+                if let Some(bytes) = memory_bytes {
+                    p.peak_gpu_memory_bytes = Some(p.peak_gpu_memory_bytes.unwrap_or(0).max(bytes));
+                    p.series.gpu_memory_bytes.push(t, bytes as f64);
+                }
+                if let Some(sm) = sm_percent {
+                    p.series.gpu_sm_percent.push(t, f64::from(sm));
+                }
+            }
         }
     }
 
@@ -302,11 +429,11 @@ mod tests {
         s.hello(&hello(0, Some(1)));
         s.hello(&hello(1, Some(0)));
         assert!(matches!(
-            s.step(&step(0, 0, 0, None), 0, None),
+            s.step(&step(0, 0, 0, None), 0, 0.0, None),
             StepRole::Other
         ));
         assert!(matches!(
-            s.step(&step(1, 0, 0, None), 0, Some(3.0)),
+            s.step(&step(1, 0, 0, None), 0, 0.0, Some(3.0)),
             StepRole::Iteration
         ));
         assert_eq!(s.primary, Some(1));
@@ -323,11 +450,11 @@ mod tests {
         for i in 0..30u64 {
             let interval = (i > 0).then_some(10.0);
             assert!(matches!(
-                s.step(&step(0, 0, i, interval), 2, None),
+                s.step(&step(0, 0, i, interval), 2, i as f64, None),
                 StepRole::Iteration
             ));
             assert!(matches!(
-                s.step(&step(0, 1, i, interval), 2, None),
+                s.step(&step(0, 1, i, interval), 2, i as f64, None),
                 StepRole::Other
             ));
         }
@@ -354,7 +481,7 @@ mod tests {
         assert_eq!(s.scalars.len(), MAX_SCALARS);
         assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
         assert!(!s.scalar(0, "loss", f64::NAN));
-        s.step(&step(0, 1000, 0, None), 0, None);
+        s.step(&step(0, 1000, 0, None), 0, 0.0, None);
         assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
     }
 }

@@ -219,6 +219,12 @@ pub struct RankSummary {
     pub step_time_ms: Option<Percentiles>,
     /// Complete steps it arrived last in.
     pub straggler_steps: u64,
+    /// The highest resident memory of its process and descendants, from /proc (0 where none was read).
+    #[serde(default)]
+    pub peak_host_rss_bytes: u64,
+    /// Its processes' highest GPU memory, from NVML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_gpu_mem_bytes: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -243,23 +249,22 @@ pub struct VerdictSummary {
     pub since_step: u64,
 }
 
-/// A script's ranks, by rank, with how often each arrived last.
+/// A script's ranks, by rank (the latest process of each), with how often each arrived last.
 fn ranks(s: &ScriptState) -> Vec<RankSummary> {
-    let mut ranks: Vec<RankSummary> = s
-        .processes
-        .iter()
+    s.ranks()
+        .into_iter()
         .filter_map(|p| {
-            let rank = p.rank.filter(|_| p.world_size.is_some_and(|w| w > 1))?;
+            let rank = p.rank?;
             Some(RankSummary {
                 rank,
                 steps: p.steps,
                 step_time_ms: p.step_interval.percentiles(),
                 straggler_steps: s.arrivals.last_counts.get(&rank).copied().unwrap_or(0),
+                peak_host_rss_bytes: p.peak_rss_bytes,
+                peak_gpu_mem_bytes: p.peak_gpu_memory_bytes,
             })
         })
-        .collect();
-    ranks.sort_by_key(|r| r.rank);
-    ranks
+        .collect()
 }
 
 fn stragglers(s: &ScriptState) -> Option<StragglerSummary> {

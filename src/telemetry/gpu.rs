@@ -13,7 +13,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::procfs::{Trees, Watched, watched_pids};
+use super::procfs::{Trees, Watched, watching};
 use golow_protocol::event::Body;
 
 /// What a GPU is, read once.
@@ -194,15 +194,18 @@ impl Attribution {
     fn attribute<'a>(
         &self,
         processes: &'a [ProcessReading],
-        workers: &HashMap<usize, Vec<u32>>,
+        workers: &HashMap<usize, WorkerTree>,
     ) -> Option<Vec<(usize, Vec<&'a ProcessReading>)>> {
         let mut found: Vec<(usize, Vec<&ProcessReading>)> = workers
             .iter()
-            .map(|(&worker, pids)| {
+            .map(|(&worker, tree)| {
                 let mine = if self.nested {
                     Vec::new()
                 } else {
-                    processes.iter().filter(|p| pids.contains(&p.pid)).collect()
+                    processes
+                        .iter()
+                        .filter(|p| tree.pids.contains(&p.pid))
+                        .collect()
                 };
                 (worker, mine)
             })
@@ -235,12 +238,20 @@ fn in_nested_pid_namespace(status: &str) -> bool {
         .is_some_and(|pids| pids.split_whitespace().count() > 1)
 }
 
+/// A watched worker's process tree (its own process first), and its ranks': (rank, its process, that process's
+/// tree).
+pub struct WorkerTree {
+    pub pids: Vec<u32>,
+    pub ranks: Vec<(u32, u32, Vec<u32>)>,
+}
+
 /// One sampling pass: a reading per device, and one per watched worker that uses a device (its own
-/// process or any descendant). Returns the newest NVML sample timestamp seen per device.
+/// process or any descendant), followed by one per rank of it that does. Returns the newest NVML sample timestamp
+/// seen per device.
 pub fn sample_once(
     source: &mut dyn GpuSource,
     devices: &[GpuInfo],
-    workers: &HashMap<usize, Vec<u32>>,
+    workers: &HashMap<usize, WorkerTree>,
     since: &mut HashMap<u32, u64>,
     attribution: &mut Attribution,
     send: &dyn Fn(Option<usize>, Body),
@@ -276,23 +287,35 @@ pub fn sample_once(
             continue;
         };
         for (worker, mine) in found {
-            if mine.is_empty() {
-                continue;
-            }
-            let sum = |f: fn(&ProcessReading) -> Option<u64>| {
-                let values: Vec<u64> = mine.iter().filter_map(|p| f(p)).collect();
-                (!values.is_empty()).then(|| values.iter().sum::<u64>())
-            };
-            send(
-                Some(worker),
+            let tree = &workers[&worker];
+            let reading = |pid: u32, rank: Option<u32>, of: &[&ProcessReading]| {
+                let sum = |f: fn(&ProcessReading) -> Option<u64>| {
+                    let values: Vec<u64> = of.iter().filter_map(|p| f(p)).collect();
+                    (!values.is_empty()).then(|| values.iter().sum::<u64>())
+                };
                 Body::GpuProcess {
-                    pid: workers[&worker][0],
+                    pid,
                     index: device.index,
                     memory_bytes: sum(|p| p.memory_bytes),
                     sm_percent: sum(|p| p.sm_percent.map(u64::from)).map(|v| v.min(100) as u32),
-                    last_seen_us: mine.iter().filter_map(|p| p.last_seen_us).max(),
-                },
-            );
+                    last_seen_us: of.iter().filter_map(|p| p.last_seen_us).max(),
+                    rank,
+                }
+            };
+            if mine.is_empty() {
+                continue;
+            }
+            send(Some(worker), reading(tree.pids[0], None, &mine));
+            for (rank, pid, pids) in &tree.ranks {
+                let its: Vec<&ProcessReading> = mine
+                    .iter()
+                    .copied()
+                    .filter(|p| pids.contains(&p.pid))
+                    .collect();
+                if !its.is_empty() {
+                    send(Some(worker), reading(*pid, Some(*rank), &its));
+                }
+            }
         }
     }
 }
@@ -360,11 +383,24 @@ impl GpuSampler {
                     let mut attribution = Attribution::of_this_process();
                     let mut trees = Trees::default();
                     while !stopping.load(Ordering::Relaxed) {
-                        let Some(roots) = watched_pids(&watched) else {
+                        let Some(watching) = watching(&watched) else {
                             return;
                         };
-                        trees.refresh(&roots.iter().map(|&(_, pid)| pid).collect::<Vec<_>>());
-                        let workers = roots.iter().map(|&(w, pid)| (w, trees.tree(pid))).collect();
+                        trees.refresh(&watching.tree_roots());
+                        let workers = watching
+                            .roots
+                            .iter()
+                            .map(|(&w, &pid)| {
+                                let ranks = trees.rank_trees(pid, watching.ranks_of(w));
+                                (
+                                    w,
+                                    WorkerTree {
+                                        pids: trees.tree(pid),
+                                        ranks,
+                                    },
+                                )
+                            })
+                            .collect();
                         sample_once(
                             source.as_mut(),
                             &devices,
@@ -453,7 +489,7 @@ mod tests {
         };
         let devices = source.devices();
         // Worker 0 is a shell (pid 10) whose child 11 also uses the GPU; pid 99 belongs to nobody we watch.
-        let workers = HashMap::from([(0usize, vec![10, 11]), (1usize, vec![20])]);
+        let workers = trees(&[(0, vec![10, 11]), (1, vec![20])]);
         let sent = Mutex::new(Vec::new());
         let mut since = HashMap::new();
         for _ in 0..2 {
@@ -500,6 +536,67 @@ mod tests {
         assert_eq!(source.asked_since, vec![None, Some(9)]);
     }
 
+    /// Workers' trees without ranks.
+    fn trees(of: &[(usize, Vec<u32>)]) -> HashMap<usize, WorkerTree> {
+        of.iter()
+            .map(|(w, pids)| {
+                let tree = WorkerTree {
+                    pids: pids.clone(),
+                    ranks: Vec::new(),
+                };
+                (*w, tree)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_ranks_readings_are_its_own_processes_and_the_worker_keeps_their_sum() {
+        // torchrun (10) started ranks 0 (11, with a data loader 13) and 1 (12).
+        let mut source = Scripted {
+            processes: vec![reading(11, 40), reading(12, 30), reading(13, 5)],
+            asked_since: Vec::new(),
+        };
+        let devices = source.devices();
+        let workers = HashMap::from([(
+            0usize,
+            WorkerTree {
+                pids: vec![10, 11, 12, 13],
+                ranks: vec![(0, 11, vec![11, 13]), (1, 12, vec![12])],
+            },
+        )]);
+        let sent = Mutex::new(Vec::new());
+        sample_once(
+            &mut source,
+            &devices,
+            &workers,
+            &mut HashMap::new(),
+            &mut same_namespace(),
+            &|w, b| sent.lock().unwrap().push((w, b)),
+        );
+        let readings: Vec<(u32, Option<u32>, Option<u32>)> = sent
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .filter_map(|(_, b)| match b {
+                Body::GpuProcess {
+                    pid,
+                    sm_percent,
+                    rank,
+                    ..
+                } => Some((pid, rank, sm_percent)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            readings,
+            [
+                (10, None, Some(75)),
+                (11, Some(0), Some(45)),
+                (12, Some(1), Some(30))
+            ]
+        );
+    }
+
     fn same_namespace() -> Attribution {
         Attribution {
             nested: false,
@@ -527,7 +624,7 @@ mod tests {
 
     #[test]
     fn host_pids_are_paired_only_where_it_cannot_be_wrong() {
-        let workers = HashMap::from([(0usize, vec![7, 8])]);
+        let workers = trees(&[(0, vec![7, 8])]);
         let nested = Attribution {
             nested: true,
             ..same_namespace()
@@ -550,7 +647,7 @@ mod tests {
         let found = hidden.attribute(&one, &workers).unwrap();
         assert_eq!(found[0].1[0].pid, 48213);
         // Two workers and one foreign process: ambiguous.
-        let two = HashMap::from([(0usize, vec![7]), (1usize, vec![9])]);
+        let two = trees(&[(0, vec![7]), (1, vec![9])]);
         assert!(hidden.attribute(&one, &two).is_none());
         // A worker matched by its own PID is never paired with a stranger.
         let both = [reading(7, 60), reading(48213, 5)];
@@ -566,7 +663,7 @@ mod tests {
             asked_since: Vec::new(),
         };
         let devices = source.devices();
-        let workers = HashMap::from([(0usize, vec![7])]);
+        let workers = trees(&[(0, vec![7])]);
         let mut attribution = Attribution {
             nested: true,
             ..same_namespace()

@@ -2,7 +2,7 @@
 //! Readings are events like any other, so they are recorded and folded into the state.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
@@ -208,6 +208,17 @@ impl Trees {
         self.trees.get(&root).cloned().unwrap_or_else(|| vec![root])
     }
 
+    /// The ranks among `ranks` (rank → the pid that said it is that rank) whose process lies in `root`'s tree, each
+    /// with its own tree: a hook's word alone never makes golow read another process.
+    pub fn rank_trees(&self, root: u32, ranks: &BTreeMap<u32, u32>) -> Vec<(u32, u32, Vec<u32>)> {
+        let tree = self.tree(root);
+        ranks
+            .iter()
+            .filter(|(_, pid)| tree.contains(pid))
+            .map(|(&rank, &pid)| (rank, pid, self.tree(pid)))
+            .collect()
+    }
+
     /// Every pid of every tree.
     fn all(&self) -> HashSet<u32> {
         self.roots
@@ -223,35 +234,54 @@ impl Trees {
 /// process that came and went, a rank that freed before another allocated), so the sum would report a peak the
 /// tree never had; the highest one is a floor that was really reached.
 struct TreeReading {
-    members: Vec<(u32, Stat)>,
-    rss_bytes: u64,
-    member_peak: u64,
+    members: Vec<Member>,
 }
 
-fn read_tree(files: &mut StatFiles, pids: &[u32], page: u64, peaks: bool) -> Option<TreeReading> {
+/// One process of a tree as a sample read it.
+struct Member {
+    pid: u32,
+    stat: Stat,
+    /// Its own high-water mark, where the sample read it (0 where not).
+    peak: u64,
+    /// CPU ticks it used since its previous reading.
+    used: u64,
+}
+
+impl TreeReading {
+    /// Resident memory, the highest of the members' own peaks, and the CPU ticks used, of the members in `pids`.
+    fn of(&self, pids: &[u32], page: u64) -> (u64, u64, u64) {
+        self.members.iter().filter(|m| pids.contains(&m.pid)).fold(
+            (0u64, 0u64, 0u64),
+            |(rss, peak, used), m| {
+                (
+                    rss.saturating_add(m.stat.pages.saturating_mul(page)),
+                    peak.max(m.peak),
+                    used.saturating_add(m.used),
+                )
+            },
+        )
+    }
+}
+
+fn read_tree(files: &mut StatFiles, pids: &[u32], peaks: bool) -> Option<TreeReading> {
     let mut members = Vec::with_capacity(pids.len());
-    let mut rss_bytes = 0u64;
     for &pid in pids {
         if let Some(stat) = files.read(pid) {
-            members.push((pid, stat));
-            rss_bytes = rss_bytes.saturating_add(stat.pages.saturating_mul(page));
+            members.push(Member {
+                pid,
+                stat,
+                peak: 0,
+                used: 0,
+            });
         }
     }
     members.first()?;
-    let member_peak = if peaks {
-        members
-            .iter()
-            .filter_map(|&(pid, _)| read_peak(pid, &mut files.buf))
-            .max()
-            .unwrap_or(0)
-    } else {
-        0
-    };
-    Some(TreeReading {
-        members,
-        rss_bytes,
-        member_peak,
-    })
+    if peaks {
+        for m in &mut members {
+            m.peak = read_peak(m.pid, &mut files.buf).unwrap_or(0);
+        }
+    }
+    Some(TreeReading { members })
 }
 
 /// The CPU ticks a member used since its previous reading, which `members` then holds: none at its first reading
@@ -263,15 +293,48 @@ fn used_since(members: &mut HashMap<u32, (u64, u64)>, pid: u32, stat: Stat) -> u
     }
 }
 
-/// The processes to watch, keyed by worker index; the hub adds them as they start.
-pub type Watched = Arc<Mutex<HashMap<usize, u32>>>;
+/// What the samplers read, keyed by worker index, in worker order so that readings come out in a stable order: each
+/// worker's process, and the processes of a `--cmd` worker's ranks as their hooks named them. The hub keeps it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Watching {
+    pub roots: BTreeMap<usize, u32>,
+    /// Worker → rank → the latest process to say it is that rank (a restarted rank replaces the one before).
+    pub ranks: BTreeMap<usize, BTreeMap<u32, u32>>,
+}
 
-/// (worker, pid) pairs in worker order, so that readings come out in a stable order; `None` once the
-/// hub is gone.
-pub fn watched_pids(watched: &Watched) -> Option<Vec<(usize, u32)>> {
-    let mut pids: Vec<(usize, u32)> = watched.lock().ok()?.iter().map(|(&k, &v)| (k, v)).collect();
-    pids.sort_unstable();
-    Some(pids)
+impl Watching {
+    /// Workers' processes alone, no ranks.
+    pub fn of(roots: &[(usize, u32)]) -> Watching {
+        Watching {
+            roots: roots.iter().copied().collect(),
+            ranks: BTreeMap::new(),
+        }
+    }
+
+    /// Every process whose tree is read: the workers', then their ranks'.
+    pub fn tree_roots(&self) -> Vec<u32> {
+        let mut roots: Vec<u32> = self.roots.values().copied().collect();
+        for pid in self.ranks.values().flat_map(BTreeMap::values) {
+            if !roots.contains(pid) {
+                roots.push(*pid);
+            }
+        }
+        roots
+    }
+
+    /// The ranks a worker's hooks named, once the worker has a process.
+    pub fn ranks_of(&self, worker: usize) -> &BTreeMap<u32, u32> {
+        static NONE: BTreeMap<u32, u32> = BTreeMap::new();
+        self.ranks.get(&worker).unwrap_or(&NONE)
+    }
+}
+
+/// Shared between the hub, which adds workers and ranks as they start and say hello, and the samplers.
+pub type Watched = Arc<Mutex<Watching>>;
+
+/// What is watched now; `None` once the hub is gone.
+pub fn watching(watched: &Watched) -> Option<Watching> {
+    watched.lock().ok().map(|w| w.clone())
 }
 
 /// Reads the workers' process trees; driven by the session's clock (one reading per worker per
@@ -292,6 +355,9 @@ pub struct ProcSampler {
     members: HashMap<u32, (u64, u64)>,
     /// Each watched root's tree's peak resident memory so far.
     peaks: HashMap<u32, u64>,
+    /// Each watched rank's process: when it was last read, and its tree's peak resident memory so far.
+    rank_last: HashMap<u32, Instant>,
+    rank_peaks: HashMap<u32, u64>,
     trees: Trees,
     files: StatFiles,
     page: u64,
@@ -305,6 +371,8 @@ impl Default for ProcSampler {
             retired_ticks: 0,
             members: HashMap::new(),
             peaks: HashMap::new(),
+            rank_last: HashMap::new(),
+            rank_peaks: HashMap::new(),
             trees: Trees::default(),
             files: StatFiles::default(),
             page: page_size(),
@@ -322,9 +390,10 @@ impl ProcSampler {
         self.retired_ticks + self.last.values().map(|&(_, ticks)| ticks).sum::<u64>()
     }
 
-    /// One `Body::Process` per (worker, pid) whose process is still there.
-    pub fn sample(&mut self, workers: &[(usize, u32)]) -> Vec<(usize, Body)> {
-        let roots: Vec<u32> = workers.iter().map(|&(_, pid)| pid).collect();
+    /// One `Body::Process` per watched worker whose process is still there, each followed by one per rank of it
+    /// whose process lies in its tree.
+    pub fn sample(&mut self, watching: &Watching) -> Vec<(usize, Body)> {
+        let roots: Vec<u32> = watching.roots.values().copied().collect();
         let mut retired = 0u64;
         self.last.retain(|root, &mut (_, ticks)| {
             let watched = roots.contains(root);
@@ -335,44 +404,71 @@ impl ProcSampler {
         });
         self.retired_ticks = self.retired_ticks.saturating_add(retired);
         self.peaks.retain(|root, _| roots.contains(root));
-        let rescanned = self.trees.refresh(&roots);
+        let rescanned = self.trees.refresh(&watching.tree_roots());
         if rescanned {
             let all = self.trees.all();
             self.files.keep_only(&all);
             self.members.retain(|pid, _| all.contains(pid));
         }
-        let mut readings = Vec::with_capacity(workers.len());
-        for &(worker, pid) in workers {
+        let mut readings = Vec::with_capacity(roots.len());
+        let mut ranks_read = HashSet::new();
+        for (&worker, &pid) in &watching.roots {
             let tree = self.trees.tree(pid);
-            let Some(reading) = read_tree(&mut self.files, &tree, self.page, rescanned) else {
+            let Some(mut reading) = read_tree(&mut self.files, &tree, rescanned) else {
                 continue;
             };
-            let used: u64 = reading
-                .members
-                .iter()
-                .map(|&(member, stat)| used_since(&mut self.members, member, stat))
-                .sum();
+            for m in &mut reading.members {
+                m.used = used_since(&mut self.members, m.pid, m.stat);
+            }
+            let (rss_bytes, member_peak, used) = reading.of(&tree, self.page);
             let now = Instant::now();
             let previous = self.last.get(&pid).copied();
-            let cpu_percent = previous.and_then(|(then, _)| {
-                let wall = now.duration_since(then).as_secs_f64();
-                (wall > 0.0).then(|| used as f64 / self.ticks_per_s / wall * 100.0)
-            });
+            let cpu_percent = previous.and_then(|(then, _)| self.cpu_percent(used, then, now));
             let total = previous.map_or(0, |(_, t)| t).saturating_add(used);
             self.last.insert(pid, (now, total));
             let peak = self.peaks.entry(pid).or_insert(0);
-            *peak = (*peak).max(reading.rss_bytes).max(reading.member_peak);
+            *peak = (*peak).max(rss_bytes).max(member_peak);
             readings.push((
                 worker,
                 Body::Process {
                     pid,
-                    rss_bytes: reading.rss_bytes,
+                    rss_bytes,
                     peak_rss_bytes: *peak,
                     cpu_percent,
+                    rank: None,
                 },
             ));
+            for (rank, rank_pid, rank_tree) in self.trees.rank_trees(pid, watching.ranks_of(worker))
+            {
+                if !reading.members.iter().any(|m| m.pid == rank_pid) {
+                    continue;
+                }
+                let (rss_bytes, member_peak, used) = reading.of(&rank_tree, self.page);
+                ranks_read.insert(rank_pid);
+                let then = self.rank_last.insert(rank_pid, now);
+                let peak = self.rank_peaks.entry(rank_pid).or_insert(0);
+                *peak = (*peak).max(rss_bytes).max(member_peak);
+                readings.push((
+                    worker,
+                    Body::Process {
+                        pid: rank_pid,
+                        rss_bytes,
+                        peak_rss_bytes: *peak,
+                        cpu_percent: then.and_then(|then| self.cpu_percent(used, then, now)),
+                        rank: Some(rank),
+                    },
+                ));
+            }
         }
+        self.rank_last.retain(|pid, _| ranks_read.contains(pid));
+        self.rank_peaks.retain(|pid, _| ranks_read.contains(pid));
         readings
+    }
+
+    /// `used` ticks between `then` and `now` as a share of one core (100 = one core busy).
+    fn cpu_percent(&self, used: u64, then: Instant, now: Instant) -> Option<f64> {
+        let wall = now.duration_since(then).as_secs_f64();
+        (wall > 0.0).then(|| used as f64 / self.ticks_per_s / wall * 100.0)
     }
 }
 
@@ -550,7 +646,7 @@ mod tests {
         while !said.iter().any(|line| line == "burned") && start.elapsed() < Duration::from_secs(10)
         {
             said.extend(shell.lines.try_iter());
-            let cpu = cpu_of(&sampler.sample(&[(0, root)]));
+            let cpu = cpu_of(&sampler.sample(&Watching::of(&[(0, root)])));
             samples.push((start.elapsed(), sampler.trees.tree(root), cpu));
             std::thread::sleep(Duration::from_millis(150));
         }
@@ -575,7 +671,7 @@ mod tests {
 
         // A worker that ends leaves its CPU in the total, and nothing in the maps.
         let total = sampler.workers_ticks();
-        assert!(sampler.sample(&[]).is_empty());
+        assert!(sampler.sample(&Watching::default()).is_empty());
         assert_eq!(sampler.workers_ticks(), total);
         assert!(sampler.last.is_empty() && sampler.peaks.is_empty());
         assert!(sampler.members.is_empty() && sampler.files.open.is_empty());
@@ -587,16 +683,16 @@ mod tests {
         let shell = Shell::run(&format!("sleep 0.5; {}; true", burner(1.0)));
         let root = shell.pid();
         let mut sampler = ProcSampler::default();
-        assert_eq!(cpu_of(&sampler.sample(&[(0, root)])), None);
+        assert_eq!(cpu_of(&sampler.sample(&Watching::of(&[(0, root)]))), None);
         let child: u32 = shell.line().parse().unwrap();
         assert!(!sampler.trees.tree(root).contains(&child), "scanned before");
         assert_eq!(shell.line(), "burned");
         // The first reading that finds it (a young root's tree is rescanned at every sample), and a rescan soon
         // after, which a change of the roots forces (as any rescan after a reading without the child would).
-        let found = cpu_of(&sampler.sample(&[(0, root)])).unwrap();
+        let found = cpu_of(&sampler.sample(&Watching::of(&[(0, root)]))).unwrap();
         let found_tree = sampler.trees.tree(root);
         std::thread::sleep(Duration::from_millis(100));
-        let next = cpu_of(&sampler.sample(&[(0, root), (1, u32::MAX)])).unwrap();
+        let next = cpu_of(&sampler.sample(&Watching::of(&[(0, root), (1, u32::MAX)]))).unwrap();
         assert!(
             next <= most_cpu(100.0),
             "the child's past CPU in 100 ms: {next}%"
@@ -609,6 +705,61 @@ mod tests {
     }
 
     #[test]
+    fn each_rank_is_read_apart_and_only_inside_its_workers_tree() {
+        const SIZE: u64 = 150 << 20;
+        // A launcher's two ranks: one burning CPU, one holding memory.
+        let shell = Shell::run(&format!(
+            "python3 -c 'import os, time\nprint(\"busy\", os.getpid(), flush=True)\nwhile True: pass' & \
+             python3 -c 'import os, time\nb = bytearray(b\"x\") * {SIZE}\nprint(\"big\", os.getpid(), flush=True)\ntime.sleep(30)' & wait"
+        ));
+        let mut pids = BTreeMap::new();
+        for _ in 0..2 {
+            let line = shell.line();
+            let (what, pid) = line.split_once(' ').unwrap();
+            pids.insert(what.to_string(), pid.parse::<u32>().unwrap());
+        }
+        let mut watching = Watching::of(&[(0, shell.pid())]);
+        // Rank 2 names a process outside the worker's tree: this one.
+        watching.ranks.insert(
+            0,
+            BTreeMap::from([(0, pids["busy"]), (1, pids["big"]), (2, std::process::id())]),
+        );
+        let mut sampler = ProcSampler::default();
+        sampler.sample(&watching);
+        std::thread::sleep(Duration::from_millis(400));
+        let readings = sampler.sample(&watching);
+        let read: Vec<(u32, Option<u32>, u64, f64)> = readings
+            .iter()
+            .map(|(worker, body)| match body {
+                Body::Process {
+                    pid,
+                    rank,
+                    rss_bytes,
+                    cpu_percent,
+                    ..
+                } if *worker == 0 => (*pid, *rank, *rss_bytes, cpu_percent.unwrap_or(-1.0)),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let [
+            (root, None, tree_rss, tree_cpu),
+            (busy, Some(0), busy_rss, busy_cpu),
+            (big, Some(1), big_rss, big_cpu),
+        ] = read.as_slice()
+        else {
+            panic!("the worker, then ranks 0 and 1, and no rank 2: {read:?}")
+        };
+        assert_eq!(
+            (*root, *busy, *big),
+            (shell.pid(), pids["busy"], pids["big"])
+        );
+        assert!(*big_rss >= SIZE && *busy_rss < SIZE, "{read:?}");
+        assert!(*tree_rss >= big_rss + busy_rss, "{read:?}");
+        assert!(*busy_cpu > 20.0 && *big_cpu < 5.0, "{read:?}");
+        assert!(*tree_cpu >= busy_cpu + big_cpu - 1.0, "{read:?}");
+    }
+
+    #[test]
     fn a_trees_peak_counts_a_childs_own_high_water_mark() {
         const SIZE: u64 = 200 << 20;
         let shell = Shell::run(&format!(
@@ -616,7 +767,10 @@ mod tests {
         ));
         let root = shell.pid();
         let mut sampler = ProcSampler::default();
-        let memory = |sampler: &mut ProcSampler| match sampler.sample(&[(0, root)]).as_slice() {
+        let memory = |sampler: &mut ProcSampler| match sampler
+            .sample(&Watching::of(&[(0, root)]))
+            .as_slice()
+        {
             [
                 (
                     _,
@@ -647,9 +801,9 @@ mod tests {
     fn samples_this_process() {
         let mut sampler = ProcSampler::default();
         let me = std::process::id();
-        let first = sampler.sample(&[(7, me)]);
+        let first = sampler.sample(&Watching::of(&[(7, me)]));
         std::thread::sleep(Duration::from_millis(20));
-        let second = sampler.sample(&[(7, me), (8, u32::MAX)]);
+        let second = sampler.sample(&Watching::of(&[(7, me), (8, u32::MAX)]));
         assert_eq!(
             second.len(),
             1,

@@ -156,6 +156,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                         rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
                         peak_rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
                         cpu_percent: Some(95.0 + w as f64 * 10.0),
+                        rank: None,
                     },
                 ));
                 if gpu {
@@ -168,6 +169,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                             memory_bytes: Some((3 + w as u64) << 30),
                             sm_percent: Some(60 + 10 * w as u32),
                             last_seen_us: Some(step),
+                            rank: None,
                         },
                     ));
                 }
