@@ -1,11 +1,14 @@
 //! Frame render time of the live view: 200×60, three workers, every pane full (a GPU session, so all
 //! eight panes draw), drawn through ratatui's `Terminal` (layout, widgets and the buffer diff).
-//! Target: p99 ≤ 2 ms. Also the compare view. `GOLOW_BENCH_FRAMES` (default 2000) per view.
+//! Target: p99 ≤ 2 ms. Also the compare view, and a distributed job's dashboard with the ranks pane (two jobs of
+//! four ranks) and that pane maximised with a line per rank. `GOLOW_BENCH_FRAMES` (default 2000) per view.
 
 #[path = "../tests/common/ui_session.rs"]
 mod ui_session;
 
 use std::time::Instant;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use golow::state::State;
 use golow::ui::app::App;
@@ -52,7 +55,21 @@ fn main() {
         &state,
         count,
     );
-    let worst = report("dashboard 200×60", &dashboard).max(report("compare view 200×60", &compare));
+    let distributed = ui_session::distributed_session(2000);
+    let ranks = frames(App::new(dark(), None), &distributed, count);
+    let mut expanded = App::new(dark(), None);
+    for key in [KeyCode::Char('9'), KeyCode::Enter] {
+        expanded.on_key(KeyEvent::new(key, KeyModifiers::NONE), &distributed);
+    }
+    let expanded = frames(expanded, &distributed, count);
+    let worst = [
+        report("dashboard 200×60", &dashboard),
+        report("compare view 200×60", &compare),
+        report("ranks dashboard", &ranks),
+        report("ranks, a line per rank", &expanded),
+    ]
+    .into_iter()
+    .fold(0.0, f64::max);
     let verdict = if worst <= 2.0 { "meets" } else { "MISSES" };
     println!("p99 {worst:.3} ms: {verdict} the target of ≤ 2 ms");
     if worst > 2.0 {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::ui_session::session;
+use common::ui_session::{distributed_session, session};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use golow::state::State;
 use golow::ui::app::App;
@@ -62,6 +62,46 @@ fn every_pane_maximised() {
         press(&mut app, &state, KeyCode::Char(key));
         insta::assert_snapshot!(format!("pane_{}", i + 1), render(&mut app, &state, 160, 40));
     }
+}
+
+#[test]
+fn a_distributed_job_gets_the_ranks_pane_collapsed_to_a_band_and_expandable() {
+    let state = distributed_session(60);
+    let mut app = app();
+    let dashboard = render(&mut app, &state, 200, 60);
+    assert!(
+        dashboard.contains("ranks: step time across ranks"),
+        "{dashboard}"
+    );
+    insta::assert_snapshot!("ranks_dashboard", dashboard);
+    press(&mut app, &state, KeyCode::Char('9'));
+    let band = render(&mut app, &state, 160, 40);
+    assert!(band.contains("straggler: rank 3, 30.0 ms late"), "{band}");
+    assert!(band.contains("last most often: rank 3"), "{band}");
+    assert!(!band.contains("pid"), "collapsed: no line per rank\n{band}");
+    insta::assert_snapshot!("ranks_band", band);
+    press(&mut app, &state, KeyCode::Enter);
+    let expanded = render(&mut app, &state, 160, 40);
+    assert!(expanded.contains("pid"), "{expanded}");
+    for pid in (201..=204).chain(211..=214) {
+        assert!(
+            expanded.contains(&format!(" {pid} ")),
+            "rank process {pid}\n{expanded}"
+        );
+    }
+    insta::assert_snapshot!("ranks_expanded", expanded);
+    // The compare view sets the two jobs' ranks side by side.
+    press(&mut app, &state, KeyCode::Tab);
+    let compared = render(&mut app, &state, 160, 40);
+    assert!(compared.contains("straggler"), "{compared}");
+    assert!(compared.contains("rank 3 +30.0 ms"), "{compared}");
+    insta::assert_snapshot!("ranks_compared", compared);
+    // Without ranks the pane takes no room, and 9 maximises nothing.
+    let plain = session(false, 80);
+    let mut app = self::app();
+    assert!(!render(&mut app, &plain, 200, 60).contains("ranks: step time"));
+    press(&mut app, &plain, KeyCode::Char('9'));
+    assert!(render(&mut app, &plain, 160, 40).contains("sample time"));
 }
 
 #[test]
@@ -572,6 +612,8 @@ fn the_live_view_redraws_only_what_changed_and_shows_the_same_as_whole_frames() 
         redrawn_parts_match_whole_frames(&records, (200, 60), &[KeyCode::Char('?')], false);
         redrawn_parts_match_whole_frames(&records, (200, 60), &[KeyCode::Char('c')], false);
     }
+    let distributed = common::ui_session::distributed_records(60);
+    redrawn_parts_match_whole_frames(&distributed, (200, 60), &[], true);
     let recordings = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings");
     let recording = std::fs::read_dir(recordings)
         .unwrap()

@@ -373,6 +373,7 @@ impl App {
             window: self.window(clock),
             ended: state.ended,
             gpu: gpu_present(state),
+            ranks: panes::any_ranks(state),
             workers: state.workers.len(),
         }
     }
@@ -494,6 +495,7 @@ struct Look {
     window: Window,
     ended: bool,
     gpu: bool,
+    ranks: bool,
     workers: usize,
 }
 
@@ -515,8 +517,9 @@ fn dashboard_layout<'s>(
     maximised: Option<usize>,
 ) -> Dashboard<'s> {
     let gpu = gpu_present(state);
+    let ranks = panes::any_ranks(state);
     let visible: Vec<usize> = (0..panes.len())
-        .filter(|&i| gpu || !panes[i].needs_gpu())
+        .filter(|&i| (gpu || !panes[i].needs_gpu()) && (ranks || !panes[i].needs_ranks()))
         .collect();
     let mut body = body;
     let mut notice = None;

@@ -11,6 +11,7 @@ use super::chart::{self, Line as ChartLine};
 use super::render;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::MIN_SAMPLES;
+use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
 use golow_protocol::config::Schedule;
 
@@ -170,6 +171,65 @@ impl Judged {
     }
 }
 
+fn ranks_of(w: &WorkerState) -> Vec<&ProcessState> {
+    w.script.as_ref().map(|s| s.ranks()).unwrap_or_default()
+}
+
+/// The slowest rank's median step over the fastest's.
+fn rank_spread(ranks: &[&ProcessState]) -> Option<f64> {
+    let medians: Vec<f64> = ranks
+        .iter()
+        .filter_map(|p| p.step_interval.quantile_ms(0.5))
+        .collect();
+    let slowest = medians.iter().copied().reduce(f64::max)?;
+    let fastest = medians.iter().copied().reduce(f64::min)?;
+    (fastest > 0.0).then(|| slowest / fastest)
+}
+
+/// Rows for distributed jobs, when either side has ranks: how many, the slowest rank's median step over the
+/// fastest's, the skew between the ranks' arrivals, and the straggler named.
+fn rank_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, String, String)> {
+    let (ra, rb) = (ranks_of(a), ranks_of(b));
+    if ra.is_empty() && rb.is_empty() {
+        return Vec::new();
+    }
+    let none = Durations::default();
+    let skew_a = a.script.as_ref().map_or(&none, |s| &s.arrivals.skew);
+    let skew_b = b.script.as_ref().map_or(&none, |s| &s.arrivals.skew);
+    let straggler = |w: &WorkerState| {
+        w.script
+            .as_ref()
+            .and_then(|s| s.arrivals.verdict)
+            .map_or("none".into(), |v| {
+                format!("rank {} +{} ms", v.rank, ms(v.late_ms))
+            })
+    };
+    let count = |r: &[&ProcessState]| {
+        if r.is_empty() {
+            "-".into()
+        } else {
+            r.len().to_string()
+        }
+    };
+    let times = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}×"));
+    vec![
+        ("ranks", count(&ra), String::new(), count(&rb)),
+        (
+            "slowest / fastest rank",
+            times(rank_spread(&ra)),
+            String::new(),
+            times(rank_spread(&rb)),
+        ),
+        (
+            "arrival skew p50 (ms)",
+            median(skew_a).map_or("-".into(), ms),
+            ratio_cell(ratio_of_medians(skew_a, skew_b)),
+            median(skew_b).map_or("-".into(), ms),
+        ),
+        ("straggler", straggler(a), String::new(), straggler(b)),
+    ]
+}
+
 fn median(d: &Durations) -> Option<f64> {
     d.percentiles().map(|p| p.p50)
 }
@@ -184,9 +244,10 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         return;
     };
     let families = kernel_family_lines(view, a, b);
+    let ranked = rank_rows(a, b);
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(10),
+        Constraint::Length(10 + ranked.len() as u16),
         Constraint::Length(families.len() as u16),
         Constraint::Min(3),
     ])
@@ -278,6 +339,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             .unwrap_or_default();
         rows.push(("compile time (s)", seconds(a), paid, seconds(b)));
     }
+    rows.extend(ranked);
     let mut lines = vec![Line::styled(
         format!(
             "{:<24} {:>14}   {:^34}   {:<14}",

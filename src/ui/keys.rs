@@ -197,12 +197,12 @@ pub const BINDINGS: &[Binding] = &[
         },
     },
     Binding {
-        keys: "1 … 8",
-        does: "maximise a pane (in dashboard order); 0 or Esc back",
+        keys: "1 … 9",
+        does: "maximise a pane (dashboard order; 9: ranks); 0 or Esc back",
         views: &[Live, Replay],
-        footer: &[(Live, "1-8 maximise, 0 back"), (Replay, "1-8 maximise")],
+        footer: &[(Live, "1-9 maximise, 0 back"), (Replay, "1-9 maximise")],
         command: |k| match (k.code, char_key(k)) {
-            (_, Some(c @ '1'..='8')) => Some(Command::Maximise(Some(c as usize - '1' as usize))),
+            (_, Some(c @ '1'..='9')) => Some(Command::Maximise(Some(c as usize - '1' as usize))),
             (KeyCode::Esc, _) | (_, Some('0')) => Some(Command::Maximise(None)),
             _ => None,
         },
@@ -213,6 +213,13 @@ pub const BINDINGS: &[Binding] = &[
         views: &[Live, Replay],
         footer: &[],
         command: |k| matches!(k.code, KeyCode::Up | KeyCode::Down).then_some(Command::Pane(k.code)),
+    },
+    Binding {
+        keys: "Enter",
+        does: "in the maximised ranks pane: a line per rank ↔ the band",
+        views: &[Live, Replay],
+        footer: &[],
+        command: |k| (k.code == KeyCode::Enter).then_some(Command::Pane(k.code)),
     },
     Binding {
         keys: "mouse",

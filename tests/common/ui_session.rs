@@ -33,6 +33,46 @@ fn worker_config(device: &str) -> WorkerConfig {
     }
 }
 
+/// The first record of a session of `workers` on `device`.
+fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Record {
+    Record::new(
+        0.0,
+        None,
+        Body::SessionStart(SessionConfig {
+            workers,
+            commands: Default::default(),
+            model: Model::Resnet50,
+            dataset: "synthetic".into(),
+            mode: Mode::Train,
+            batch_size: 32,
+            resolution: 224,
+            steps: 200,
+            warmup: 2,
+            device: device.into(),
+            threads: 16,
+            schedule,
+            seed: 0,
+            pinned: true,
+            optimiser: Optimiser::default(),
+            compile_mode: Default::default(),
+            command_env: Default::default(),
+            stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
+            monotonic_origin_ns: None,
+        }),
+    )
+}
+
+/// What NVML's absence says.
+fn no_gpu() -> Record {
+    Record::new(
+        1.0,
+        None,
+        Body::GpuUnavailable {
+            reason: "libnvidia-ml.so.1 not found".into(),
+        },
+    )
+}
+
 /// A session of three workers, `steps` steps each at 4 steps a second, with a GPU or without one.
 pub fn session(gpu: bool, steps: u64) -> State {
     let mut state = State::default();
@@ -45,31 +85,8 @@ pub fn session(gpu: bool, steps: u64) -> State {
 /// The records of `session`, in order.
 pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
     let device = if gpu { "cuda:0" } else { "cpu" };
-    let mut records = vec![Record::new(
-        0.0,
-        None,
-        Body::SessionStart(SessionConfig {
-            workers: WORKERS.iter().map(|w| w.to_string()).collect(),
-            commands: Default::default(),
-            model: Model::Resnet50,
-            dataset: "synthetic".into(),
-            mode: Mode::Train,
-            batch_size: 32,
-            resolution: 224,
-            steps: 200,
-            warmup: 2,
-            device: device.into(),
-            threads: 16,
-            schedule: Schedule::Alternate,
-            seed: 0,
-            pinned: true,
-            optimiser: Optimiser::default(),
-            compile_mode: Default::default(),
-            command_env: Default::default(),
-            stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
-            monotonic_origin_ns: None,
-        }),
-    )];
+    let workers = WORKERS.iter().map(|w| w.to_string()).collect();
+    let mut records = vec![session_start(workers, device, Schedule::Alternate)];
     if gpu {
         records.push(Record::new(
             1.0,
@@ -83,13 +100,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             },
         ));
     } else {
-        records.push(Record::new(
-            1.0,
-            None,
-            Body::GpuUnavailable {
-                reason: "libnvidia-ml.so.1 not found".into(),
-            },
-        ));
+        records.push(no_gpu());
     }
     for (w, name) in WORKERS.iter().enumerate() {
         let worker = Some(name.to_string());
@@ -293,4 +304,103 @@ fn kernel_window(step: u64, w: usize) -> KernelWindow {
         monotonic_start_ns: None,
         monotonic_end_ns: None,
     }
+}
+
+/// Two `--cmd` workers of 4 ranks each on a machine without a GPU, `steps` steps at 4 a second: `ddp`, whose rank 3
+/// begins its backward pass 30 ms after the others from step 20 on, and `ddp-fixed`, whose ranks arrive within
+/// 0.2 ms of each other. Each rank's process is read every other step.
+pub fn distributed_session(steps: u64) -> State {
+    let mut state = State::default();
+    for r in &distributed_records(steps) {
+        state.apply(r);
+    }
+    state
+}
+
+/// The records of `distributed_session`, in order.
+pub fn distributed_records(steps: u64) -> Vec<Record> {
+    const JOBS: [&str; 2] = ["ddp", "ddp-fixed"];
+    let mut start = session_start(
+        JOBS.iter().map(|w| w.to_string()).collect(),
+        "cpu",
+        Schedule::Parallel,
+    );
+    if let Body::SessionStart(config) = &mut start.body {
+        config.commands = JOBS
+            .iter()
+            .map(|w| (w.to_string(), "torchrun --nproc-per-node 4 train.py".into()))
+            .collect();
+    }
+    let mut records = vec![start, no_gpu()];
+    for (j, job) in JOBS.iter().enumerate() {
+        let worker = Some(job.to_string());
+        let launcher = 200 + 10 * j as u32;
+        records.push(Record::new(
+            5.0,
+            worker.clone(),
+            Body::WorkerStarted {
+                pid: launcher,
+                command: vec![],
+            },
+        ));
+        for rank in 0..4u32 {
+            records.push(Record::new(
+                900.0,
+                worker.clone(),
+                golow_protocol::samples::rank_hello(rank, launcher + 1 + rank, rank, 4),
+            ));
+        }
+    }
+    for step in 0..steps {
+        for (j, job) in JOBS.iter().enumerate() {
+            let launcher = 200 + 10 * j as u32;
+            let t_ms = 1000.0 + step as f64 * 250.0 + j as f64 * 40.0;
+            for rank in 0..4u32 {
+                let late_ms = match (j, rank) {
+                    (0, 3) if step >= 20 => 30.0,
+                    _ => f64::from((rank + step as u32) % 4) * 0.05,
+                };
+                let step_ms = 250.0 + f64::from(rank) * 0.5 + (step % 3) as f64;
+                records.push(Record::new(
+                    t_ms + f64::from(rank),
+                    Some(job.to_string()),
+                    Body::OptimizerStep(golow_protocol::event::OptimizerStep {
+                        process: rank,
+                        optimizer: 0,
+                        step,
+                        interval_ms: (step > 0).then_some(step_ms),
+                        first_step_ms: None,
+                        arrived_ns: Some(step * 250_000_000 + (late_ms * 1e6) as u64),
+                    }),
+                ));
+                if step % 2 == 0 {
+                    records.push(Record::new(
+                        t_ms + 100.0,
+                        Some(job.to_string()),
+                        Body::Process {
+                            pid: launcher + 1 + rank,
+                            rss_bytes: (900 + 10 * u64::from(rank)) << 20,
+                            peak_rss_bytes: (950 + 10 * u64::from(rank)) << 20,
+                            cpu_percent: Some(95.0 + f64::from(rank)),
+                            rank: Some(rank),
+                        },
+                    ));
+                }
+            }
+            if step % 2 == 0 {
+                records.push(Record::new(
+                    t_ms + 100.0,
+                    Some(job.to_string()),
+                    Body::Process {
+                        pid: launcher,
+                        rss_bytes: 4000 << 20,
+                        peak_rss_bytes: 4100 << 20,
+                        cpu_percent: Some(390.0),
+                        rank: None,
+                    },
+                ));
+            }
+        }
+    }
+    records
 }

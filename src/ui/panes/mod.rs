@@ -5,6 +5,7 @@ mod cpu;
 mod gpu;
 mod kernels;
 mod memory;
+mod ranks;
 mod sample_time;
 mod throughput;
 mod training;
@@ -22,6 +23,10 @@ pub trait Pane {
     fn title(&self) -> &'static str;
     /// Panes that need an NVIDIA GPU give their room to the others on a machine without one.
     fn needs_gpu(&self) -> bool {
+        false
+    }
+    /// Panes about a distributed job's ranks are shown only while some worker has ranks.
+    fn needs_ranks(&self) -> bool {
         false
     }
     /// The changes that alter what it shows: it is redrawn only after those.
@@ -44,8 +49,11 @@ pub fn all() -> Vec<Box<dyn Pane>> {
         Box::new(kernels::Kernels::default()),
         Box::new(training::Training),
         Box::new(cpu::HostCpu),
+        Box::new(ranks::Ranks::default()),
     ]
 }
+
+pub use ranks::any as any_ranks;
 
 /// A worker's name in its colour, padded for columns.
 fn name<'a>(view: &View, worker: &str, width: usize) -> Span<'a> {
