@@ -8,6 +8,9 @@
 //! 2. **A scrape's size and render time** for 2 distributed workers × 8 ranks, each with 100 steps per rank, the
 //!    collector's 40 kernels and /proc readings, folded from records as a session would: bytes, and the median time
 //!    of 1,000 renders.
+//! 3. **A live scrape of 2 × 8 ranks**: two `--cmd` torchrun jobs of 8 ranks each (DDP on gloo, a small model, a
+//!    step every 50 ms) under one golow; once every rank has stepped 20 times, 10 scrapes a second apart: the bytes
+//!    and the time from connecting to the last byte, medians.
 
 mod common;
 
@@ -180,6 +183,116 @@ fn distributed_state() -> State {
     state
 }
 
+/// Each of the 8 ranks of a job steps every 50 ms until stopped.
+const DDP: &str = "\
+import time, torch, torch.distributed as dist
+dist.init_process_group('gloo')
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+while True:
+    opt.zero_grad()
+    model(torch.randn(16, 64)).sum().backward()
+    opt.step()
+    time.sleep(0.05)
+";
+
+/// One GET of /metrics: the body's bytes and the time from connecting to its last byte.
+fn scrape(addr: &str) -> (Vec<u8>, Duration) {
+    let start = Instant::now();
+    let mut s = TcpStream::connect(addr).expect("golow serves");
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("a request");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).expect("an answer");
+    let elapsed = start.elapsed();
+    let body = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.clone(), |at| answer[at + 4..].to_vec());
+    (body, elapsed)
+}
+
+/// Phase 3: a live session of two torchrun jobs of 8 ranks, scraped.
+fn live_ranks() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(dir.path().join("ddp.py"), DDP).expect("the script");
+    let venv = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin");
+    let path = format!("{venv}:{}", std::env::var("PATH").unwrap_or_default());
+    let mut golow = Command::new(env!("CARGO_BIN_EXE_golow"))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("TMPDIR", dir.path())
+        .args([
+            "run",
+            "--headless",
+            "--threads",
+            "1",
+            "--no-record",
+            "--metrics-addr",
+            "0",
+        ])
+        .args([
+            "--cmd",
+            "job-a=torchrun --standalone --nproc-per-node 8 ddp.py",
+        ])
+        .args([
+            "--cmd",
+            "job-b=torchrun --master-port 29511 --nproc-per-node 8 ddp.py",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("golow runs");
+    let mut lines = BufReader::new(golow.stderr.take().unwrap()).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.strip_prefix("golow: metrics at http://")?
+                    .trim_end_matches("/metrics")
+                    .to_string(),
+            )
+        })
+        .expect("golow says where it serves");
+    std::thread::spawn(move || lines.for_each(drop));
+    let stepped = |text: &str| {
+        ["job-a", "job-b"].iter().all(|job| {
+            (0..8).all(|rank| {
+                let sample = format!("golow_rank_steps_total{{worker=\"{job}\",rank=\"{rank}\"}} ");
+                text.lines()
+                    .find_map(|l| l.strip_prefix(&sample)?.parse::<f64>().ok())
+                    .is_some_and(|steps| steps >= 20.0)
+            })
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !stepped(&String::from_utf8_lossy(&scrape(&addr).0)) {
+        assert!(Instant::now() < deadline, "16 ranks never stepped 20 times");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (mut sizes, mut times) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        let (body, elapsed) = scrape(&addr);
+        sizes.push(body.len() as f64);
+        times.push(elapsed.as_secs_f64() * 1e3);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    // SAFETY: a signal to the child we started.
+    unsafe {
+        libc::kill(golow.id() as i32, libc::SIGINT);
+    }
+    let _ = golow.wait();
+    let (low, high) = (
+        sizes.iter().copied().fold(f64::INFINITY, f64::min),
+        sizes.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "a live scrape of 2 torchrun jobs × 8 ranks: median {:.0} bytes ({low:.0}–{high:.0}), answered in {:.2} ms (median of 10)",
+        median(&mut sizes),
+        median(&mut times)
+    );
+}
+
 fn main() {
     let runs = env_or("GOLOW_BENCH_RUNS", 5);
     let seconds = env_or("GOLOW_BENCH_CPU_SECONDS", 20);
@@ -207,6 +320,8 @@ fn main() {
         text.lines().count(),
         median(&mut times)
     );
+
+    live_ranks();
 
     println!(
         "golow's CPU over {seconds} s of a headless libtorch session, without and with a scrape every second, {runs} rounds:"

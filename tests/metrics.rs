@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{get, golow_command, metric};
+use common::{get, golow_command, metric, with_venv_path};
 
 /// A headless session of ResNet-18 serving its metrics on a port the system chose; interrupted when dropped.
 struct Served {
@@ -22,9 +22,15 @@ struct Served {
 
 impl Served {
     fn start(tmp: &Path, impls: &str, steps: &str) -> Served {
-        let mut golow = golow_command(tmp)
-            .args(["run", "--headless", "--impl", impls, "--model", "resnet18"])
-            .args(["--steps", steps, "--no-record", "--metrics-addr", "0"])
+        Served::with(tmp, &["--impl", impls, "--steps", steps])
+    }
+
+    /// With `args` besides the model, and `python` and `torchrun` on the PATH for `--cmd` workers.
+    fn with(tmp: &Path, args: &[&str]) -> Served {
+        let mut golow = with_venv_path(&mut golow_command(tmp))
+            .args(["run", "--headless", "--model", "resnet18"])
+            .args(args)
+            .args(["--no-record", "--metrics-addr", "0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -149,11 +155,38 @@ fn a_live_session_serves_what_promtool_accepts_and_a_bad_scraper_holds_up_nothin
     trickle.join().unwrap();
 }
 
+/// Two ranks of a DDP job on gloo that step until stopped.
+const DDP: &str = "\
+import time, torch, torch.distributed as dist
+dist.init_process_group('gloo')
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+while True:
+    opt.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+    time.sleep(0.05)
+";
+
 #[test]
 fn prometheus_scrapes_a_live_session() {
     let tmp = tempfile::tempdir().unwrap();
-    let served = Served::start(tmp.path(), "libtorch", "2000");
+    std::fs::write(tmp.path().join("ddp.py"), DDP).unwrap();
+    let served = Served::with(
+        tmp.path(),
+        &[
+            "--impl",
+            "libtorch",
+            "--steps",
+            "2000",
+            "--threads",
+            "1",
+            "--cmd",
+            "ddp=torchrun --standalone --nproc-per-node 2 ddp.py",
+        ],
+    );
     served.wait_for(r#"golow_steps_total{worker="libtorch"}"#, 1.0);
+    served.wait_for(r#"golow_rank_steps_total{worker="ddp",rank="1"}"#, 5.0);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -211,12 +244,33 @@ fn prometheus_scrapes_a_live_session() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let result = query("golow_step_seconds_count");
+    let result = query(r#"golow_step_seconds_count{worker="libtorch"}"#);
     let series = &result[0];
     assert_eq!(series["metric"]["worker"], "libtorch", "{series}");
     assert_eq!(series["metric"]["job"], "golow", "{series}");
     let count: f64 = series["value"][1].as_str().unwrap().parse().unwrap();
     assert!(count >= 1.0, "{series}");
+    // The distributed job's series carry each rank, the step-time histogram's as its own.
+    let ranks = |promql: &str| -> Vec<String> {
+        let mut ranks: Vec<String> = query(promql)
+            .iter()
+            .map(|r| r["metric"]["rank"].as_str().unwrap_or("none").to_string())
+            .collect();
+        ranks.sort();
+        ranks
+    };
+    for family in [
+        "golow_step_seconds_count",
+        "golow_rank_steps_total",
+        "golow_rank_resident_memory_bytes",
+        "golow_rank_cpu_percent",
+    ] {
+        assert_eq!(
+            ranks(&format!(r#"{family}{{worker="ddp"}}"#)),
+            ["0", "1"],
+            "{family}"
+        );
+    }
     let buckets = query(r#"golow_step_seconds_bucket{le="+Inf"}"#);
     assert_eq!(buckets[0]["metric"]["le"], "+Inf", "{buckets:?}");
 
@@ -251,9 +305,23 @@ fn prometheus_scrapes_a_live_session() {
             "golow_process_resident",
             "golow_steps_total",
         ];
-        if cpu_side.iter().any(|m| promql.contains(m)) {
+        let ranks_side = [
+            "rank!=",
+            "golow_arrival_skew",
+            "golow_straggler_steps",
+            "golow_rank_resident",
+            "golow_rank_cpu",
+        ];
+        let expected = if ranks_side.iter().any(|m| promql.contains(m)) {
+            Some("ddp")
+        } else if cpu_side.iter().any(|m| promql.contains(m)) {
+            Some("libtorch")
+        } else {
+            None
+        };
+        if let Some(worker) = expected {
             assert!(
-                result.iter().any(|r| r["metric"]["worker"] == "libtorch"),
+                result.iter().any(|r| r["metric"]["worker"] == worker),
                 "{promql}: {result:?}"
             );
         }

@@ -7,16 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{PYTHON, golow, headless, summary, summary_of, text, worker};
-
-/// The venv's bin directory first on PATH, so that commands say `python` and `torchrun` as users type them.
-fn with_venv_path(command: &mut std::process::Command) -> &mut std::process::Command {
-    let venv_bin = Path::new(PYTHON).parent().unwrap().to_path_buf();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths = vec![venv_bin];
-    paths.extend(std::env::split_paths(&path));
-    command.env("PATH", std::env::join_paths(paths).unwrap())
-}
+use common::{golow, headless, summary, summary_of, text, with_venv_path, worker};
 
 fn write(dir: &Path, name: &str, source: &str) {
     let path = dir.join(name);

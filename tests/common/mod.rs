@@ -10,6 +10,15 @@ use std::process::{Command, Output, Stdio};
 /// The venv's python (torch 2.11), as `make build` creates it.
 pub const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
 
+/// The venv's bin directory first on PATH, so that commands say `python` and `torchrun` as users type them.
+pub fn with_venv_path(command: &mut Command) -> &mut Command {
+    let venv_bin = Path::new(PYTHON).parent().unwrap().to_path_buf();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![venv_bin];
+    paths.extend(std::env::split_paths(&path));
+    command.env("PATH", std::env::join_paths(paths).unwrap())
+}
+
 pub fn golow_command(tmp: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_golow"));
     // Session directories go here, so a test can see that nothing was left behind; so do recordings
