@@ -384,3 +384,48 @@ fn the_sweep_view_fills_in_stops_on_q_and_replays() {
         !s.contains("recorded sweep")
     });
 }
+
+/// A DDP job on gloo whose rank 1 stalls 40 ms before each step: it arrives last at every all-reduce.
+const STRAGGLING_DDP: &str = "\
+import time, torch, torch.distributed as dist
+dist.init_process_group('gloo')
+rank = dist.get_rank()
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+while True:
+    if rank == 1:
+        time.sleep(0.04)
+    opt.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    opt.step()
+";
+
+#[test]
+fn a_live_torchrun_job_shows_its_ranks_and_names_the_straggler() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("ddp.py"), STRAGGLING_DDP).unwrap();
+    let done = tmp.path().join("exit-code");
+    let venv = std::path::Path::new(common::PYTHON).parent().unwrap();
+    let command = format!(
+        "cd {tmp} && PATH={venv}:$PATH TMPDIR={tmp} {golow} run --no-record --threads 1 --cmd 'ddp=torchrun --standalone --nproc-per-node 2 ddp.py'; echo $? > {done}; sleep 30",
+        tmp = tmp.path().display(),
+        venv = venv.display(),
+        golow = env!("CARGO_BIN_EXE_golow"),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 200, 60);
+    tmux.wait_for("the ranks pane", Duration::from_secs(120), |s| {
+        s.contains("ranks: step time across ranks") && s.contains("2 ranks")
+    });
+    tmux.keys("9");
+    let screen = tmux.wait_for("the straggler named", Duration::from_secs(60), |s| {
+        s.contains("straggler: rank 1")
+    });
+    assert!(screen.contains("last most often: rank 1"), "{screen}");
+    tmux.keys("Enter");
+    tmux.wait_for("a row per rank", Duration::from_secs(10), |s| {
+        s.contains("pid") && s.contains("rss")
+    });
+    let code = tmux.quit(&done, Duration::from_secs(60));
+    assert_eq!(code, "0", "exit code after q; screen:\n{}", tmux.screen());
+}
