@@ -173,7 +173,7 @@ fn export_writes_a_chrome_trace_csv_and_json() {
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut rows = text.lines();
     let columns = rows.next().unwrap().split(',').count();
-    assert_eq!(columns, 30);
+    assert_eq!(columns, 31);
     let rows: Vec<&str> = rows.collect();
     assert!(rows.iter().all(|r| r.split(',').count() == columns));
     assert_eq!(rows.iter().filter(|r| r.contains(",step,")).count(), 48);
