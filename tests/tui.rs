@@ -13,7 +13,10 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str, width: u16, height: u16) -> Tmux {
-        let session = format!("golow-test-{}-{width}x{height}", std::process::id());
+        // Tests of this binary run at once: each session has a name of its own.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = format!("golow-test-{}-{n}", std::process::id());
         let status = Command::new("tmux")
             .args([
                 "new-session",
