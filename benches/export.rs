@@ -41,6 +41,7 @@ fn records(workers: usize) -> Vec<Record> {
                 loss: 1.0,
                 correct: 0,
                 warmup: false,
+                profiled: false,
             }),
         ));
         records.push(Record::new(

@@ -542,6 +542,7 @@ mod tests {
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
+            ops_every: 10,
         })
     }
 
@@ -571,6 +572,7 @@ mod tests {
                 pinned: false,
                 optimiser: Optimiser::default(),
                 compile_mode: Default::default(),
+                ops_every: 10,
             },
         })
     }
@@ -588,6 +590,7 @@ mod tests {
             loss: 2.25,
             correct: 4,
             warmup: n == 0,
+            profiled: false,
         })
     }
 

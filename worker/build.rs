@@ -1,6 +1,6 @@
 //! Links the Rust workers against the torch that `make build` installed, so they run without LD_LIBRARY_PATH, and
 //! compiles the shim to what libtorch has and tch does not expose (csrc/: backward kernels, the AOTInductor
-//! runtime), against that torch's headers.
+//! runtime, the operator callbacks), against that torch's headers.
 
 fn main() {
     // torch-sys (links = "tch") tells dependants where libtorch lives.
@@ -36,6 +36,7 @@ fn compile_shim(lib_dir: &std::path::Path) {
         "csrc/aten_backward.cpp",
         "csrc/aoti_package.cpp",
         "csrc/errors.cpp",
+        "csrc/operators.cpp",
     ];
     for source in sources.iter().chain(&["csrc/shim.h"]) {
         println!("cargo:rerun-if-changed={source}");

@@ -220,6 +220,9 @@ pub struct WorkerConfig {
     /// `torch.compile`'s mode, for the `compile` worker.
     #[serde(default)]
     pub compile_mode: CompileMode,
+    /// One step in this many past the warm-up has its operators recorded; 0: none (`--no-ops`).
+    #[serde(default)]
+    pub ops_every: u32,
 }
 
 /// The model compiled ahead of time, once per session, and what making it cost.
@@ -268,7 +271,14 @@ pub struct SessionConfig {
     /// are stamped with; it places the collector's windows among the steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monotonic_origin_ns: Option<u64>,
+    /// One step in this many past the warm-up has its operators recorded; 0: none (`--no-ops`, and recordings made
+    /// before golow recorded operators).
+    #[serde(default)]
+    pub ops_every: u32,
 }
+
+/// What `--ops-every` defaults to: one step in this many has its operators recorded.
+pub const DEFAULT_OPS_EVERY: u32 = 10;
 
 /// What `--stall-after` defaults to, and what a recording made before it had means.
 pub const DEFAULT_STALL_AFTER_S: u64 = 30;

@@ -53,6 +53,48 @@ pub struct Step {
     pub correct: u32,
     /// Warm-up steps are reported but excluded from statistics.
     pub warmup: bool,
+    /// Its operators were recorded (one step in `--ops-every`): its compute time carries what looking cost.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profiled: bool,
+}
+
+/// Operators named per `operators` window at most; the rest are summed as [`OTHER_OPERATORS`].
+pub const MAX_OPERATORS: usize = 64;
+
+/// The name under which operators beyond a window's cap, or beyond what a recorder tells apart, are summed.
+pub const OTHER_OPERATORS: &str = "(other operators)";
+
+/// What a worker's operators cost over a window (default 1 s) of the steps it profiled: libtorch's operator
+/// callbacks (RecordFunction) for the Rust levels, torch.profiler for the Python ones and `--cmd` scripts.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OperatorWindow {
+    /// The `--cmd` worker's process that profiled them (stamped by the monitor; 0 for a built-in worker).
+    #[serde(default)]
+    pub process: u32,
+    /// Steps of the window whose operators were recorded, and their compute time summed.
+    pub steps: u64,
+    pub compute_ms: f64,
+    /// One step in `every` is profiled.
+    pub every: u32,
+    /// Largest self time first, at most [`MAX_OPERATORS`], [`OTHER_OPERATORS`] last.
+    pub operators: Vec<OperatorStats>,
+    /// Calls, shapes or nestings the recorder could not keep.
+    pub dropped: u64,
+}
+
+/// One operator name over a window.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OperatorStats {
+    /// As libtorch names it: `aten::convolution`, `ConvolutionBackward0`, …
+    pub name: String,
+    pub calls: u64,
+    /// Its own time, its children's excluded, and its time from call to return.
+    pub self_ns: u64,
+    pub total_ns: u64,
+    /// Its tensor inputs' sizes in their most frequent form (`[16, 3, 32, 32] [64, 3, 7, 7]`); empty where not
+    /// recorded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shapes: String,
 }
 
 /// End of an epoch (or of the run, mid-epoch, with `complete: false`).
@@ -162,6 +204,7 @@ pub enum WorkerEvent {
     Phase(Phase),
     Compiling(Compiling),
     Compile(Compile),
+    Operators(OperatorWindow),
 }
 
 impl WorkerEvent {
@@ -175,6 +218,7 @@ impl WorkerEvent {
             WorkerEvent::ForwardPass(e) => Body::ForwardPass(ForwardPass { process, ..e }),
             WorkerEvent::Scalar(e) => Body::Scalar(Scalar { process, ..e }),
             WorkerEvent::Phase(e) => Body::Phase(Phase { process, ..e }),
+            WorkerEvent::Operators(e) => Body::Operators(OperatorWindow { process, ..e }),
             WorkerEvent::Hello(_)
             | WorkerEvent::Step(_)
             | WorkerEvent::Epoch(_)
@@ -229,6 +273,8 @@ pub enum Body {
     Phase(Phase),
     Compiling(Compiling),
     Compile(Compile),
+    /// A window of the operators of the worker's profiled steps.
+    Operators(OperatorWindow),
     /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
     /// (100 = one core busy). With `rank`, of one rank's process (`pid`, which said it is that rank) and its
     /// descendants, inside a `--cmd` worker's tree; the worker's own reading comes without.
@@ -331,6 +377,7 @@ impl From<WorkerEvent> for Body {
             WorkerEvent::Phase(e) => Body::Phase(e),
             WorkerEvent::Compiling(e) => Body::Compiling(e),
             WorkerEvent::Compile(e) => Body::Compile(e),
+            WorkerEvent::Operators(e) => Body::Operators(e),
         }
     }
 }

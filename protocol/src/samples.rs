@@ -6,8 +6,9 @@ use crate::config::{
 };
 use crate::event::{
     Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind, CopyStats,
-    Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind, Optimizer,
-    OptimizerStep, Phase, Scalar, ScriptProcess, Step, Stream, TurnEnd, WorkerExit,
+    Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind, OTHER_OPERATORS,
+    OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess, Step,
+    Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -34,6 +35,7 @@ fn worker_config() -> WorkerConfig {
         pinned: false,
         optimiser: Optimiser::default(),
         compile_mode: CompileMode::MaxAutotune,
+        ops_every: 10,
     }
 }
 
@@ -51,6 +53,7 @@ pub fn step(step: u64, compute_ms: f64, warmup: bool) -> Step {
         loss: 2.0,
         correct: 1,
         warmup,
+        profiled: false,
     }
 }
 
@@ -124,6 +127,7 @@ pub fn every_body() -> Vec<Body> {
         loss: 2.25,
         correct: 4,
         warmup: false,
+        profiled: true,
     };
     vec![
         Body::SessionStart(SessionConfig {
@@ -143,6 +147,7 @@ pub fn every_body() -> Vec<Body> {
             pinned: true,
             optimiser: Optimiser::default(),
             compile_mode: Some(CompileMode::ReduceOverhead),
+            ops_every: 10,
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
             stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
@@ -312,6 +317,29 @@ pub fn every_body() -> Vec<Body> {
             last_seen_us: Some(1_700_000_000_000_000),
             rank: Some(1),
         },
+        Body::Operators(OperatorWindow {
+            process: 1,
+            steps: 2,
+            compute_ms: 412.5,
+            every: 10,
+            operators: vec![
+                OperatorStats {
+                    name: "aten::mkldnn_convolution".into(),
+                    calls: 106,
+                    self_ns: 180_250_000,
+                    total_ns: 181_000_000,
+                    shapes: "[16, 64, 8, 8] [64, 64, 3, 3]".into(),
+                },
+                OperatorStats {
+                    name: OTHER_OPERATORS.into(),
+                    calls: 9,
+                    self_ns: 1_500,
+                    total_ns: 2_000,
+                    shapes: String::new(),
+                },
+            ],
+            dropped: 3,
+        }),
         Body::Kernels(kernel_window(vec![KernelStats {
             name: "at::native::vectorized_elementwise_kernel".into(),
             count: 120,

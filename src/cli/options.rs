@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use clap::Args;
 use golow_data::DatasetSpec;
-use golow_protocol::config::{CompileMode, Impl, Mode, Model, Optimiser, Schedule, SessionConfig};
+use golow_protocol::config::{
+    CompileMode, DEFAULT_OPS_EVERY, Impl, Mode, Model, Optimiser, Schedule, SessionConfig,
+};
 
 use super::BadInput;
 use crate::metrics::Endpoint;
@@ -57,6 +59,12 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
+    /// Record the operators of one step in N past the warm-up (their calls, self and total time: the operators pane).
+    #[arg(long, default_value_t = DEFAULT_OPS_EVERY as i64, value_name = "N", conflicts_with = "no_ops")]
+    ops_every: i64,
+    /// Record no operators (what looking costs is then nothing; see --ops-every).
+    #[arg(long)]
+    no_ops: bool,
     /// torch.compile's mode for the compile level (reduce-overhead: CUDA graphs, GPU only).
     #[arg(long, value_enum, default_value = "default")]
     compile_mode: CompileMode,
@@ -135,6 +143,7 @@ impl SessionOptions {
             )));
         }
         positive("--stall-after", self.stall_after)?;
+        positive("--ops-every", self.ops_every)?;
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(BadInput(format!(
                 "--lr must be a positive number (got {})",
@@ -278,6 +287,11 @@ impl SessionOptions {
             command_env: self.command_env(threads),
             stall_after_s: self.stall_after.max(1) as u64,
             monotonic_origin_ns: None,
+            ops_every: if self.no_ops {
+                0
+            } else {
+                u32::try_from(self.ops_every).unwrap_or(u32::MAX)
+            },
         };
         Ok(Plan {
             impls: workload.impls,

@@ -30,6 +30,7 @@ fn config() -> SessionConfig {
         command_env: Default::default(),
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
         monotonic_origin_ns: None,
+        ops_every: 10,
     }
 }
 

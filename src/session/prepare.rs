@@ -369,6 +369,7 @@ fn prepare_builtin(
         pinned: session.pinned,
         optimiser: session.optimiser,
         compile_mode: session.compile_mode.unwrap_or_default(),
+        ops_every: session.ops_every,
     };
     let config_path = dir.path().join("config.json");
     let json =

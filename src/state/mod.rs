@@ -5,6 +5,7 @@ pub mod compare;
 pub mod compile;
 pub mod conditions;
 pub mod kernels;
+pub mod operators;
 pub mod ranks;
 pub mod regression;
 pub mod script;
@@ -171,6 +172,8 @@ pub struct WorkerState {
     pub compile: Option<compile::CompileState>,
     /// It ran the steps its turn granted and waits for the next turn (alternating schedule): not stalled.
     pub awaiting_turn: bool,
+    /// What its profiled steps' operators cost.
+    pub operators: operators::Operators,
 }
 
 /// The mean of every value added, in constant memory.
@@ -223,6 +226,7 @@ impl WorkerState {
         } else {
             self.samples += u64::from(step.batch_size);
             self.compute.record_ms(step.compute_ms);
+            self.operators.step(step.compute_ms, step.profiled);
             self.sample_time.record_ms(timed / batch);
             self.step_time.record_ms(timed);
             self.step_interval.record_ms(step.data_ms + timed);
@@ -720,6 +724,16 @@ fn apply_worker_event(
             }
         }
         Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps, origin_ns),
+        Body::Operators(window) => {
+            // A script's figures are its primary process's (rank 0's); a built-in worker has one process.
+            let primary = worker
+                .script
+                .as_ref()
+                .is_none_or(|s| s.primary.is_none_or(|p| p == window.process));
+            if primary {
+                worker.operators.apply(t, window);
+            }
+        }
         Body::Collector(status) => worker.gpu_activity.collector = Some(status.clone()),
         Body::WorkerExited {
             exit_code,
@@ -789,6 +803,7 @@ mod tests {
             loss: 2.0 - step as f64 * 0.1,
             correct: 3,
             warmup,
+            profiled: false,
         })
     }
 

@@ -136,7 +136,7 @@ pub struct ScriptState {
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
-fn bounded(name: &str) -> String {
+pub fn bounded(name: &str) -> String {
     let mut end = name.len().min(MAX_NAME_BYTES);
     while !name.is_char_boundary(end) {
         end -= 1;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use super::compile::{Cache, CompileState};
+use super::operators::Operators;
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{Mode, Model, Schedule, SessionConfig};
@@ -209,6 +210,70 @@ pub struct WorkerSummary {
     /// Where its ranks arrived at each step: the skew between them and the straggler verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stragglers: Option<StragglerSummary>,
+    /// The operators with the most self time per profiled step, largest first (absent when none were recorded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub top_operators: Vec<OperatorSummary>,
+    /// How the operators were recorded, how much of the profiled steps they explain, and what looking cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<OperatorsSummary>,
+}
+
+/// Operators named in the summary's `top_operators`.
+pub const TOP_OPERATORS: usize = 10;
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OperatorSummary {
+    pub name: String,
+    /// Per profiled step.
+    pub self_ms_per_step: f64,
+    pub total_ms_per_step: f64,
+    pub calls_per_step: f64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shapes: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OperatorsSummary {
+    pub profiled_steps: u64,
+    /// One step in `every` was profiled.
+    pub every: u32,
+    /// The operators' self times summed over the profiled steps' compute time.
+    pub explained: Option<f64>,
+    /// Calls, shapes and names the recorders could not keep.
+    pub dropped: u64,
+    /// What looking cost, from the run itself: a profiled step's compute time over an unprofiled one's, less 1
+    /// (medians), and that over the run (one step in `every`); absent with too few of either.
+    pub overhead_per_profiled_step: Option<f64>,
+    pub overhead: Option<f64>,
+}
+
+fn top_operators(o: &Operators) -> Vec<OperatorSummary> {
+    o.top(TOP_OPERATORS)
+        .into_iter()
+        .filter_map(|(name, t)| {
+            Some(OperatorSummary {
+                name: name.to_string(),
+                self_ms_per_step: o.per_step(t.self_ns)? / 1e6,
+                total_ms_per_step: o.per_step(t.total_ns)? / 1e6,
+                calls_per_step: o.per_step(t.calls)?,
+                shapes: t.shapes.clone(),
+            })
+        })
+        .collect()
+}
+
+fn operators(o: &Operators) -> Option<OperatorsSummary> {
+    (o.steps > 0).then(|| {
+        let overhead = o.overhead();
+        OperatorsSummary {
+            profiled_steps: o.steps,
+            every: o.every,
+            explained: o.explained(),
+            dropped: o.dropped,
+            overhead_per_profiled_step: overhead.map(|(step, _)| step),
+            overhead: overhead.map(|(_, run)| run),
+        }
+    })
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -394,6 +459,8 @@ impl WorkerSummary {
             script: w.script.as_ref().map(ScriptSummary::from_script),
             ranks: w.script.as_ref().map(ranks).unwrap_or_default(),
             stragglers: w.script.as_ref().and_then(stragglers),
+            top_operators: top_operators(&w.operators),
+            operators: operators(&w.operators),
         }
     }
 }

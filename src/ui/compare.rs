@@ -428,6 +428,7 @@ mod tests {
                     loss: 1.0,
                     correct: 0,
                     warmup: false,
+                    profiled: false,
                 }),
             );
             apply(

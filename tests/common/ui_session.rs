@@ -30,6 +30,7 @@ fn worker_config(device: &str) -> WorkerConfig {
         pinned: true,
         optimiser: Optimiser::default(),
         compile_mode: Default::default(),
+        ops_every: 10,
     }
 }
 
@@ -58,6 +59,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
+            ops_every: 10,
         }),
     )
 }
@@ -156,6 +158,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                     loss: 2.3 * (-(step as f64) / 60.0).exp() + 0.1 * w as f64,
                     correct: (step as u32 * 32 / 100).min(32),
                     warmup: step < 2,
+                    profiled: false,
                 }),
             ));
             if step % 2 == 0 {

@@ -13,7 +13,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from golow_common import DataCache, Events, Turns, build_model, epoch_order, inductor_cache
+from golow_common import DataCache, Events, Operators, Turns, build_model, epoch_order, inductor_cache
 
 
 class Tally:
@@ -154,10 +154,15 @@ def run(cfg, model, data, device, events, turns, compiler):
     order, tally = [], Tally()
     # CUDA graphs replay into the same output buffers: each step's outputs are read before the next step begins.
     graphs = compiler is not None and cuda and cfg["compile_mode"] != "default"
+    # The profiler is kept out of CUDA graph recordings and replays.
+    operators = Operators(0 if graphs else cfg.get("ops_every", 0), cfg["warmup"])
     for step in range(cfg["steps"]):
         if turns.turn_over():
             events.emit(dict(type="turn_end", steps_done=step))
             if not turns.wait():
+                window = operators.window(now=True)
+                if window:
+                    events.emit(window)
                 return "stopped"
         epoch, position = divmod(step, per_epoch)
         if position == 0:
@@ -177,6 +182,7 @@ def run(cfg, model, data, device, events, turns, compiler):
         else:
             inputs, targets = host_inputs, host_targets
         clock.mark(1)
+        operators.begin(step)
         if train:
             logits = model(inputs)
             loss = F.cross_entropy(logits, targets)
@@ -189,6 +195,7 @@ def run(cfg, model, data, device, events, turns, compiler):
                 loss = F.cross_entropy(logits, targets)
         clock.mark(2)
         h2d_ms, compute_ms = clock.read()
+        profiled = operators.end(compute_ms)
         loss_value = loss.item()
         with torch.no_grad():
             correct = correct_count(logits, targets)
@@ -200,15 +207,22 @@ def run(cfg, model, data, device, events, turns, compiler):
         complete = position + 1 == per_epoch
         epoch_ends = complete or step + 1 == cfg["steps"]
         # When the turn's end comes next, with no evaluation between, both go in one write.
+        hold = turns.turn_over() and not epoch_ends
         events.emit(dict(type="step", step=step, epoch=epoch, phase=phase, batch_size=b, data_ms=data_ms,
                          h2d_ms=h2d_ms, h2d_bytes=h2d_bytes, compute_ms=compute_ms, loss=loss_value,
-                         correct=correct, warmup=step < cfg["warmup"]),
-                    hold=turns.turn_over() and not epoch_ends)
+                         correct=correct, warmup=step < cfg["warmup"], profiled=profiled),
+                    hold=hold)
+        window = None if hold else operators.window()
+        if window:
+            events.emit(window)
         if epoch_ends:
             if compiler:
                 compiler.at(None, "eval")
             events.emit(end_epoch(model, data, cfg, device, epoch, complete, tally))
             tally = Tally()
+    window = operators.window(now=True)
+    if window:
+        events.emit(window)
     return "ok"
 
 

@@ -13,6 +13,7 @@ mod cudnn;
 mod cudnn_matches_aten;
 mod libtorch;
 mod model;
+mod operators;
 mod runner;
 mod torchscript;
 

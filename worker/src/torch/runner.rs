@@ -7,6 +7,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::batches::DataCache;
 use super::clock::{RegionTimes, StepClock};
+use super::operators::Operators;
 use crate::channels::emit::Emitter;
 use crate::channels::turns::Turns;
 use golow_data::epoch_order;
@@ -110,10 +111,12 @@ impl Runner<'_> {
         let batch = config.batch_size as usize;
         let mut order = Vec::new();
         let mut tally = Tally::default();
+        let mut operators = Operators::new(config.ops_every, config.warmup);
         for step in 0..config.steps {
             if self.turns.turn_over() {
                 self.emit(WorkerEvent::TurnEnd(TurnEnd { steps_done: step }))?;
                 if self.turns.wait()? == Grant::Stop {
+                    self.send_operators(&mut operators, true)?;
                     return Ok(ExitStatus::Stopped);
                 }
             }
@@ -146,6 +149,9 @@ impl Runner<'_> {
                 (host.inputs.shallow_clone(), host.targets.shallow_clone())
             };
             clock.mark(1)?;
+            if let Some(operators) = operators.as_mut() {
+                operators.begin(step);
+            }
             let (loss, logits) = if train {
                 net.train_step(&inputs, &targets)
             } else {
@@ -153,6 +159,7 @@ impl Runner<'_> {
             };
             clock.mark(2)?;
             let RegionTimes { h2d_ms, compute_ms } = clock.read()?;
+            let profiled = operators.as_mut().is_some_and(|o| o.end(compute_ms));
             let loss = loss.double_value(&[]);
             let correct = tch::no_grad(|| correct_count(&logits, &targets));
             self.turns.took_step();
@@ -174,16 +181,33 @@ impl Runner<'_> {
                     loss,
                     correct: correct as u32,
                     warmup: step < config.warmup,
+                    profiled,
                 }),
                 turn_end_next,
             )?;
+            if !turn_end_next {
+                self.send_operators(&mut operators, false)?;
+            }
             if epoch_ends {
                 let event = self.end_epoch(net, epoch, epoch_complete, &tally)?;
                 self.emit(WorkerEvent::Epoch(event))?;
                 tally = Tally::default();
             }
         }
+        self.send_operators(&mut operators, true)?;
         Ok(ExitStatus::Ok)
+    }
+
+    /// The operators of the latest profiled steps, once a window is due (at once when `now`: at the run's end).
+    fn send_operators(
+        &mut self,
+        operators: &mut Option<Operators>,
+        now: bool,
+    ) -> Result<(), String> {
+        match operators.as_mut().and_then(|o| o.window(now)) {
+            Some(window) => self.emit(WorkerEvent::Operators(window)),
+            None => Ok(()),
+        }
     }
 
     fn end_epoch(

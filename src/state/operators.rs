@@ -1,0 +1,236 @@
+//! A worker's operator breakdown, folded from the `operators` windows of the steps it profiled: per operator its
+//! calls, self and total time over the whole run, and its self time per profiled step over time; how much of the
+//! profiled steps' compute time the operators' self times explain; and what looking cost, from the steps themselves:
+//! the profiled steps' compute time against the others', taken in the same run (they alternate, one in `every`).
+
+use std::collections::BTreeMap;
+
+use golow_protocol::event::OperatorWindow;
+
+use super::Durations;
+use super::script::bounded;
+use super::series::Series;
+
+/// Operator names told apart per worker; later names are summed under the last window's `(other operators)`
+/// (`golow_protocol::event::OTHER_OPERATORS`), so a model of endless distinct names stays bounded.
+pub const MAX_OPERATOR_NAMES: usize = 256;
+
+/// Points kept of each operator's self time per step over time.
+pub const OPERATOR_SERIES_CAPACITY: usize = 512;
+
+#[derive(Debug, Clone)]
+pub struct OperatorTotals {
+    pub calls: u64,
+    pub self_ns: u64,
+    pub total_ns: u64,
+    /// Its input shapes' most frequent form in the latest window that had one.
+    pub shapes: String,
+    /// Self milliseconds per profiled step, per window.
+    pub self_ms_per_step: Series,
+}
+
+impl Default for OperatorTotals {
+    fn default() -> Self {
+        OperatorTotals {
+            calls: 0,
+            self_ns: 0,
+            total_ns: 0,
+            shapes: String::new(),
+            self_ms_per_step: Series::with_capacity(OPERATOR_SERIES_CAPACITY),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Operators {
+    pub by_name: BTreeMap<String, OperatorTotals>,
+    /// Profiled steps, and their compute time summed.
+    pub steps: u64,
+    pub compute_ms: f64,
+    /// One step in `every` was profiled (the latest window's).
+    pub every: u32,
+    pub windows: u64,
+    /// What the recorder could not tell apart, plus the calls of names beyond `MAX_OPERATOR_NAMES`.
+    pub dropped: u64,
+    /// Compute times of measured steps that were profiled and of those that were not.
+    pub profiled_compute: Durations,
+    pub unprofiled_compute: Durations,
+}
+
+impl Operators {
+    pub fn apply(&mut self, t: f64, window: &OperatorWindow) {
+        if window.steps == 0 {
+            return;
+        }
+        self.windows += 1;
+        self.steps += window.steps;
+        if window.compute_ms.is_finite() && window.compute_ms > 0.0 {
+            self.compute_ms += window.compute_ms;
+        }
+        self.every = window.every;
+        self.dropped = self.dropped.saturating_add(window.dropped);
+        let steps = window.steps as f64;
+        for op in &window.operators {
+            let name = bounded(&op.name);
+            let full = self.by_name.len() >= MAX_OPERATOR_NAMES;
+            let totals = match self.by_name.get_mut(&name) {
+                Some(totals) => totals,
+                None if full => {
+                    self.dropped = self.dropped.saturating_add(op.calls);
+                    continue;
+                }
+                None => self.by_name.entry(name).or_default(),
+            };
+            totals.calls = totals.calls.saturating_add(op.calls);
+            totals.self_ns = totals.self_ns.saturating_add(op.self_ns);
+            totals.total_ns = totals.total_ns.saturating_add(op.total_ns);
+            if !op.shapes.is_empty() {
+                totals.shapes = bounded(&op.shapes);
+            }
+            totals
+                .self_ms_per_step
+                .push(t, op.self_ns as f64 / 1e6 / steps);
+        }
+    }
+
+    /// A measured step's compute time, profiled or not.
+    pub fn step(&mut self, compute_ms: f64, profiled: bool) {
+        if profiled {
+            self.profiled_compute.record_ms(compute_ms);
+        } else {
+            self.unprofiled_compute.record_ms(compute_ms);
+        }
+    }
+
+    /// The `n` operators with the most self time, largest first.
+    pub fn top(&self, n: usize) -> Vec<(&str, &OperatorTotals)> {
+        let mut all: Vec<(&str, &OperatorTotals)> =
+            self.by_name.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        all.sort_by(|a, b| b.1.self_ns.cmp(&a.1.self_ns).then_with(|| a.0.cmp(b.0)));
+        all.truncate(n);
+        all
+    }
+
+    /// Per profiled step: milliseconds of `ns`, or calls.
+    pub fn per_step(&self, value: u64) -> Option<f64> {
+        (self.steps > 0).then(|| value as f64 / self.steps as f64)
+    }
+
+    /// The share of the profiled steps' compute time the operators' self times explain.
+    pub fn explained(&self) -> Option<f64> {
+        let self_ms: f64 = self.by_name.values().map(|o| o.self_ns as f64 / 1e6).sum();
+        (self.compute_ms > 0.0).then(|| self_ms / self.compute_ms)
+    }
+
+    /// What looking cost: how much longer a profiled step's compute took than an unprofiled one's (medians, as a
+    /// fraction), and that spread over the run (one step in `every`).
+    pub fn overhead(&self) -> Option<(f64, f64)> {
+        let profiled = self.profiled_compute.quantile_ms(0.5)?;
+        let plain = self.unprofiled_compute.quantile_ms(0.5)?;
+        if plain <= 0.0 || self.profiled_compute.len() < 3 || self.unprofiled_compute.len() < 3 {
+            return None;
+        }
+        let per_step = profiled / plain - 1.0;
+        Some((per_step, per_step / f64::from(self.every.max(1))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use golow_protocol::event::{OTHER_OPERATORS, OperatorStats};
+
+    fn op(name: &str, calls: u64, self_ms: u64, total_ms: u64) -> OperatorStats {
+        OperatorStats {
+            name: name.into(),
+            calls,
+            self_ns: self_ms * 1_000_000,
+            total_ns: total_ms * 1_000_000,
+            shapes: String::new(),
+        }
+    }
+
+    fn window(steps: u64, compute_ms: f64, operators: Vec<OperatorStats>) -> OperatorWindow {
+        OperatorWindow {
+            process: 0,
+            steps,
+            compute_ms,
+            every: 10,
+            operators,
+            dropped: 0,
+        }
+    }
+
+    #[test]
+    fn windows_add_up_per_operator_and_per_profiled_step() {
+        let mut o = Operators::default();
+        o.apply(
+            1.0,
+            &window(
+                2,
+                100.0,
+                vec![
+                    op("aten::convolution", 20, 60, 70),
+                    op("aten::add", 40, 30, 30),
+                ],
+            ),
+        );
+        o.apply(
+            2.0,
+            &window(
+                1,
+                50.0,
+                vec![
+                    op("aten::convolution", 10, 30, 35),
+                    op("aten::relu", 10, 10, 10),
+                ],
+            ),
+        );
+        assert_eq!((o.steps, o.windows), (3, 2));
+        let top = o.top(2);
+        assert_eq!(
+            top.iter().map(|(n, t)| (*n, t.calls)).collect::<Vec<_>>(),
+            [("aten::convolution", 30), ("aten::add", 40)]
+        );
+        assert_eq!(o.per_step(top[0].1.self_ns), Some(30e6));
+        // 90 + 30 + 10 ms of self time over 150 ms of compute.
+        assert!((o.explained().unwrap() - 130.0 / 150.0).abs() < 1e-9);
+        // Each window's self time per step: 60 / 2, then 30 / 1.
+        let series = &o.by_name["aten::convolution"].self_ms_per_step;
+        assert_eq!(series.window(0.0, 3.0), [(1.0, 30.0), (2.0, 30.0)]);
+        // An empty window changes nothing.
+        o.apply(3.0, &window(0, 0.0, vec![op("aten::mul", 1, 1, 1)]));
+        assert!(!o.by_name.contains_key("aten::mul"));
+    }
+
+    #[test]
+    fn endless_names_stay_bounded_and_long_ones_are_cut() {
+        let mut o = Operators::default();
+        for i in 0..1_000 {
+            let name = format!("custom::op_{i}_{}", "x".repeat(200));
+            o.apply(f64::from(i), &window(1, 1.0, vec![op(&name, 3, 1, 1)]));
+        }
+        assert_eq!(o.by_name.len(), MAX_OPERATOR_NAMES);
+        assert_eq!(o.dropped, 3 * (1_000 - MAX_OPERATOR_NAMES as u64));
+        assert!(o.by_name.keys().all(|k| k.len() <= 64));
+        // A window's own fold of what did not fit is a name like any other: here, one too many.
+        o.apply(9.0, &window(1, 1.0, vec![op(OTHER_OPERATORS, 5, 1, 1)]));
+        assert_eq!(o.dropped, 3 * (1_000 - MAX_OPERATOR_NAMES as u64) + 5);
+    }
+
+    #[test]
+    fn what_looking_cost_is_the_profiled_steps_against_the_others() {
+        let mut o = Operators::default();
+        o.apply(1.0, &window(1, 105.0, vec![op("aten::add", 1, 100, 100)]));
+        assert_eq!(o.overhead(), None, "no steps yet");
+        for i in 0..30 {
+            o.step(100.0 + f64::from(i % 3), false);
+        }
+        for _ in 0..3 {
+            o.step(105.0, true);
+        }
+        let (per_step, run) = o.overhead().unwrap();
+        assert!((per_step - 105.0 / 101.0 + 1.0).abs() < 0.01, "{per_step}");
+        assert!((run - per_step / 10.0).abs() < 1e-12, "{run}");
+    }
+}

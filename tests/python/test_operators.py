@@ -1,0 +1,61 @@
+"""Tests for the Python levels' operator breakdown (src/workers/pytorch/golow_common.py's Operators): real torch, a
+real torch.profiler.
+
+Run from the repository root:
+    .venv/bin/python -m unittest discover --start-directory tests/python --top-level-directory tests/python -v
+"""
+
+import os
+import sys
+import unittest
+
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "src", "workers", "pytorch"))
+
+from golow_common import Operators  # noqa: E402
+
+
+def train_step(model):
+    model(torch.randn(3, 8)).sum().backward()
+
+
+class OperatorsTest(unittest.TestCase):
+    def test_only_the_profiled_steps_are_recorded_and_a_window_takes_them(self):
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(8, 4)
+        operators = Operators(every=2, warmup=1)
+        profiled = []
+        for step in range(6):
+            operators.begin(step)
+            train_step(model)
+            profiled.append(operators.end(2.5))
+        self.assertEqual(profiled, [False, True, False, True, False, True])
+        window = operators.window(now=True)
+        self.assertEqual((window["type"], window["steps"], window["every"]), ("operators", 3, 2))
+        self.assertEqual(window["compute_ms"], 7.5)
+        by_name = {o["name"]: o for o in window["operators"]}
+        addmm = by_name["aten::addmm"]
+        self.assertEqual(addmm["calls"], 3, "one linear layer's forward per profiled step")
+        self.assertEqual(addmm["shapes"], "[4] [3, 8] [8, 4]")
+        self.assertGreater(addmm["self_ns"], 0)
+        self.assertGreaterEqual(addmm["total_ns"], addmm["self_ns"])
+        self_ns = [o["self_ns"] for o in window["operators"]]
+        self.assertEqual(self_ns, sorted(self_ns, reverse=True), "largest self time first")
+        self.assertIsNone(operators.window(now=True), "taken: nothing left")
+        self.assertIsNone(Operators(every=0, warmup=0).window(now=True))
+
+    def test_names_beyond_the_cap_are_summed_last(self):
+        operators = Operators(every=1, warmup=0)
+        operators.MAX_OPERATORS = 3
+        operators.begin(0)
+        train_step(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
+        operators.end(1.0)
+        names = [o["name"] for o in operators.window(now=True)["operators"]]
+        self.assertEqual(len(names), 3)
+        self.assertEqual(names[-1], Operators.OTHER)
+
+
+if __name__ == "__main__":
+    unittest.main()
