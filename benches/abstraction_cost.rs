@@ -68,6 +68,8 @@ fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usiz
             "5",
             "--threads",
             &threads.to_string(),
+            // The levels themselves, not what recording their operators costs each (benches/operators.rs).
+            "--no-ops",
         ])
         .arg("--summary-json")
         .arg(&summary)
