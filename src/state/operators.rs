@@ -123,15 +123,16 @@ impl Operators {
     }
 
     /// What looking cost: how much longer a profiled step's compute took than an unprofiled one's (medians, as a
-    /// fraction), and that spread over the run (one step in `every`).
+    /// fraction), and that over the run (the profiled steps' share of the measured ones).
     pub fn overhead(&self) -> Option<(f64, f64)> {
         let profiled = self.profiled_compute.quantile_ms(0.5)?;
         let plain = self.unprofiled_compute.quantile_ms(0.5)?;
-        if plain <= 0.0 || self.profiled_compute.len() < 3 || self.unprofiled_compute.len() < 3 {
+        let (looked, not) = (self.profiled_compute.len(), self.unprofiled_compute.len());
+        if plain <= 0.0 || looked < 3 || not < 3 {
             return None;
         }
         let per_step = profiled / plain - 1.0;
-        Some((per_step, per_step / f64::from(self.every.max(1))))
+        Some((per_step, per_step * looked as f64 / (looked + not) as f64))
     }
 }
 
@@ -231,6 +232,6 @@ mod tests {
         }
         let (per_step, run) = o.overhead().unwrap();
         assert!((per_step - 105.0 / 101.0 + 1.0).abs() < 0.01, "{per_step}");
-        assert!((run - per_step / 10.0).abs() < 1e-12, "{run}");
+        assert!((run - per_step * 3.0 / 33.0).abs() < 1e-12, "{run}");
     }
 }

@@ -26,6 +26,7 @@ class OperatorsTest(unittest.TestCase):
         torch.set_num_threads(1)
         model = torch.nn.Linear(8, 4)
         operators = Operators(every=2, warmup=1)
+        operators.BUDGET = 1.0
         profiled = []
         for step in range(6):
             operators.begin(step)
@@ -45,6 +46,19 @@ class OperatorsTest(unittest.TestCase):
         self.assertEqual(self_ns, sorted(self_ns, reverse=True), "largest self time first")
         self.assertIsNone(operators.window(now=True), "taken: nothing left")
         self.assertIsNone(Operators(every=0, warmup=0).window(now=True))
+
+    def test_looking_stays_within_its_budget_of_the_time(self):
+        model = torch.nn.Linear(8, 4)
+        operators = Operators(every=1, warmup=0)
+        operators.begin(0)
+        train_step(model)
+        self.assertTrue(operators.end(1.0))
+        self.assertGreater(operators.spent, 0.0)
+        # A step of a tiny model takes far less than 50 times what starting and reading a profile took.
+        self.assertFalse(operators.profiles(1))
+        # Once 50 times that has passed since the first profile, the next step is looked at.
+        operators.started -= operators.spent / operators.BUDGET
+        self.assertTrue(operators.profiles(1))
 
     def test_names_beyond_the_cap_are_summed_last(self):
         operators = Operators(every=1, warmup=0)
