@@ -40,6 +40,27 @@ fn run_ns(pid: u32) -> u64 {
         .sum()
 }
 
+/// Drains golow's stderr throughout, so that it never blocks on it; first, when `served`, the address it says it
+/// serves its metrics at.
+fn read_stderr(golow: &mut std::process::Child, served: bool) -> Option<String> {
+    let mut lines = BufReader::new(golow.stderr.take().expect("stderr piped")).lines();
+    let addr = served.then(|| {
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                Some(
+                    l.strip_prefix("golow: metrics at http://")?
+                        .trim_end_matches("/metrics")
+                        .to_string(),
+                )
+            })
+            .expect("golow says where it serves")
+    });
+    std::thread::spawn(move || lines.for_each(drop));
+    addr
+}
+
 /// golow's CPU, in % of one core, over `seconds` of a session, with a scrape every second when `scrape`.
 fn monitor_cpu(scrape: bool, seconds: u64) -> f64 {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -69,22 +90,7 @@ fn monitor_cpu(scrape: bool, seconds: u64) -> f64 {
         command.args(["--metrics-addr", "0"]);
     }
     let mut golow = command.spawn().expect("golow runs");
-    let mut lines = BufReader::new(golow.stderr.take().unwrap()).lines();
-    let addr = scrape.then(|| {
-        lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                Some(
-                    l.strip_prefix("golow: metrics at http://")?
-                        .trim_end_matches("/metrics")
-                        .to_string(),
-                )
-            })
-            .expect("golow says where it serves")
-    });
-    // golow's stderr is drained throughout, so that it never blocks on it.
-    std::thread::spawn(move || lines.for_each(drop));
+    let addr = read_stderr(&mut golow, scrape);
     let stop = Arc::new(AtomicBool::new(false));
     let scraper = addr.map(|addr| {
         let stop = stop.clone();
@@ -242,19 +248,7 @@ fn live_ranks() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("golow runs");
-    let mut lines = BufReader::new(golow.stderr.take().unwrap()).lines();
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            Some(
-                l.strip_prefix("golow: metrics at http://")?
-                    .trim_end_matches("/metrics")
-                    .to_string(),
-            )
-        })
-        .expect("golow says where it serves");
-    std::thread::spawn(move || lines.for_each(drop));
+    let addr = read_stderr(&mut golow, true).expect("golow says where it serves");
     let stepped = |text: &str| {
         ["job-a", "job-b"].iter().all(|job| {
             (0..8).all(|rank| {

@@ -49,7 +49,6 @@ pub struct Operators {
     pub compute_ms: f64,
     /// One step in `every` was profiled (the latest window's).
     pub every: u32,
-    pub windows: u64,
     /// What the recorder could not tell apart, plus the calls of names beyond `MAX_OPERATOR_NAMES`.
     pub dropped: u64,
     /// Compute times of measured steps that were profiled and of those that were not.
@@ -62,7 +61,6 @@ impl Operators {
         if window.steps == 0 {
             return;
         }
-        self.windows += 1;
         self.steps += window.steps;
         if window.compute_ms.is_finite() && window.compute_ms > 0.0 {
             self.compute_ms += window.compute_ms;
@@ -187,7 +185,7 @@ mod tests {
                 ],
             ),
         );
-        assert_eq!((o.steps, o.windows), (3, 2));
+        assert_eq!(o.steps, 3);
         let top = o.top(2);
         assert_eq!(
             top.iter().map(|(n, t)| (*n, t.calls)).collect::<Vec<_>>(),

@@ -296,6 +296,17 @@ impl ScriptState {
         by_rank.into_values().collect()
     }
 
+    /// Each rank's median step time so far, fastest first (ranks without a measured step left out).
+    pub fn rank_step_medians(&self) -> Vec<f64> {
+        let mut medians: Vec<f64> = self
+            .ranks()
+            .iter()
+            .filter_map(|p| p.step_interval.quantile_ms(0.5))
+            .collect();
+        medians.sort_by(f64::total_cmp);
+        medians
+    }
+
     /// Keeps a reading of rank `rank`'s process `pid`: of the processes that said they are that rank, the latest with
     /// that pid.
     pub fn rank_reading(&mut self, t: f64, pid: u32, rank: u32, reading: &RankReading) {

@@ -176,13 +176,9 @@ fn ranks_of(w: &WorkerState) -> Vec<&ProcessState> {
 }
 
 /// The slowest rank's median step over the fastest's.
-fn rank_spread(ranks: &[&ProcessState]) -> Option<f64> {
-    let medians: Vec<f64> = ranks
-        .iter()
-        .filter_map(|p| p.step_interval.quantile_ms(0.5))
-        .collect();
-    let slowest = medians.iter().copied().reduce(f64::max)?;
-    let fastest = medians.iter().copied().reduce(f64::min)?;
+fn rank_spread(w: &WorkerState) -> Option<f64> {
+    let medians = w.script.as_ref()?.rank_step_medians();
+    let (fastest, slowest) = (*medians.first()?, *medians.last()?);
     (fastest > 0.0).then(|| slowest / fastest)
 }
 
@@ -216,9 +212,9 @@ fn rank_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, Str
         ("ranks", count(&ra), String::new(), count(&rb)),
         (
             "slowest / fastest rank",
-            times(rank_spread(&ra)),
+            times(rank_spread(a)),
             String::new(),
-            times(rank_spread(&rb)),
+            times(rank_spread(b)),
         ),
         (
             "arrival skew p50 (ms)",

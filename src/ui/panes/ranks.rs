@@ -47,11 +47,6 @@ pub fn any(state: &crate::state::State) -> bool {
         .any(|w| w.script.as_ref().is_some_and(|s| !s.ranks().is_empty()))
 }
 
-/// A rank's median step time so far.
-fn p50(p: &ProcessState) -> Option<f64> {
-    p.step_interval.quantile_ms(0.5)
-}
-
 fn or_dash(v: Option<f64>, format: impl Fn(f64) -> String) -> String {
     v.map_or("-".into(), format)
 }
@@ -85,9 +80,7 @@ impl Ranks {
                     series: &script.band.median,
                 });
             }
-            let mut medians: Vec<f64> = ranks.iter().filter_map(|p| p50(p)).collect();
-            medians.sort_by(f64::total_cmp);
-            let band = match medians.as_slice() {
+            let band = match script.rank_step_medians().as_slice() {
                 [] => "no measured steps yet".to_string(),
                 m => format!(
                     "p50 fastest {} · median {} · slowest {} ms",
@@ -203,7 +196,7 @@ fn rank_row<'a>(view: &View, script: &ScriptState, p: &ProcessState) -> Line<'a>
             rank,
             p.pid.map_or("-".into(), |pid| pid.to_string()),
             p.steps,
-            or_dash(p50(p), ms),
+            or_dash(p.step_interval.quantile_ms(0.5), ms),
             last,
             or_dash(latest(&p.series.cpu_percent), |c| format!("{c:.0}%")),
             or_dash(latest(&p.series.rss_bytes), bytes),

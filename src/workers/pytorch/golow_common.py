@@ -246,3 +246,9 @@ class Operators:
         self.steps, self.compute_ms, self.dropped, self.table = 0, 0.0, 0, {}
         self.since = time.monotonic()
         return event
+
+    def send(self, events, now=False):
+        """Emits the window on `events` once it is due (at once when `now`)."""
+        window = self.window(now)
+        if window:
+            events.emit(window)

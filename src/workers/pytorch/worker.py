@@ -160,9 +160,7 @@ def run(cfg, model, data, device, events, turns, compiler):
         if turns.turn_over():
             events.emit(dict(type="turn_end", steps_done=step))
             if not turns.wait():
-                window = operators.window(now=True)
-                if window:
-                    events.emit(window)
+                operators.send(events, now=True)
                 return "stopped"
         epoch, position = divmod(step, per_epoch)
         if position == 0:
@@ -212,17 +210,14 @@ def run(cfg, model, data, device, events, turns, compiler):
                          h2d_ms=h2d_ms, h2d_bytes=h2d_bytes, compute_ms=compute_ms, loss=loss_value,
                          correct=correct, warmup=step < cfg["warmup"], profiled=profiled),
                     hold=hold)
-        window = None if hold else operators.window()
-        if window:
-            events.emit(window)
+        if not hold:
+            operators.send(events)
         if epoch_ends:
             if compiler:
                 compiler.at(None, "eval")
             events.emit(end_epoch(model, data, cfg, device, epoch, complete, tally))
             tally = Tally()
-    window = operators.window(now=True)
-    if window:
-        events.emit(window)
+    operators.send(events, now=True)
     return "ok"
 
 
