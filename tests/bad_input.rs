@@ -106,6 +106,10 @@ fn non_positive_sizes_and_counts() {
     rejects(&["--steps", "0"], "--steps must be at least 1");
     rejects(&["--epochs", "-1"], "--epochs must be at least 1");
     rejects(&["--steps", "-5"], "--steps must be at least 1");
+    rejects(
+        &["--ops-every", "1"],
+        "--ops-every must be at least 2: profiled steps are kept out of the timing figures (got 1;",
+    );
 }
 
 #[test]

@@ -65,6 +65,28 @@ fn every_pane_maximised() {
 }
 
 #[test]
+fn the_operators_pane_sets_each_workers_top_operators_and_charts_the_chosen_one() {
+    let state = session(false, 80);
+    let mut app = app();
+    let dashboard = render(&mut app, &state, 200, 60);
+    assert!(
+        dashboard.contains("aten::convolution_backward"),
+        "{dashboard}"
+    );
+    press(&mut app, &state, KeyCode::Char('0'));
+    press(&mut app, &state, KeyCode::Down);
+    let maximised = render(&mut app, &state, 160, 40);
+    assert!(
+        maximised.contains("aten::mkldnn_convolution: self ms per profiled step  (2 of 10"),
+        "{maximised}"
+    );
+    insta::assert_snapshot!("operators_maximised", maximised);
+    // The same key again is the way back.
+    press(&mut app, &state, KeyCode::Char('0'));
+    assert_eq!(render(&mut app, &state, 200, 60), dashboard);
+}
+
+#[test]
 fn a_distributed_job_gets_the_ranks_pane_collapsed_to_a_band_and_expandable() {
     let state = distributed_session(60);
     let mut app = app();
@@ -365,11 +387,11 @@ fn a_click_maximises_the_pane_under_it_and_another_restores() {
         row,
         modifiers: KeyModifiers::NONE,
     };
-    // The bottom-right pane is host CPU.
+    // The bottom row is the operators pane, across the screen.
     app.on_mouse(click(150, 35));
     let maximised = render(&mut app, &state, 160, 40);
     assert!(
-        maximised.contains("host CPU %") && !maximised.contains("sample time"),
+        maximised.contains("(1 of 10, ↑/↓ to choose)") && !maximised.contains("sample time"),
         "{maximised}"
     );
     app.on_mouse(click(10, 10));

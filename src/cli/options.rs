@@ -59,7 +59,8 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
-    /// Record the operators of one step in N past the warm-up (their calls, self and total time: the operators pane).
+    /// Record the operators of one step in N (at least 2) past the warm-up: their calls, self and total time (the
+    /// operators pane). Profiled steps are kept out of the timing figures.
     #[arg(long, default_value_t = DEFAULT_OPS_EVERY as i64, value_name = "N", conflicts_with = "no_ops")]
     ops_every: i64,
     /// Record no operators (what looking costs is then nothing; see --ops-every).
@@ -143,7 +144,13 @@ impl SessionOptions {
             )));
         }
         positive("--stall-after", self.stall_after)?;
-        positive("--ops-every", self.ops_every)?;
+        if self.ops_every < 2 {
+            return Err(BadInput(format!(
+                "--ops-every must be at least 2: profiled steps are kept out of the timing figures (got {}; \
+                 --no-ops records no operators)",
+                self.ops_every
+            )));
+        }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(BadInput(format!(
                 "--lr must be a positive number (got {})",

@@ -114,6 +114,11 @@ impl Operators {
         (self.steps > 0).then(|| value as f64 / self.steps as f64)
     }
 
+    /// A profiled step's compute time, on average.
+    pub fn compute_ms_per_step(&self) -> Option<f64> {
+        (self.steps > 0).then(|| self.compute_ms / self.steps as f64)
+    }
+
     /// The share of the profiled steps' compute time the operators' self times explain.
     pub fn explained(&self) -> Option<f64> {
         let self_ms: f64 = self.by_name.values().map(|o| o.self_ns as f64 / 1e6).sum();

@@ -258,7 +258,7 @@ impl App {
             }
             Command::Maximise(Some(i)) => {
                 self.mode = Mode::Dashboard;
-                self.maximised = Some(i);
+                self.maximised = (self.maximised != Some(i)).then_some(i);
             }
             Command::Maximise(None) => {
                 self.maximised = None;

@@ -9,8 +9,8 @@ pub struct Changes(u8);
 
 impl Changes {
     pub const NONE: Changes = Changes(0);
-    /// A step, optimiser step, forward pass, reported number or epoch: the timing, throughput, training and copy
-    /// panes.
+    /// A step, optimiser step, forward pass, reported number, epoch or operators window: the timing, throughput,
+    /// training, copy and operators panes.
     pub const STEPS: Changes = Changes(1);
     /// A /proc reading: host memory and CPU, a worker's or the whole machine's.
     pub const PROCESS: Changes = Changes(2);
@@ -26,7 +26,8 @@ impl Changes {
             | Body::OptimizerStep(_)
             | Body::ForwardPass(_)
             | Body::Scalar(_)
-            | Body::Epoch(_) => Changes::STEPS,
+            | Body::Epoch(_)
+            | Body::Operators(_) => Changes::STEPS,
             // The schedule's business: nothing on screen shows it.
             Body::TurnEnd(_) => Changes::NONE,
             Body::Process { .. } | Body::MachineLoad { .. } => Changes::PROCESS,

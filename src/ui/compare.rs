@@ -11,6 +11,7 @@ use super::chart::{self, Line as ChartLine};
 use super::render;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::MIN_SAMPLES;
+use crate::state::operators::Operators;
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
 use golow_protocol::config::Schedule;
@@ -80,7 +81,7 @@ fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec
     };
     let mut lines = vec![Line::styled(
         format!(
-            "{:<24} {:>8} {:>10} {:>12}   {:^34}   {:>8} {:>10} {:>12}",
+            "{:<32} {:>8} {:>10} {:>12}   {:^26}   {:>8} {:>10} {:>12}",
             "kernels per step",
             "launches",
             "GPU ms",
@@ -94,13 +95,108 @@ fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec
     )];
     for family in names.into_iter().take(MAX_FAMILIES) {
         let ((left, ta), (right, tb)) = (cell(a, &fa, family), cell(b, &fb, family));
-        lines.push(Line::from(vec![
-            Span::styled(format!("{family:<24} "), view.muted()),
-            Span::styled(left, Style::default().fg(view.color(&a.name))),
-            Span::styled(format!("   {:^34}   ", plain_ratio(ta, tb)), view.text()),
-            Span::styled(right, Style::default().fg(view.color(&b.name))),
-        ]));
+        lines.push(pair_row(
+            view,
+            (a, b),
+            family,
+            left,
+            plain_ratio(ta, tb),
+            right,
+        ));
     }
+    lines
+}
+
+/// A row of a side-by-side table: the label, A's cells, what sets them apart, B's cells.
+fn pair_row<'a>(
+    view: &View,
+    (a, b): (&WorkerState, &WorkerState),
+    label: &str,
+    left: String,
+    middle: String,
+    right: String,
+) -> Line<'a> {
+    let label: String = label.chars().take(32).collect();
+    Line::from(vec![
+        Span::styled(format!("{label:<32} "), view.muted()),
+        Span::styled(left, Style::default().fg(view.color(&a.name))),
+        Span::styled(format!("   {middle:^26}   "), view.text()),
+        Span::styled(right, Style::default().fg(view.color(&b.name))),
+    ])
+}
+
+const MAX_OPERATORS: usize = 8;
+
+/// Where the step time goes apart: the operators with the most self time per profiled step in either, side by
+/// side with the ratio of self times and A's milliseconds over B's, then the time between operators. Empty until
+/// both have profiled a step.
+fn operator_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line<'a>> {
+    let (oa, ob) = (&a.operators, &b.operators);
+    if oa.steps == 0 || ob.steps == 0 {
+        return Vec::new();
+    }
+    let self_ms = |o: &Operators, name: &str| {
+        o.by_name
+            .get(name)
+            .and_then(|t| o.per_step(t.self_ns))
+            .map(|ns| ns / 1e6)
+    };
+    let mut names: Vec<(&str, f64)> = oa
+        .by_name
+        .keys()
+        .chain(ob.by_name.keys())
+        .map(|n| {
+            let most = self_ms(oa, n)
+                .unwrap_or(0.0)
+                .max(self_ms(ob, n).unwrap_or(0.0));
+            (n.as_str(), most)
+        })
+        .collect();
+    names.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
+    names.dedup_by_key(|n| n.0);
+    let cell = |ms_per_step: Option<f64>, calls: Option<f64>| {
+        format!(
+            "{:>10} {:>8}",
+            ms_per_step.map_or("-".into(), ms),
+            calls.map_or("-".into(), |c| format!("{c:.0}"))
+        )
+    };
+    let apart = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (Some(x), Some(y)) => format!("{} ({:+.2} ms)", plain_ratio(Some(x), Some(y)), x - y),
+        _ => "-".into(),
+    };
+    let mut lines = vec![Line::styled(
+        format!(
+            "{:<32} {:>10} {:>8}   {:^26}   {:>10} {:>8}",
+            "operators per profiled step", "self ms", "calls", "ratio (A − B)", "self ms", "calls"
+        ),
+        view.muted(),
+    )];
+    let calls = |o: &Operators, name: &str| o.by_name.get(name).and_then(|t| o.per_step(t.calls));
+    for (name, _) in names.into_iter().take(MAX_OPERATORS) {
+        let (ta, tb) = (self_ms(oa, name), self_ms(ob, name));
+        lines.push(pair_row(
+            view,
+            (a, b),
+            name,
+            cell(ta, calls(oa, name)),
+            apart(ta, tb),
+            cell(tb, calls(ob, name)),
+        ));
+    }
+    let between = |o: &Operators| {
+        let explained = o.explained()?;
+        Some(o.compute_ms_per_step()? * (1.0 - explained))
+    };
+    let (ba, bb) = (between(oa), between(ob));
+    lines.push(pair_row(
+        view,
+        (a, b),
+        "between operators",
+        cell(ba, None),
+        apart(ba, bb),
+        cell(bb, None),
+    ));
     lines
 }
 
@@ -239,16 +335,17 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         );
         return;
     };
-    let families = kernel_family_lines(view, a, b);
+    let mut breakdown = kernel_family_lines(view, a, b);
+    breakdown.extend(operator_lines(view, a, b));
     let ranked = rank_rows(a, b);
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(10 + ranked.len() as u16),
-        Constraint::Length(families.len() as u16),
+        Constraint::Length(breakdown.len() as u16),
         Constraint::Min(3),
     ])
     .areas(inner);
-    render::lines(frame, kernels, &families);
+    render::lines(frame, kernels, &breakdown);
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let intervals = ratio_of_medians(&a.step_interval, &b.step_interval);
     let judged = Judged::of(view.state, a, b);

@@ -197,19 +197,23 @@ pub const BINDINGS: &[Binding] = &[
         },
     },
     Binding {
-        keys: "1 … 9",
-        does: "maximise a pane (dashboard order; 9: ranks); 0 or Esc back",
+        keys: "1 … 9, 0",
+        does: "maximise a pane (dashboard order; 9: ranks, 0: operators); the same key again or Esc back",
         views: &[Live, Replay],
-        footer: &[(Live, "1-9 maximise, 0 back"), (Replay, "1-9 maximise")],
+        footer: &[
+            (Live, "1-9,0 maximise, Esc back"),
+            (Replay, "1-9,0 maximise"),
+        ],
         command: |k| match (k.code, char_key(k)) {
             (_, Some(c @ '1'..='9')) => Some(Command::Maximise(Some(c as usize - '1' as usize))),
-            (KeyCode::Esc, _) | (_, Some('0')) => Some(Command::Maximise(None)),
+            (_, Some('0')) => Some(Command::Maximise(Some(9))),
+            (KeyCode::Esc, _) => Some(Command::Maximise(None)),
             _ => None,
         },
     },
     Binding {
         keys: "↑ / ↓",
-        does: "in the maximised kernels pane: the kernel whose grids show",
+        does: "in the maximised kernels or operators pane: the kernel whose grids show, the operator charted",
         views: &[Live, Replay],
         footer: &[],
         command: |k| matches!(k.code, KeyCode::Up | KeyCode::Down).then_some(Command::Pane(k.code)),

@@ -4,7 +4,7 @@ use golow::state::State;
 use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
 use golow_protocol::event::{
     Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
-    Record, Step,
+    OperatorStats, OperatorWindow, Record, Step,
 };
 
 const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
@@ -143,6 +143,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             let t_ms = 1000.0 + step as f64 * 250.0 + w as f64 * 80.0;
             let jitter = ((step * 7 + w as u64 * 3) % 5) as f64 * 0.2;
             let worker = Some(name.to_string());
+            let profiled = step >= 2 && (step - 2) % 10 == 0;
             records.push(Record::new(
                 t_ms,
                 worker.clone(),
@@ -158,9 +159,16 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                     loss: 2.3 * (-(step as f64) / 60.0).exp() + 0.1 * w as f64,
                     correct: (step as u32 * 32 / 100).min(32),
                     warmup: step < 2,
-                    profiled: false,
+                    profiled,
                 }),
             ));
+            if profiled {
+                records.push(Record::new(
+                    t_ms + 0.5,
+                    worker.clone(),
+                    Body::Operators(operator_window(w, base[w] + jitter)),
+                ));
+            }
             if step % 2 == 0 {
                 records.push(Record::new(
                     t_ms + 1.0,
@@ -238,6 +246,46 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
         }
     }
     records
+}
+
+/// One profiled step's operators of worker `w`, whose compute took `compute_ms`: ResNet-50's usual top operators
+/// at shares of it that differ a little per worker, Python's SGD step in `pytorch` (with input shapes, as its
+/// profiler gives them) and libtorch's `mul` elsewhere.
+fn operator_window(w: usize, compute_ms: f64) -> OperatorWindow {
+    let op = |name: &str, calls: u64, share: f64| OperatorStats {
+        name: name.into(),
+        calls,
+        self_ns: (compute_ms * share * 1e6) as u64,
+        total_ns: (compute_ms * (share + 0.02) * 1e6) as u64,
+        shapes: if w == 1 && name.ends_with("convolution") {
+            "[32, 64, 56, 56] [64, 64, 3, 3]".into()
+        } else {
+            String::new()
+        },
+    };
+    let mut operators = vec![
+        op("aten::convolution_backward", 53, 0.38 - 0.01 * w as f64),
+        op("aten::mkldnn_convolution", 53, 0.26),
+        op("aten::native_batch_norm_backward", 53, 0.10),
+        op("aten::native_batch_norm", 53, 0.07),
+        op("aten::add_", 177, 0.05),
+        op("aten::threshold_backward", 49, 0.04),
+        op("aten::relu_", 49, 0.03),
+    ];
+    if w == 1 {
+        operators.push(op("Optimizer.step#SGD.step", 1, 0.04));
+        operators.push(op("aten::mul_", 161, 0.02));
+    } else {
+        operators.push(op("aten::mul", 161, 0.03));
+    }
+    OperatorWindow {
+        process: 0,
+        steps: 1,
+        compute_ms,
+        every: 10,
+        operators,
+        dropped: 0,
+    }
 }
 
 /// A second of one worker's GPU activity: an elementwise kernel whose grid differs between the

@@ -10,7 +10,7 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{Pane, name};
+use super::{Pane, choose, name};
 use crate::state::WorkerState;
 use crate::ui::changes::Changes;
 use crate::ui::render;
@@ -155,12 +155,7 @@ impl Pane for Kernels {
     }
 
     fn on_key(&mut self, key: KeyCode) -> bool {
-        match key {
-            KeyCode::Up => self.selected = self.selected.saturating_sub(1),
-            KeyCode::Down => self.selected = self.selected.saturating_add(1),
-            _ => return false,
-        }
-        true
+        choose(&mut self.selected, key)
     }
 
     fn shows(&self) -> Changes {

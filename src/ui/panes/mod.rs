@@ -5,6 +5,7 @@ mod cpu;
 mod gpu;
 mod kernels;
 mod memory;
+mod operators;
 mod ranks;
 mod sample_time;
 mod throughput;
@@ -38,7 +39,7 @@ pub trait Pane {
     }
 }
 
-/// Every pane, in the order of the digit keys that maximise them.
+/// Every pane, in the order of the digit keys that maximise them (1 … 9, then 0).
 pub fn all() -> Vec<Box<dyn Pane>> {
     vec![
         Box::new(sample_time::SampleTime),
@@ -50,10 +51,21 @@ pub fn all() -> Vec<Box<dyn Pane>> {
         Box::new(training::Training),
         Box::new(cpu::HostCpu),
         Box::new(ranks::Ranks::default()),
+        Box::new(operators::Operators::default()),
     ]
 }
 
 pub use ranks::any as any_ranks;
+
+/// ↑/↓ move a maximised pane's choice of a row (clamped when drawn); true when the key was one of them.
+fn choose(selected: &mut usize, key: KeyCode) -> bool {
+    match key {
+        KeyCode::Up => *selected = selected.saturating_sub(1),
+        KeyCode::Down => *selected = selected.saturating_add(1),
+        _ => return false,
+    }
+    true
+}
 
 /// A worker's name in its colour, padded for columns.
 fn name<'a>(view: &View, worker: &str, width: usize) -> Span<'a> {

@@ -1,0 +1,245 @@
+//! Operators: why a step takes what it takes. Per worker, its top operators by self time per profiled step, with
+//! their share of the step's compute and calls per step, the share all of them explain and what looking cost.
+//! Maximised, one operator's self time per step over time for every worker that ran it (↑/↓ to choose), with each
+//! worker's calls and input shapes of it.
+
+use std::collections::BTreeMap;
+
+use crossterm::event::KeyCode;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use super::{Pane, choose, name};
+use crate::state::WorkerState;
+use crate::state::operators::OperatorTotals;
+use crate::ui::changes::Changes;
+use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::render;
+use crate::ui::view::{View, ms};
+
+#[derive(Default)]
+pub struct Operators {
+    /// Index into [`operator_names`], clamped when drawn.
+    selected: usize,
+}
+
+const BAR_WIDTH: usize = 12;
+
+/// The workers with profiled steps.
+fn profiled<'a>(view: &View<'a>) -> Vec<&'a WorkerState> {
+    view.state
+        .workers
+        .iter()
+        .filter(|w| w.operators.steps > 0)
+        .collect()
+}
+
+/// Every operator any worker ran, by self time per step summed over the workers.
+fn operator_names(workers: &[&WorkerState]) -> Vec<String> {
+    let mut totals: BTreeMap<&str, f64> = BTreeMap::new();
+    for w in workers {
+        for (name, t) in &w.operators.by_name {
+            *totals.entry(name).or_default() += w.operators.per_step(t.self_ns).unwrap_or(0.0);
+        }
+    }
+    let mut names: Vec<(&str, f64)> = totals.into_iter().collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    names.into_iter().map(|(n, _)| n.to_string()).collect()
+}
+
+/// The worker's line: what its operators explain, how it looked and what looking cost.
+fn worker_line<'a>(view: &View, w: &WorkerState) -> Line<'a> {
+    let o = &w.operators;
+    let mut said = format!(" {} profiled steps (1 in {})", o.steps, o.every);
+    if let (Some(explained), Some(compute)) = (o.explained(), o.compute_ms_per_step()) {
+        said.push_str(&format!(
+            " · operators explain {:.0}% of {} ms compute",
+            explained * 100.0,
+            ms(compute)
+        ));
+    }
+    if let Some((_, run)) = o.overhead() {
+        said.push_str(&format!(" · looking {:+.1}% of the run", run * 100.0));
+    }
+    let mut spans = vec![name(view, &w.name, 12), Span::styled(said, view.text())];
+    if o.dropped > 0 {
+        spans.push(Span::styled(
+            format!("  {} calls not told apart", o.dropped),
+            Style::default().fg(view.theme.warning),
+        ));
+    }
+    Line::from(spans)
+}
+
+/// One operator of a worker: self ms per step, its share of the step as a number and a bar, calls per step.
+fn operator_row<'a>(
+    view: &View,
+    w: &WorkerState,
+    op: (&str, &OperatorTotals),
+    name_width: usize,
+    chosen: bool,
+) -> Line<'a> {
+    let o = &w.operators;
+    let self_ms = o.per_step(op.1.self_ns).unwrap_or(0.0) / 1e6;
+    let share = o
+        .compute_ms_per_step()
+        .filter(|&c| c > 0.0)
+        .map_or(0.0, |c| self_ms / c);
+    let bar = ((share * BAR_WIDTH as f64).round() as usize).min(BAR_WIDTH);
+    let shown: String = op.0.chars().take(name_width).collect();
+    let style = if chosen {
+        view.text().add_modifier(Modifier::BOLD)
+    } else {
+        view.text()
+    };
+    Line::from(vec![
+        Span::raw("  "),
+        Span::styled(
+            format!(
+                "{shown:<name_width$} {:>9} {:>6.1}% ",
+                ms(self_ms),
+                share * 100.0
+            ),
+            style,
+        ),
+        Span::styled("█".repeat(bar), Style::default().fg(view.color(&w.name))),
+        Span::styled("░".repeat(BAR_WIDTH - bar), view.muted()),
+        Span::styled(
+            format!(" {:>8.1}", o.per_step(op.1.calls).unwrap_or(0.0)),
+            style,
+        ),
+    ])
+}
+
+/// Why there is nothing to show.
+fn nothing_yet(view: &View) -> String {
+    match view.state.session.as_ref().map(|s| s.ops_every) {
+        Some(0) => "No operators: this session recorded none (--no-ops).".to_string(),
+        Some(every) => format!(
+            "No profiled step yet: one step in {every} past the warm-up is profiled (--ops-every), in the built-in \
+             levels and in --cmd PyTorch scripts; pytorch and compile profile only within 2% of their time, and \
+             not under CUDA graphs."
+        ),
+        None => "No profiled step yet.".to_string(),
+    }
+}
+
+impl Operators {
+    /// The chosen operator's self time per step over time, per worker, and each worker's figures of it.
+    fn chosen(&mut self, frame: &mut Frame, area: Rect, view: &View, workers: &[&WorkerState]) {
+        let names = operator_names(workers);
+        self.selected = self.selected.min(names.len().saturating_sub(1));
+        let Some(chosen) = names.get(self.selected) else {
+            return;
+        };
+        let lines: Vec<ChartLine> = workers
+            .iter()
+            .filter_map(|w| {
+                Some(ChartLine {
+                    color: view.color(&w.name),
+                    series: &w.operators.by_name.get(chosen)?.self_ms_per_step,
+                })
+            })
+            .collect();
+        let mut text = vec![Line::styled(
+            format!(
+                "{chosen}: self ms per profiled step  ({} of {}, ↑/↓ to choose)",
+                self.selected + 1,
+                names.len()
+            ),
+            view.text().add_modifier(Modifier::BOLD),
+        )];
+        for w in workers {
+            let o = &w.operators;
+            let line = match o.by_name.get(chosen) {
+                Some(t) => format!(
+                    " {} ms self · {} ms with callees · {:.1} calls per step{}",
+                    ms(o.per_step(t.self_ns).unwrap_or(0.0) / 1e6),
+                    ms(o.per_step(t.total_ns).unwrap_or(0.0) / 1e6),
+                    o.per_step(t.calls).unwrap_or(0.0),
+                    if t.shapes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · inputs {}", t.shapes)
+                    }
+                ),
+                None => " did not run it".to_string(),
+            };
+            text.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(line, view.text()),
+            ]));
+        }
+        let rows = (text.len() as u16).min(area.height.saturating_sub(3));
+        let [plot, numbers] =
+            Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
+        chart::draw(frame, plot, view, &lines, ms, None);
+        render::lines(frame, numbers, &text);
+    }
+
+    fn tables(&self, frame: &mut Frame, area: Rect, view: &View, workers: &[&WorkerState]) {
+        let chosen = view
+            .focused
+            .then(|| operator_names(workers).get(self.selected).cloned())
+            .flatten();
+        let name_width = usize::from(area.width).saturating_sub(44).clamp(16, 56);
+        let mut lines = vec![Line::styled(
+            format!(
+                "  {:<name_width$} {:>9} {:>7} {:BAR_WIDTH$} {:>8}",
+                "operator", "self ms", "share", "", "calls"
+            ),
+            view.muted(),
+        )];
+        let rows_each = (usize::from(area.height).saturating_sub(1) / workers.len())
+            .saturating_sub(1)
+            .max(1);
+        for w in workers {
+            lines.push(worker_line(view, w));
+            for op in w.operators.top(rows_each) {
+                let is_chosen = chosen.as_deref() == Some(op.0);
+                lines.push(operator_row(view, w, op, name_width, is_chosen));
+            }
+        }
+        render::lines(frame, area, &lines);
+    }
+}
+
+impl Pane for Operators {
+    fn title(&self) -> &'static str {
+        " operators: self time per profiled step, share of the step, calls "
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS
+    }
+
+    fn on_key(&mut self, key: KeyCode) -> bool {
+        choose(&mut self.selected, key)
+    }
+
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
+        let inner = view.framed(frame, area, self.title());
+        let workers = profiled(view);
+        if workers.is_empty() {
+            frame.render_widget(
+                Paragraph::new(nothing_yet(view))
+                    .style(view.muted())
+                    .wrap(Wrap { trim: true }),
+                inner,
+            );
+            return;
+        }
+        if view.focused {
+            let [top, bottom] =
+                Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
+                    .areas(inner);
+            self.chosen(frame, top, view, &workers);
+            self.tables(frame, bottom, view, &workers);
+        } else {
+            self.tables(frame, inner, view, &workers);
+        }
+    }
+}
