@@ -155,6 +155,7 @@ fn distributed_state() -> State {
                         interval_ms: (step > 0).then_some(50.0 + f64::from(rank)),
                         first_step_ms: None,
                         arrived_ns: Some(step * 50_000_000 + u64::from(rank) * 100_000),
+                        profiled: false,
                     }),
                 );
             }

@@ -957,6 +957,7 @@ mod tests {
                 interval_ms,
                 first_step_ms,
                 arrived_ns: None,
+                profiled: false,
             })
         };
         let pass = Body::ForwardPass(ForwardPass {

@@ -1,10 +1,10 @@
 //! The operator breakdown with real parts: every built-in level's profiled steps, recorded by libtorch's operator
-//! callbacks (the Rust levels) or torch.profiler (the Python ones), explain its compute time; `--no-ops` records
-//! none.
+//! callbacks (the Rust levels) or torch.profiler (the Python ones), explain its compute time; a `--cmd` script's
+//! steps are broken down through the step hook; `--no-ops` records none.
 
 mod common;
 
-use common::{headless, summary_of, text, worker};
+use common::{headless, summary_of, text, with_venv_path, worker};
 
 #[test]
 fn every_level_breaks_its_profiled_steps_down_into_operators() {
@@ -106,4 +106,66 @@ fn no_ops_records_no_operators() {
         assert!(w.get("operators").is_none(), "{level}: {w}");
         assert!(w.get("top_operators").is_none(), "{level}: {w}");
     }
+}
+
+const CONVNET: &str = "\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+    torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,))
+for _ in range(14):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+print('trained', flush=True)
+";
+
+#[test]
+fn a_cmd_scripts_steps_are_broken_down_through_the_hook() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("convnet.py"), CONVNET).unwrap();
+    let out = with_venv_path(&mut headless(
+        tmp.path(),
+        &[
+            "--cmd",
+            "convnet=python convnet.py",
+            "--warmup",
+            "2",
+            "--ops-every",
+            "4",
+            "--no-record",
+        ],
+    ))
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("ERROR") && !text(&out.stderr).contains("Warning"),
+        "looking leaves nothing in the script's output: {}",
+        text(&out.stderr)
+    );
+    let s = summary_of(tmp.path());
+    let w = worker(&s, "convnet");
+    let ops = &w["operators"];
+    // Steps 2, 6 and 10 may be looked at; the first is, the others as the 2% budget allows.
+    let profiled = ops["profiled_steps"].as_u64().unwrap();
+    assert!((1..=3).contains(&profiled), "{w}");
+    assert_eq!(ops["every"], 4);
+    let top = w["top_operators"].as_array().unwrap();
+    let names: Vec<&str> = top.iter().map(|o| o["name"].as_str().unwrap()).collect();
+    assert!(names.iter().any(|n| n.contains("convolution")), "{names:?}");
+    let conv = top
+        .iter()
+        .find(|o| o["name"] == "aten::mkldnn_convolution" || o["name"] == "aten::convolution")
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let shapes = conv["shapes"].as_str().unwrap();
+    assert!(shapes.starts_with("[16, "), "the batch's shapes: {conv}");
+    assert_eq!(w["steps"], 14, "{w}");
+    // The operators explain most of a profiled step; the rest is the script's Python between them.
+    let explained = ops["explained"].as_f64().unwrap();
+    assert!((0.3..=1.15).contains(&explained), "{explained}: {w}");
 }

@@ -463,7 +463,8 @@ print('final loss', loss.item(), flush=True)
 fn a_script_that_reports_fills_loss_and_throughput_and_its_output_is_passed_through() {
     let tmp = tempfile::tempdir().unwrap();
     write(tmp.path(), "reporting.py", REPORTING);
-    let (out, s) = run(tmp.path(), &["rep=python reporting.py"], &[]);
+    // Without operators, so that no step is profiled (and kept out of the figures).
+    let (out, s) = run(tmp.path(), &["rep=python reporting.py"], &["--no-ops"]);
     let w = worker(&s, "rep");
     let own_loss = printed(&out, "final loss");
     assert!((f64_of(&w["loss"]["last"]) - own_loss).abs() < 1e-6, "{w}");

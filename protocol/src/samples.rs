@@ -237,6 +237,7 @@ pub fn every_body() -> Vec<Body> {
             interval_ms: Some(31.25),
             first_step_ms: None,
             arrived_ns: Some(5_000_250_000),
+            profiled: true,
         }),
         Body::OptimizerStep(OptimizerStep {
             process: 1,
@@ -245,6 +246,7 @@ pub fn every_body() -> Vec<Body> {
             interval_ms: None,
             first_step_ms: Some(6312.5),
             arrived_ns: None,
+            profiled: false,
         }),
         Body::ScriptProcess(ScriptProcess {
             process: 1,

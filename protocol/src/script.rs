@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 /// launcher (`torchrun`, `mp.spawn`, `accelerate launch`) starts report too.
 pub const SOCKET_ENV: &str = "GOLOW_EVENT_SOCKET";
 
+/// The variables telling the hook to record the operators of one step in N past the warm-up (`--ops-every`; 0 or
+/// unset: none), and the warm-up's steps.
+pub const OPS_EVERY_ENV: &str = "GOLOW_OPS_EVERY";
+pub const OPS_WARMUP_ENV: &str = "GOLOW_OPS_WARMUP";
+
 /// Processes of one `--cmd` worker the monitor listens to at most; later ones are refused.
 pub const MAX_PROCESSES: u32 = 256;
 
@@ -55,6 +60,10 @@ pub struct OptimizerStep {
     /// every process of the machine): where a rank arrives at the gradients' all-reduce. `null` when no backward ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrived_ns: Option<u64>,
+    /// The hook recorded the operators of this step (from the previous step to this one): kept out of the timing
+    /// figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profiled: bool,
 }
 
 /// An optimiser, before its first step.

@@ -723,6 +723,7 @@ mod tests {
                         interval_ms: (step > 0).then_some(100.0),
                         first_step_ms: None,
                         arrived_ns: Some(step * 100_000_000 + u64::from(rank) * 40_000_000),
+                        profiled: false,
                     }),
                 ));
             }

@@ -8,14 +8,16 @@ use std::process::Command;
 use super::launcher::WorkerCommand;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{AotiPackage, Impl, Mode, SessionConfig, WorkerConfig};
+use golow_protocol::script;
 
 /// The Python sources, embedded so that the `golow` binary is all a user needs to carry.
-const PYTHON_SOURCES: [(&str, &str); 5] = [
+const PYTHON_SOURCES: [(&str, &str); 6] = [
     ("worker.py", include_str!("../workers/pytorch/worker.py")),
     (
         "golow_common.py",
         include_str!("../workers/pytorch/golow_common.py"),
     ),
+    ("golow_operators.py", OPERATORS_SOURCE),
     ("resnet.py", include_str!("../workers/pytorch/resnet.py")),
     (
         "script_model.py",
@@ -28,7 +30,7 @@ const PYTHON_SOURCES: [(&str, &str); 5] = [
 ];
 
 /// The step hook `--cmd` workers get on PYTHONPATH, and the optional API a script may import (`import golow`).
-const HOOK_SOURCES: [(&str, &str); 3] = [
+const HOOK_SOURCES: [(&str, &str); 4] = [
     (
         "sitecustomize.py",
         include_str!("../workers/pyhook/sitecustomize.py"),
@@ -38,7 +40,11 @@ const HOOK_SOURCES: [(&str, &str); 3] = [
         include_str!("../workers/pyhook/golow_step_hook.py"),
     ),
     ("golow.py", include_str!("../workers/pyhook/golow.py")),
+    ("golow_operators.py", OPERATORS_SOURCE),
 ];
+
+/// The operator recorder the Python levels and the hook share.
+const OPERATORS_SOURCE: &str = include_str!("../workers/pytorch/golow_operators.py");
 
 /// The programs a `--cmd` worker's PATH finds golow's shim for first: each puts the hook back first on PYTHONPATH,
 /// which a command such as `PYTHONPATH=src python train.py` replaced, and runs the real program of that name.
@@ -185,7 +191,7 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
             }
             workers.push((
                 name.clone(),
-                command_worker(command, &hook_dir, &shim_dir, socket, &session.command_env),
+                command_worker(command, &hook_dir, &shim_dir, socket, &session),
             ));
         }
     }
@@ -237,20 +243,27 @@ fn prepended(first: &Path, var: &str) -> String {
 }
 
 /// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH (and its shims first on
-/// PATH, which put it back where the command sets PYTHONPATH itself), its events on `socket`, and what `--threads`
-/// set.
+/// PATH, which put it back where the command sets PYTHONPATH itself), its events on `socket`, what `--threads` set,
+/// and which steps the hook records the operators of.
 fn command_worker(
     command: &str,
     hook_dir: &Path,
     shim_dir: &Path,
     socket: PathBuf,
-    command_env: &std::collections::BTreeMap<String, String>,
+    session: &SessionConfig,
 ) -> WorkerCommand {
     let mut env = vec![
         ("PYTHONPATH".into(), prepended(hook_dir, "PYTHONPATH")),
         ("PATH".into(), prepended(shim_dir, "PATH")),
+        (script::OPS_EVERY_ENV.into(), session.ops_every.to_string()),
+        (script::OPS_WARMUP_ENV.into(), session.warmup.to_string()),
     ];
-    env.extend(command_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(
+        session
+            .command_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
     WorkerCommand {
         program: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), command.into()],

@@ -276,6 +276,11 @@ impl WorkerState {
             return;
         }
         let Some(ms) = step.interval_ms else { return };
+        self.operators.step(ms, step.profiled);
+        if step.profiled {
+            // Kept out of the timing figures, as a built-in worker's profiled steps are.
+            return;
+        }
         self.step_time.record_ms(ms);
         self.step_interval.record_ms(ms);
         self.series.step_ms.push(t, ms);

@@ -431,6 +431,7 @@ mod tests {
             interval_ms: interval,
             first_step_ms: None,
             arrived_ns: None,
+            profiled: false,
         }
     }
 

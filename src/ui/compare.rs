@@ -533,6 +533,7 @@ mod tests {
                     interval_ms: Some(60.0 + (step % 3) as f64),
                     first_step_ms: None,
                     arrived_ns: None,
+                    profiled: false,
                 }),
             );
         }

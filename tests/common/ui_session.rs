@@ -422,6 +422,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                         interval_ms: (step > 0).then_some(step_ms),
                         first_step_ms: None,
                         arrived_ns: Some(step * 250_000_000 + (late_ms * 1e6) as u64),
+                        profiled: false,
                     }),
                 ));
                 if step % 2 == 0 {

@@ -349,6 +349,39 @@ class HookTest(unittest.TestCase):
         self.assertEqual(load.returncode, 0, load.stderr)
         self.assertIn("Linear(in_features=4", load.stdout)
 
+    def test_one_step_in_n_past_the_warmup_has_its_operators_recorded_by_rank_0_alone(self):
+        """As golow lays the hook out: golow_operators.py (the pytorch worker's) beside it. One step in 4 past 2 of warm-up may be
+        profiled, from the previous step's end to its own; the first always is (later ones only within the 2% budget,
+        which a tiny model's steps never give), and its operators go out as one window by the process's end."""
+        pythonpath = HOOK_DIR + os.pathsep + os.path.join(os.path.dirname(HOOK_DIR), "pytorch")
+        train = TRAIN.replace("run(torch.optim.SGD(model.parameters(), lr=0.1), 5)",
+                              "run(torch.optim.SGD(model.parameters(), lr=0.1), 12)")
+        proc, streams = self.run_monitored(train, pythonpath, GOLOW_OPS_EVERY="4", GOLOW_OPS_WARMUP="2")
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        events = streams[0]
+        first = [e for e in of_type(events, "optimizer_step") if e["optimizer"] == 0]
+        profiled = [e["step"] for e in first if e.get("profiled")]
+        self.assertEqual(profiled[0], 2, first)
+        self.assertTrue(set(profiled) <= {2, 6, 10}, profiled)
+        self.assertFalse(any(e.get("profiled") for e in of_type(events, "optimizer_step") if e["optimizer"] == 1),
+                         "only the first optimiser's steps are looked at")
+        windows = of_type(events, "operators")
+        self.assertEqual(sum(w["steps"] for w in windows), len(profiled))
+        self.assertEqual(sum(w["compute_ms"] for w in windows),
+                         sum(e["interval_ms"] for e in first if e.get("profiled")))
+        names = {o["name"]: o for w in windows for o in w["operators"]}
+        # The whole step: zero_grad, forward, backward, and the update's own operators (SGD's `add_`). The record of
+        # the optimiser step itself is still open when its post-hook stops the profile, so it is not among them.
+        for op in ("Optimizer.zero_grad#SGD.zero_grad", "aten::addmm", "aten::mse_loss", "aten::mse_loss_backward"):
+            self.assertIn(op, names)
+        self.assertEqual(names["aten::add_"]["shapes"], "[1, 4] [1, 4]")
+        self.assertEqual(names["aten::addmm"]["shapes"], "[1] [8, 4] [4, 1]")
+
+        self.socket_path += "-rank-1"
+        _, ranked = self.run_monitored(train, pythonpath, GOLOW_OPS_EVERY="4", GOLOW_OPS_WARMUP="2", RANK="1")
+        self.assertEqual(of_type(ranked[0], "operators"), [], "rank 1 leaves looking to rank 0")
+        self.assertFalse(any(e.get("profiled") for e in of_type(ranked[0], "optimizer_step")))
+
     def test_the_api_reports_numbers_and_phases(self):
         source = textwrap.dedent("""
         import golow

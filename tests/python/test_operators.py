@@ -1,5 +1,5 @@
-"""Tests for the Python levels' operator breakdown (src/workers/pytorch/golow_common.py's Operators): real torch, a
-real torch.profiler.
+"""Tests for the Python levels' operator breakdown (src/workers/pytorch/golow_operators.py, which the step hook shares):
+real torch, a real torch.profiler.
 
 Run from the repository root:
     .venv/bin/python -m unittest discover --start-directory tests/python --top-level-directory tests/python -v
@@ -14,7 +14,7 @@ import torch
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "src", "workers", "pytorch"))
 
-from golow_common import Operators  # noqa: E402
+from golow_operators import Operators  # noqa: E402
 
 
 def train_step(model):

@@ -48,6 +48,7 @@ class _Process:
         self.pass_start_ns = None
         self.depth = 0
         self.backward_ns = None  # when the latest backward pass since the last step began: where a rank arrives
+        self.operators = None  # golow_operators.Operators for the first optimiser's steps, made at its first step
 
 
 _me = _Process()
@@ -284,8 +285,11 @@ def _on_step(optimizer, args, kwargs):
                 _send({"type": "optimizer", "optimizer": index,
                        "class": type(optimizer).__name__[:_MAX_NAME], "lr": _lr(optimizer)})
             index, step, last = entry
-            event = {"type": "optimizer_step", "optimizer": index, "step": step,
-                     "interval_ms": None if last is None else _ms(now - last)}
+            interval_ms = None if last is None else _ms(now - last)
+            event = {"type": "optimizer_step", "optimizer": index, "step": step, "interval_ms": interval_ms}
+            operators = _looking(_operators) if index == 0 else None
+            if operators is not None and _looking(operators.end, interval_ms or 0.0):
+                event["profiled"] = True
             if _me.backward_ns is not None:
                 # perf_counter is CLOCK_MONOTONIC on Linux: one clock for every rank of the machine.
                 event["arrived_ns"] = _me.backward_ns
@@ -294,10 +298,49 @@ def _on_step(optimizer, args, kwargs):
                 _me.stepped = True
                 if _me.first_forward_ns is not None:
                     event["first_step_ms"] = _ms(now - _me.first_forward_ns)
-            entry[1], entry[2] = step + 1, now
             _send(event)
+            if operators is not None:
+                _looking(operators.send, _send)
+                _looking(operators.begin, step + 1)
+                # What looking took is in neither step's interval.
+                now = time.perf_counter_ns()
+            entry[1], entry[2] = step + 1, now
         if _counting:
             _stop_counting_passes()
+    except Exception:
+        pass
+
+
+def _operators():
+    """The process's operator recorder: one step in GOLOW_OPS_EVERY past the warm-up is profiled, from the first
+    optimiser's previous step to this one, in a process that is not a rank other than 0 (the monitor charts the
+    first process's steps); None when there is nothing to record."""
+    if _me.operators is None:
+        _me.operators = False
+        every = _env_int("GOLOW_OPS_EVERY") or 0
+        if every > 0 and _env_int("RANK") in (None, 0):
+            from golow_operators import Operators
+            _me.operators = Operators(every, _env_int("GOLOW_OPS_WARMUP") or 0)
+            import atexit
+            atexit.register(_flush_operators)
+    return _me.operators or None
+
+
+def _looking(call, *args):
+    """A call of the operator recorder: one that fails turns it off for the process, and never costs the step's
+    event."""
+    try:
+        return call(*args)
+    except Exception:
+        _me.operators = False
+        return None
+
+
+def _flush_operators():
+    try:
+        with _lock:
+            if _me.operators:
+                _me.operators.send(_send, now=True)
     except Exception:
         pass
 

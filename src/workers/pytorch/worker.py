@@ -13,7 +13,8 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from golow_common import DataCache, Events, Operators, Turns, build_model, epoch_order, inductor_cache
+from golow_common import DataCache, Events, Turns, build_model, epoch_order, inductor_cache
+from golow_operators import Operators
 
 
 class Tally:
@@ -160,7 +161,7 @@ def run(cfg, model, data, device, events, turns, compiler):
         if turns.turn_over():
             events.emit(dict(type="turn_end", steps_done=step))
             if not turns.wait():
-                operators.send(events, now=True)
+                operators.send(events.emit, now=True)
                 return "stopped"
         epoch, position = divmod(step, per_epoch)
         if position == 0:
@@ -211,13 +212,13 @@ def run(cfg, model, data, device, events, turns, compiler):
                          correct=correct, warmup=step < cfg["warmup"], profiled=profiled),
                     hold=hold)
         if not hold:
-            operators.send(events)
+            operators.send(events.emit)
         if epoch_ends:
             if compiler:
                 compiler.at(None, "eval")
             events.emit(end_epoch(model, data, cfg, device, epoch, complete, tally))
             tally = Tally()
-    operators.send(events, now=True)
+    operators.send(events.emit, now=True)
     return "ok"
 
 
