@@ -8,7 +8,9 @@
 //!   resource readings, and instants for epochs, exits and protocol errors; whole-GPU readings
 //!   go on process 0, the monitor. Each process of a `--cmd` worker that reported is a process
 //!   of its own under its real pid (as `torch.profiler`'s traces name it), with a thread per
-//!   optimiser for its steps and one for its model's forward passes.
+//!   optimiser for its steps and one for its model's forward passes. Operator windows are a
+//!   thread of the process that profiled them: a profiled step's compute, and in it each
+//!   operator's self time.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -17,7 +19,8 @@ use std::io::{self, BufWriter, Write};
 use serde_json::{Value, json};
 
 use golow_protocol::event::{
-    Body, Compile, CompileTrigger, ForwardPass, OptimizerStep, Record, ScriptProcess, Step,
+    Body, Compile, CompileTrigger, ForwardPass, OperatorWindow, OptimizerStep, Record,
+    ScriptProcess, Step,
 };
 
 /// The formats, as `--format` names them (`chrome-trace`, `csv`, `json`).
@@ -133,6 +136,8 @@ const TID: u32 = 1;
 const FORWARD_TID: u32 = 0;
 /// A built-in worker's compilations (torch.compile), beside its steps.
 const COMPILE_TID: u32 = 2;
+/// A worker's operator windows, on the process that profiled them (a script's beyond its optimisers' threads).
+const OPERATORS_TID: u32 = 1000;
 
 /// A trace process: pid 0 is the monitor, pid N the N-th worker to appear; a script's process has its real pid.
 struct Track {
@@ -273,6 +278,14 @@ impl<W: Write> ChromeTrace<'_, W> {
                 let track = self.process_track(worker, pass.process, None)?;
                 self.forward_pass(track, ts, pass)?;
             }
+            (Body::Operators(window), Some(worker)) => {
+                // A script's window goes on the process that profiled it; a built-in worker has no such process.
+                let track = match self.by_process.get(&(worker.to_owned(), window.process)) {
+                    Some(&track) => track,
+                    None => pid,
+                };
+                self.operators(track, ts, window)?;
+            }
             // A package made before the session has no place on its timeline: it is marked (instant_name).
             (Body::Compile(compile), Some(_)) if compile.trigger != CompileTrigger::Package => {
                 self.compilation(pid, ts, compile)?;
@@ -408,6 +421,40 @@ impl<W: Write> ChromeTrace<'_, W> {
             stop,
             serde_json::to_value(compile)?,
         )
+    }
+
+    /// A window of operators, stamped as it was sent, as one profiled step on average: a slice of the step's compute
+    /// time, and in it each operator's self time per step, largest first, one after another (a breakdown, not a
+    /// timeline: the operators ran interleaved).
+    fn operators(&mut self, track: usize, end: i64, window: &OperatorWindow) -> io::Result<()> {
+        let steps = window.steps.max(1) as f64;
+        self.name_new_thread(track, OPERATORS_TID, "operators (per profiled step)")?;
+        let duration = ticks(window.compute_ms / steps).max(0);
+        let (start, stop) = self.place(track, OPERATORS_TID, end, duration);
+        let name = format!(
+            "operators: {} profiled step{}",
+            window.steps,
+            if window.steps == 1 { "" } else { "s" }
+        );
+        let args = json!({
+            "steps": window.steps, "every": window.every, "compute_ms": window.compute_ms,
+            "dropped": window.dropped,
+        });
+        self.slice(track, OPERATORS_TID, &name, start, stop, args)?;
+        let mut at = start;
+        for op in &window.operators {
+            let self_ms = op.self_ns as f64 / 1e6 / steps;
+            let next = at.saturating_add(ticks(self_ms).max(0)).min(stop);
+            let args = json!({
+                "self_ms_per_step": self_ms,
+                "total_ms_per_step": op.total_ns as f64 / 1e6 / steps,
+                "calls_per_step": op.calls as f64 / steps,
+                "shapes": op.shapes,
+            });
+            self.slice(track, OPERATORS_TID, &op.name, at, next, args)?;
+            at = next;
+        }
+        Ok(())
     }
 
     fn forward_pass(&mut self, track: usize, end: i64, pass: &ForwardPass) -> io::Result<()> {
@@ -914,6 +961,65 @@ mod tests {
                 ("recompile (lazy backward)", 8_500_000.0, 9_000_000.0)
             ]
         );
+    }
+
+    #[test]
+    fn operator_windows_break_a_profiled_step_down_on_a_thread_of_their_own() {
+        let op = |name: &str, self_ms: u64| golow_protocol::event::OperatorStats {
+            name: name.into(),
+            calls: 106,
+            self_ns: self_ms * 1_000_000,
+            total_ns: self_ms * 1_500_000,
+            shapes: "[16, 3, 32, 32]".into(),
+        };
+        let window = OperatorWindow {
+            process: 0,
+            steps: 2,
+            compute_ms: 100.0,
+            every: 10,
+            operators: vec![op("aten::convolution_backward", 60), op("aten::add_", 30)],
+            dropped: 0,
+        };
+        let records = vec![
+            Record::new(0.0, None, session_start()),
+            Record::new(5_000.0, Some("libtorch".into()), Body::Operators(window)),
+        ];
+        let trace = chrome_trace(records);
+        let events = trace["traceEvents"].as_array().unwrap();
+        let thread = events
+            .iter()
+            .find(|e| {
+                e["name"] == "thread_name" && e["args"]["name"] == "operators (per profiled step)"
+            })
+            .expect("an operators thread");
+        let slices: Vec<(&str, f64, f64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                assert_eq!((&e["pid"], &e["tid"]), (&thread["pid"], &thread["tid"]));
+                let ts = e["ts"].as_f64().unwrap();
+                (
+                    e["name"].as_str().unwrap(),
+                    ts,
+                    ts + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        // Per step: 50 ms of compute ending at the stamp, 30 ms and 15 ms of operators in it.
+        assert_eq!(
+            slices,
+            [
+                ("operators: 2 profiled steps", 4_950_000.0, 5_000_000.0),
+                ("aten::convolution_backward", 4_950_000.0, 4_980_000.0),
+                ("aten::add_", 4_980_000.0, 4_995_000.0),
+            ]
+        );
+        let conv = events
+            .iter()
+            .find(|e| e["name"] == "aten::convolution_backward")
+            .unwrap();
+        assert_eq!(conv["args"]["calls_per_step"], 53.0);
+        assert_eq!(conv["args"]["total_ms_per_step"], 45.0);
     }
 
     #[test]

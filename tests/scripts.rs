@@ -157,7 +157,17 @@ fn a_torchrun_job_reports_each_rank_apart() {
             "rank {} has no memory track",
             process["rank"]
         );
+        // Rank 0 looks at its steps' operators, and the other ranks leave it to rank 0: on its own process.
+        let operators = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == *pid && e["tid"] == 1000)
+            .count();
+        assert_eq!(operators > 0, process["rank"] == 0, "{process}");
     }
+    assert!(
+        w["operators"]["profiled_steps"].as_u64().unwrap() >= 1,
+        "{w}"
+    );
 }
 
 /// Rank 0 stalls 60 ms before each forward pass of the first 15 steps, rank 1 from then on: each in turn arrives
