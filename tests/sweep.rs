@@ -95,6 +95,13 @@ fn a_sweep_s_rows_are_its_cells_summaries_and_its_figures_decode() {
             w["throughput_samples_per_s"]
         );
         assert_eq!(row["peak_host_rss_bytes"], w["peak_host_rss_bytes"]);
+        // Step 1 of 3 had its operators recorded: the top one and its share of that step.
+        let top = &w["top_operators"][0];
+        assert_eq!(row["top_operator"], top["name"], "{row}");
+        let share = top["self_ms_per_step"].as_f64().unwrap()
+            / w["operators"]["compute_ms_per_step"].as_f64().unwrap();
+        assert_eq!(row["top_operator_share"].as_f64(), Some(share), "{row}");
+        assert!(share > 0.0 && share < 1.0, "{row}");
     }
     // The CSV says the same as the JSON, row for row.
     let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
@@ -134,7 +141,9 @@ fn a_sweep_s_rows_are_its_cells_summaries_and_its_figures_decode() {
         }
     }
     // Sample time, throughput and host memory, against batch size at 2 resolutions and resolution at 2 batch sizes.
-    assert_eq!((pngs, svgs), (12, 12));
+    // Sample time, throughput, host memory and the top operator's share; each against batch size at both
+    // resolutions and against resolution at both batch sizes.
+    assert_eq!((pngs, svgs), (16, 16));
     assert!(
         std::fs::read_dir(&dir).unwrap().all(|e| !e
             .unwrap()

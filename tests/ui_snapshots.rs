@@ -544,6 +544,8 @@ fn sweep_results() -> golow::sweep::Results {
                     h2d_bytes_per_step: None,
                     h2d_ms_p50: None,
                     compile_ms: None,
+                    top_operator: None,
+                    top_operator_share: None,
                     recording: Some(format!("cells/b{batch}-r32.golow")),
                     error: oom.then(|| "DefaultCPUAllocator: can't allocate memory".to_string()),
                 }

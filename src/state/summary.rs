@@ -237,6 +237,9 @@ pub struct OperatorsSummary {
     pub profiled_steps: u64,
     /// One step in `every` was profiled.
     pub every: u32,
+    /// A profiled step's compute time (a `--cmd` worker's: its interval), on average.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_ms_per_step: Option<f64>,
     /// The operators' self times summed over the profiled steps' compute time.
     pub explained: Option<f64>,
     /// Calls, shapes and names the recorders could not keep.
@@ -268,6 +271,7 @@ fn operators(o: &Operators) -> Option<OperatorsSummary> {
         OperatorsSummary {
             profiled_steps: o.steps,
             every: o.every,
+            compute_ms_per_step: o.compute_ms_per_step(),
             explained: o.explained(),
             dropped: o.dropped,
             overhead_per_profiled_step: overhead.map(|(step, _)| step),

@@ -84,7 +84,7 @@ pub struct Metric {
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The figures draw every one; the sweep view the first four.
-pub const METRICS: [Metric; 5] = [
+pub const METRICS: [Metric; 6] = [
     Metric {
         file: "sample_time",
         title: "Median time per sample",
@@ -124,6 +124,14 @@ pub const METRICS: [Metric; 5] = [
         pane: "GPU utilisation (%)",
         decimals: 0,
         value: |r| r.gpu_util_mean_percent,
+    },
+    Metric {
+        file: "top_operator_share",
+        title: "Top operator's share of a profiled step",
+        unit: "%",
+        pane: "top operator (% of step)",
+        decimals: 0,
+        value: |r| r.top_operator_share.map(|s| s * 100.0),
     },
 ];
 
@@ -204,13 +212,19 @@ pub struct Row {
     /// written before it was kept.
     #[serde(default)]
     pub compile_ms: Option<f64>,
+    /// The operator with the most self time per profiled step, and that time's share of the step's compute; absent
+    /// without operators (`--no-ops`, a level that recorded none, older sweeps).
+    #[serde(default)]
+    pub top_operator: Option<String>,
+    #[serde(default)]
+    pub top_operator_share: Option<f64>,
     /// The cell's recording, relative to the sweep directory; absent when the cell could not start.
     pub recording: Option<String>,
     pub error: Option<String>,
 }
 
 /// The CSV's columns, in order; `Row::csv_fields` follows them.
-pub const CSV_COLUMNS: [&str; 15] = [
+pub const CSV_COLUMNS: [&str; 17] = [
     "impl",
     "batch_size",
     "resolution",
@@ -224,6 +238,8 @@ pub const CSV_COLUMNS: [&str; 15] = [
     "h2d_bytes_per_step",
     "h2d_ms_p50",
     "compile_ms",
+    "top_operator",
+    "top_operator_share",
     "recording",
     "error",
 ];
@@ -236,7 +252,7 @@ impl Row {
         }
     }
 
-    fn csv_fields(&self) -> [String; 15] {
+    fn csv_fields(&self) -> [String; 17] {
         let f = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let status = match self.status {
@@ -258,6 +274,8 @@ impl Row {
             u(self.h2d_bytes_per_step),
             f(self.h2d_ms_p50),
             f(self.compile_ms),
+            self.top_operator.clone().unwrap_or_default(),
+            f(self.top_operator_share),
             self.recording.clone().unwrap_or_default(),
             self.error.clone().unwrap_or_default(),
         ]
@@ -281,6 +299,8 @@ impl Row {
                 h2d_bytes_per_step: None,
                 h2d_ms_p50: None,
                 compile_ms: None,
+                top_operator: None,
+                top_operator_share: None,
                 recording: None,
                 error: Some(error.to_string()),
             })
@@ -297,6 +317,12 @@ impl Row {
                     WorkerStatus::Ok => RowStatus::Ok,
                     _ => status_of_error(w.error.as_deref().unwrap_or_default()),
                 };
+                let top = w.top_operators.first();
+                let compute = w
+                    .operators
+                    .as_ref()
+                    .and_then(|o| o.compute_ms_per_step)
+                    .filter(|&c| c > 0.0);
                 Row {
                     implementation: w.implementation.clone(),
                     batch_size: cell.batch_size,
@@ -311,6 +337,8 @@ impl Row {
                     h2d_bytes_per_step: w.h2d_bytes_per_step,
                     h2d_ms_p50: w.h2d_ms.as_ref().map(|p| p.p50),
                     compile_ms: w.compile_ms,
+                    top_operator: top.map(|o| o.name.clone()),
+                    top_operator_share: top.zip(compute).map(|(o, c)| o.self_ms_per_step / c),
                     recording: Some(recording.display().to_string()),
                     error: w.error.clone(),
                 }
