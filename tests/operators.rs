@@ -72,6 +72,12 @@ fn every_level_breaks_its_profiled_steps_down_into_operators() {
                 .all(|o| o["calls_per_step"].as_f64().unwrap() >= 1.0),
             "{level}: {top:?}"
         );
+        // Every level records its operators' input shapes: the batch of 8 leads the activations'.
+        assert!(
+            top.iter()
+                .any(|o| o["shapes"].as_str().unwrap_or("").starts_with("[8, ")),
+            "{level}: {top:?}"
+        );
     }
 }
 

@@ -50,6 +50,9 @@ fn compile_shim(lib_dir: &std::path::Path) {
         .flag("-std=c++17")
         // torch's wheels since 2.7 are built with the C++11 ABI only.
         .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        // And without debug checks: some of its classes have members only where NDEBUG is not defined
+        // (`at::RecordFunction::inputs_valid_`), so a shim built without it reads them at other offsets.
+        .define("NDEBUG", None)
         .warnings(false)
         .compile("golow_shim");
 }

@@ -70,6 +70,23 @@ class OperatorsTest(unittest.TestCase):
         self.assertEqual(len(names), 3)
         self.assertEqual(names[-1], Operators.OTHER)
 
+    def test_thousands_of_distinct_names_and_shapes_stay_bounded(self):
+        operators = Operators(every=1, warmup=0)
+        operators.begin(0)
+        for i in range(3000):
+            with torch.profiler.record_function(f"region {i}"):
+                torch.ones(i + 1).add_(1)
+        operators.end(1.0)
+        self.assertLessEqual(len(operators.table), Operators.MAX_NAMES)
+        self.assertTrue(all(len(row[3]) <= Operators.MAX_SHAPES for row in operators.table.values()))
+        window = operators.window(now=True)
+        self.assertEqual(len(window["operators"]), Operators.MAX_OPERATORS)
+        self.assertEqual(window["operators"][-1]["name"], Operators.OTHER)
+        # 3000 regions beyond the names kept, and 3000 forms of aten::add_'s and aten::ones' inputs beyond 8 each.
+        self.assertGreaterEqual(window["dropped"], 3000 - Operators.MAX_NAMES + 2 * (3000 - Operators.MAX_SHAPES))
+        calls = sum(o["calls"] for o in window["operators"]) + window["dropped"]
+        self.assertGreaterEqual(calls, 3000 * 3, "every call is counted, kept or dropped")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -48,7 +48,6 @@ std::mutex table_mutex;
 std::unordered_map<std::string, Totals> table;
 uint64_t dropped = 0;
 std::atomic<uint64_t> generation{0};
-std::atomic<bool> with_shapes{true};
 at::CallbackHandle callback = 0;
 thread_local std::vector<Frame> stack;
 
@@ -94,8 +93,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn) {
         std::lock_guard<std::mutex> lock(table_mutex);
         ++dropped;
     }
-    std::string shapes = with_shapes.load(std::memory_order_relaxed) ? shapes_of(fn) : std::string();
-    stack.push_back(Frame{fn.name(), now_ns(), 0, std::move(shapes), generation.load(std::memory_order_relaxed)});
+    stack.push_back(Frame{fn.name(), now_ns(), 0, shapes_of(fn), generation.load(std::memory_order_relaxed)});
     return nullptr;
 }
 
@@ -167,16 +165,15 @@ void escape_into(std::string &out, const std::string &text) {
 
 extern "C" {
 
-// Starts recording the operators this process runs (with their input shapes when `shapes`).
-char *golow_ops_begin(int shapes) {
+// Starts recording the operators this process runs, with their input shapes.
+char *golow_ops_begin() {
     try {
         if (callback != 0) {
             return nullptr;
         }
-        with_shapes.store(shapes != 0, std::memory_order_relaxed);
         generation.fetch_add(1, std::memory_order_relaxed);
         callback = at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
-                                           .needsInputs(shapes != 0)
+                                           .needsInputs(true)
                                            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                                                     at::RecordScope::TORCHSCRIPT_FUNCTION,
                                                     at::RecordScope::USER_SCOPE}));
