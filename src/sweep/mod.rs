@@ -529,7 +529,7 @@ pub(crate) mod tests {
         let csv = results.to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0].split(',').count(), CSV_COLUMNS.len());
-        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,,out of memory");
+        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,,,,out of memory");
         results.record(cell, Row::unstarted(cell, &impls, "a, \"b\""));
         assert!(results.to_csv().contains(",\"a, \"\"b\"\"\"\n"));
         let back: Results = serde_json::from_str(&results.to_json()).unwrap();
