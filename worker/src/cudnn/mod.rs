@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod libraries;
 pub mod memory;
 pub mod native;
+pub mod operations;
 pub mod plan;
 pub mod program;
 pub mod weights;

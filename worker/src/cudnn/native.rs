@@ -11,13 +11,16 @@ use std::sync::Arc;
 
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::cudnn::{result as dnn, sys};
-use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUfunction, CUmodule};
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUdeviceptr, CUevent, CUevent_flags, CUfunction, CUmodule,
+};
 use cudarc::driver::{CudaContext, result as driver};
 
 use super::algorithms::{self, ConvAlgos, ConvKey, SearchOperands};
 use super::descriptors::{Descriptors, TensorDesc, check};
 use super::kernels::{self, Kernel, SAMPLE_THREADS};
 use super::memory::DeviceMemory;
+use super::operations::OperationTimes;
 use super::plan::{Param, Plan};
 use super::program::{Buf, BufferKind, Op, Program};
 use super::weights::Weights;
@@ -202,8 +205,67 @@ pub struct CudnnNet {
     /// Each sample's loss, before the mean.
     losses: DeviceMemory,
     stepped: bool,
+    /// While profiled steps run, each operation is timed on the device (the events are kept between them).
+    timed: bool,
+    timing: Timing,
+    operations: OperationTimes,
     /// Dropped last: every allocation and descriptor above goes before the handles and the context.
     gpu: Gpu,
+}
+
+/// A CUDA event before and after each operation of a step, on the stream the operations run on (the default one),
+/// so that what each took on the device is read once the step is done, without a synchronisation between them.
+struct Timing {
+    events: Vec<(CUevent, CUevent)>,
+}
+
+impl Timing {
+    /// The pair of events around operation `index`, made on first use.
+    fn around(&mut self, index: usize) -> Result<(CUevent, CUevent), String> {
+        while self.events.len() <= index {
+            let make = || {
+                driver::event::create(CUevent_flags::CU_EVENT_DEFAULT)
+                    .map_err(|e| format!("cuEventCreate: {e:?}"))
+            };
+            self.events.push((make()?, make()?));
+        }
+        Ok(self.events[index])
+    }
+
+    fn record(event: CUevent) -> Result<(), String> {
+        // SAFETY: an event of this context, recorded on the default stream the operations are issued to.
+        unsafe { driver::event::record(event, std::ptr::null_mut()) }
+            .map_err(|e| format!("cuEventRecord: {e:?}"))
+    }
+
+    /// Waits for the step's last operation, and adds what each of `ops` took to `times`.
+    fn read(&self, ops: &[Op], times: &mut OperationTimes) -> Result<(), String> {
+        let Some(&(_, last)) = self.events.get(ops.len().wrapping_sub(1)) else {
+            return Ok(());
+        };
+        // SAFETY: events made by `around` and recorded for every op of this step, in order, on one stream.
+        unsafe { driver::event::synchronize(last) }
+            .map_err(|e| format!("cuEventSynchronize: {e:?}"))?;
+        for (op, &(start, end)) in ops.iter().zip(&self.events) {
+            // SAFETY: as above; both have completed.
+            let ms = unsafe { driver::event::elapsed(start, end) }
+                .map_err(|e| format!("cuEventElapsedTime: {e:?}"))?;
+            times.add(op, (f64::from(ms) * 1e6) as u64);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Timing {
+    fn drop(&mut self) {
+        for &(start, end) in &self.events {
+            // SAFETY: made by `around`, destroyed once; the context outlives them (`gpu` is dropped last).
+            unsafe {
+                let _ = driver::event::destroy(start);
+                let _ = driver::event::destroy(end);
+            }
+        }
+    }
 }
 
 impl CudnnNet {
@@ -233,6 +295,9 @@ impl CudnnNet {
             momentum,
             workspace: DeviceMemory::zeroed(0)?,
             stepped: false,
+            timed: false,
+            timing: Timing { events: Vec::new() },
+            operations: OperationTimes::default(),
             gpu,
         })
     }
@@ -411,10 +476,31 @@ impl CudnnNet {
         targets: CUdeviceptr,
     ) -> Result<Outputs, String> {
         self.load_images(step, images)?;
-        for op in &step.program.ops {
-            self.execute(step, op, targets)?;
+        let ops = &step.program.ops;
+        if !self.timed {
+            for op in ops {
+                self.execute(step, op, targets)?;
+            }
+            return Ok(self.outputs(step));
         }
+        for (index, op) in ops.iter().enumerate() {
+            let (start, end) = self.timing.around(index)?;
+            Timing::record(start)?;
+            self.execute(step, op, targets)?;
+            Timing::record(end)?;
+        }
+        self.timing.read(ops, &mut self.operations)?;
         Ok(self.outputs(step))
+    }
+
+    /// Starts (`true`) or stops timing each operation of the steps that follow on the device.
+    pub fn time_operations(&mut self, on: bool) {
+        self.timed = on;
+    }
+
+    /// The operations timed since the last take: name, calls and device nanoseconds.
+    pub fn take_operations(&mut self) -> Vec<(String, u64, u64)> {
+        self.operations.take()
     }
 
     fn load_images(&self, step: &Step, images: CUdeviceptr) -> Result<(), String> {

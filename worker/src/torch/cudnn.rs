@@ -87,4 +87,12 @@ impl Network for Cudnn {
 
     /// Each program says which mode its batch norms run in.
     fn set_train(&mut self, _train: bool) {}
+
+    fn time_operations(&mut self, on: bool) {
+        self.net.time_operations(on);
+    }
+
+    fn take_operations(&mut self) -> Vec<(String, u64, u64)> {
+        self.net.take_operations()
+    }
 }

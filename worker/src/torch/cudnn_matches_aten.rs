@@ -1,7 +1,8 @@
 //! The `cudnn` backend against the `aten` backend on one GPU, operation by operation through a training step of
 //! ResNet-50 from the same weights and batch: every value an operation writes, every gradient, and every parameter
 //! and running statistic after the update. Run by `make gpu-test` (with TF32 off, `NVIDIA_TF32_OVERRIDE=0`, so
-//! that both compute in full f32); a failure names the first operation that differs.
+//! that both compute in full f32); a failure names the first operation that differs. Also the cudnn level's own
+//! operations, timed on the device for the operator breakdown.
 
 use tch::nn::{self};
 use tch::{Device, Kind, Tensor};
@@ -88,4 +89,51 @@ fn cudnn_follows_aten_op_by_op_on_the_gpu() {
             p.name
         );
     }
+}
+
+/// The level's own operations, timed on the device during a profiled step: every one of the step's, each named once
+/// per kind, and together no longer than the step took.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_profiled_step_times_each_operation_on_the_device() {
+    let (model, channels, classes, batch, resolution) = (Model::Resnet50, 3, 10, 8, 64);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weights.safetensors");
+    let init = nn::VarStore::new(Device::Cpu);
+    let _ = ResNet::new(&init.root(), model, channels as i64, classes as i64);
+    init.save(&path).unwrap();
+    let plan = Plan::new(model, channels, classes, batch, resolution).unwrap();
+    let loaded = weights::load(&path, &plan).unwrap();
+    let mut cudnn = CudnnNet::new(plan.clone(), &loaded, Optimiser::default(), 0).unwrap();
+    let gpu = Device::Cuda(0);
+    let size = [batch, channels, resolution, resolution].map(|d| d as i64);
+    let images = Tensor::randn(size, (Kind::Float, gpu));
+    let targets = Tensor::randint(classes as i64, [batch as i64], (Kind::Int64, gpu));
+    let step = |net: &mut CudnnNet| {
+        net.train_step(images.data_ptr() as u64, targets.data_ptr() as u64)
+            .unwrap();
+        tch::Cuda::synchronize(0);
+    };
+    step(&mut cudnn);
+    assert!(cudnn.take_operations().is_empty(), "nothing timed unasked");
+    cudnn.time_operations(true);
+    let began = std::time::Instant::now();
+    step(&mut cudnn);
+    let wall_ns = began.elapsed().as_nanos() as u64;
+    cudnn.time_operations(false);
+    let timed = cudnn.take_operations();
+    let calls: u64 = timed.iter().map(|t| t.1).sum();
+    assert_eq!(calls as usize, Program::train(&plan).ops.len(), "{timed:?}");
+    let conv = timed
+        .iter()
+        .find(|t| t.0 == "aten::cudnn_convolution")
+        .unwrap();
+    assert_eq!(conv.1, 53);
+    let device_ns: u64 = timed.iter().map(|t| t.2).sum();
+    assert!(
+        device_ns > 0 && device_ns <= wall_ns,
+        "{device_ns} ns on the device in a step of {wall_ns} ns: {timed:?}"
+    );
+    step(&mut cudnn);
+    assert!(cudnn.take_operations().is_empty(), "timing stopped");
 }

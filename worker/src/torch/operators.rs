@@ -64,13 +64,15 @@ impl Operators {
         step >= self.warmup && (step - self.warmup).is_multiple_of(self.every)
     }
 
-    /// Just before the model computes step `step`: starts recording, with input shapes, when it is profiled.
-    pub fn begin(&mut self, step: u64) {
+    /// Just before the model computes step `step`: starts recording, with input shapes, when it is profiled; whether
+    /// it did.
+    pub fn begin(&mut self, step: u64) -> bool {
         if self.profiles(step) {
             // SAFETY: the shim's entry points take no pointers here.
             check(unsafe { golow_ops_begin() });
             self.recording = true;
         }
+        self.recording
     }
 
     /// Just after the model computed, in `compute_ms`: stops recording. Whether the step was profiled.
@@ -85,11 +87,14 @@ impl Operators {
         true
     }
 
-    /// The window of profiled steps, once it is due (or at once when `now`); `None` without a profiled step.
-    pub fn window(&mut self, now: bool) -> Option<OperatorWindow> {
-        if self.steps == 0 || !(now || self.since.elapsed() >= WINDOW) {
-            return None;
-        }
+    /// Whether a window is due: a profiled step since the last, and a window's time passed (or `now`).
+    pub fn due(&self, now: bool) -> bool {
+        self.steps > 0 && (now || self.since.elapsed() >= WINDOW)
+    }
+
+    /// The window of the profiled steps since the last: what libtorch's callbacks recorded, and the network's `own`
+    /// operations (name, calls, nanoseconds; no children, so their self time is their total).
+    pub fn window(&mut self, own: Vec<(String, u64, u64)>) -> OperatorWindow {
         let mut json: *mut c_char = std::ptr::null_mut();
         // SAFETY: the shim writes one malloc'd string into `json`, freed below.
         if let Err(message) = result(unsafe { golow_ops_take(&mut json) }) {
@@ -101,7 +106,23 @@ impl Operators {
             golow_free_error(json);
             text
         };
-        let taken: Taken = serde_json::from_str(&text).expect("the shim writes valid JSON");
+        let mut taken: Taken = serde_json::from_str(&text).expect("the shim writes valid JSON");
+        for (name, calls, ns) in own {
+            match taken.operators.iter_mut().find(|op| op.name == name) {
+                Some(op) => {
+                    op.calls += calls;
+                    op.self_ns += ns;
+                    op.total_ns += ns;
+                }
+                None => taken.operators.push(TakenOperator {
+                    name,
+                    calls,
+                    self_ns: ns,
+                    total_ns: ns,
+                    shapes: Vec::new(),
+                }),
+            }
+        }
         let window = OperatorWindow {
             process: 0,
             steps: std::mem::take(&mut self.steps),
@@ -111,7 +132,7 @@ impl Operators {
             dropped: taken.dropped,
         };
         self.since = Instant::now();
-        Some(window)
+        window
     }
 }
 
@@ -175,7 +196,8 @@ mod tests {
             let _ = tch::Tensor::ones([n], (tch::Kind::Float, tch::Device::Cpu)) + 1.0;
         }
         assert!(operators.end(1.0));
-        let window = operators.window(true).unwrap();
+        assert!(operators.due(true));
+        let window = operators.window(vec![("golow::own".into(), 2, 5_000)]);
         assert!(window.operators.len() <= MAX_OPERATORS, "{window:?}");
         let add = window
             .operators
@@ -186,7 +208,12 @@ mod tests {
         // Eight forms of its input are told apart; the other 2,992 calls' shapes are dropped, not kept.
         assert!(add.shapes.starts_with('['), "{add:?}");
         assert!(window.dropped >= 3000 - 8, "{}", window.dropped);
-        assert!(operators.window(true).is_none(), "taken: nothing left");
+        let own = window.operators.iter().find(|o| o.name == "golow::own");
+        assert_eq!(
+            own.map(|o| (o.calls, o.self_ns, o.total_ns)),
+            Some((2, 5_000, 5_000))
+        );
+        assert!(!operators.due(true), "taken: nothing left");
     }
 
     fn taken(name: &str, self_ns: u64, shapes: &[(&str, u64)]) -> TakenOperator {

@@ -23,6 +23,13 @@ pub trait Network {
     fn evaluate(&mut self, inputs: &Tensor, targets: &Tensor) -> (Tensor, Tensor);
     /// Switches batch norm between batch statistics and running statistics.
     fn set_train(&mut self, train: bool);
+    /// Starts (`true`) or stops timing the network's own operations, for a level whose work libtorch's operator
+    /// callbacks do not see.
+    fn time_operations(&mut self, _on: bool) {}
+    /// The network's own operations timed since the last take: name, calls and nanoseconds.
+    fn take_operations(&mut self) -> Vec<(String, u64, u64)> {
+        Vec::new()
+    }
 }
 
 /// Running totals of one epoch.
@@ -116,7 +123,7 @@ impl Runner<'_> {
             if self.turns.turn_over() {
                 self.emit(WorkerEvent::TurnEnd(TurnEnd { steps_done: step }))?;
                 if self.turns.wait()? == Grant::Stop {
-                    self.send_operators(&mut operators, true)?;
+                    self.send_operators(&mut operators, net, true)?;
                     return Ok(ExitStatus::Stopped);
                 }
             }
@@ -149,8 +156,10 @@ impl Runner<'_> {
                 (host.inputs.shallow_clone(), host.targets.shallow_clone())
             };
             clock.mark(1)?;
-            if let Some(operators) = operators.as_mut() {
-                operators.begin(step);
+            if let Some(operators) = operators.as_mut()
+                && operators.begin(step)
+            {
+                net.time_operations(true);
             }
             let (loss, logits) = if train {
                 net.train_step(&inputs, &targets)
@@ -160,6 +169,9 @@ impl Runner<'_> {
             clock.mark(2)?;
             let RegionTimes { h2d_ms, compute_ms } = clock.read()?;
             let profiled = operators.as_mut().is_some_and(|o| o.end(compute_ms));
+            if profiled {
+                net.time_operations(false);
+            }
             let loss = loss.double_value(&[]);
             let correct = tch::no_grad(|| correct_count(&logits, &targets));
             self.turns.took_step();
@@ -186,7 +198,7 @@ impl Runner<'_> {
                 turn_end_next,
             )?;
             if !turn_end_next {
-                self.send_operators(&mut operators, false)?;
+                self.send_operators(&mut operators, net, false)?;
             }
             if epoch_ends {
                 let event = self.end_epoch(net, epoch, epoch_complete, &tally)?;
@@ -194,7 +206,7 @@ impl Runner<'_> {
                 tally = Tally::default();
             }
         }
-        self.send_operators(&mut operators, true)?;
+        self.send_operators(&mut operators, net, true)?;
         Ok(ExitStatus::Ok)
     }
 
@@ -202,12 +214,14 @@ impl Runner<'_> {
     fn send_operators(
         &mut self,
         operators: &mut Option<Operators>,
+        net: &mut dyn Network,
         now: bool,
     ) -> Result<(), String> {
-        match operators.as_mut().and_then(|o| o.window(now)) {
-            Some(window) => self.emit(WorkerEvent::Operators(window)),
-            None => Ok(()),
-        }
+        let Some(operators) = operators.as_mut().filter(|o| o.due(now)) else {
+            return Ok(());
+        };
+        let window = operators.window(net.take_operations());
+        self.emit(WorkerEvent::Operators(window))
     }
 
     fn end_epoch(
