@@ -650,6 +650,10 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         {
             status.push_str(&format!(", compiled {:.1} s", c.total_ms() / 1e3));
         }
+        // What recording its operators costs the run, as the run itself measured it (see the operators pane).
+        if let Some((_, run)) = w.operators.overhead() {
+            status.push_str(&format!(", looking {:+.1}%", run * 100.0));
+        }
         // A script golow measured nothing of says so once it ended; while it runs, its stall does.
         let unmeasured = w.process_end.is_some() && state.unmeasured(w).is_some();
         if unmeasured {
