@@ -269,6 +269,7 @@ fn prepare_alone(build: &Build, dir: &Path, steps: u64) -> PathBuf {
         compile_mode: Default::default(),
         // What the view costs, not what recording operators does.
         ops_every: 0,
+        ops_library: None,
     };
     let path = dir.join(format!("config-{steps}.json"));
     std::fs::write(&path, serde_json::to_vec(&config).expect("config")).expect("config");

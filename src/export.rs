@@ -620,6 +620,7 @@ mod tests {
                 optimiser: Optimiser::default(),
                 compile_mode: Default::default(),
                 ops_every: 10,
+                ops_library: None,
             },
         })
     }

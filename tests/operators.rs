@@ -1,6 +1,6 @@
 //! The operator breakdown with real parts: every built-in level's profiled steps, recorded by libtorch's operator
-//! callbacks (the Rust levels) or torch.profiler (the Python ones), explain its compute time; a `--cmd` script's
-//! steps are broken down through the step hook; `--no-ops` records none.
+//! callbacks (in the Rust levels, and in the Python ones through golow's library), explain its compute time; a
+//! `--cmd` script's steps are broken down through the step hook (torch.profiler); `--no-ops` records none.
 
 mod common;
 
@@ -37,13 +37,9 @@ fn every_level_breaks_its_profiled_steps_down_into_operators() {
     for level in levels {
         let w = worker(&s, level);
         let ops = &w["operators"];
-        // Steps 1, 6 and 11: one in five past the warm-up; the Python levels only as their 2% budget allows.
-        let profiled = ops["profiled_steps"].as_u64().unwrap();
-        if level == "pytorch" {
-            assert!((1..=3).contains(&profiled), "{level}: {w}");
-        } else {
-            assert_eq!(profiled, 3, "{level}: {w}");
-        }
+        // Steps 1, 6 and 11: one in five past the warm-up (pytorch records through golow's library of libtorch's
+        // callbacks, which costs too little for its 2% budget to hold a step back).
+        assert_eq!(ops["profiled_steps"], 3, "{level}: {w}");
         assert_eq!(ops["every"], 5, "{level}");
         // Self times nest: summed, they are the compute time but for what runs between operators.
         let explained = ops["explained"].as_f64().unwrap();

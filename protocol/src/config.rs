@@ -68,6 +68,11 @@ impl Impl {
         )
     }
 
+    /// Its steps run in a Python worker (`worker.py`).
+    pub fn is_python(self) -> bool {
+        matches!(self, Impl::Pytorch | Impl::Compile)
+    }
+
     /// Compiles the model as it runs (`torch.compile`, whose mode the session sets): its compile time is a cost of
     /// the level, reported apart from its steps.
     pub fn compiles(self) -> bool {
@@ -223,6 +228,10 @@ pub struct WorkerConfig {
     /// One step in this many past the warm-up has its operators recorded; 0: none (`--no-ops`).
     #[serde(default)]
     pub ops_every: u32,
+    /// golow's library of libtorch's operator callbacks (`libgolow_ops.so`), which the Python levels record their
+    /// operators with; without it, they use torch.profiler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_library: Option<PathBuf>,
 }
 
 /// The model compiled ahead of time, once per session, and what making it cost.

@@ -36,6 +36,7 @@ fn worker_config() -> WorkerConfig {
         optimiser: Optimiser::default(),
         compile_mode: CompileMode::MaxAutotune,
         ops_every: 10,
+        ops_library: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::launcher::WorkerCommand;
+use super::programs;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{AotiPackage, Impl, Mode, SessionConfig, WorkerConfig};
 use golow_protocol::script;
@@ -383,6 +384,9 @@ fn prepare_builtin(
         optimiser: session.optimiser,
         compile_mode: session.compile_mode.unwrap_or_default(),
         ops_every: session.ops_every,
+        ops_library: (session.ops_every > 0 && plan.impls.iter().any(|i| i.is_python()))
+            .then(programs::ops_library)
+            .flatten(),
     };
     let config_path = dir.path().join("config.json");
     let json =

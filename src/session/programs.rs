@@ -1,10 +1,11 @@
-//! Where golow finds the other programs a session runs: `golow-worker` and the CUPTI collector library, both
-//! installed next to the `golow` executable.
+//! Where golow finds the other programs a session runs: `golow-worker`, the CUPTI collector library and the
+//! operator recorder the Python levels load, all installed next to the `golow` executable.
 
 use std::path::PathBuf;
 
 const WORKER_FILE: &str = "golow-worker";
 const COLLECTOR_FILE: &str = "libgolow_cupti.so";
+const OPS_LIBRARY_FILE: &str = "libgolow_ops.so";
 
 fn beside_golow(file: &str) -> Result<PathBuf, String> {
     let exe =
@@ -35,6 +36,14 @@ pub fn collector() -> Result<PathBuf, String> {
             library.display()
         ))
     }
+}
+
+/// The library of libtorch's operator callbacks the Python levels record their operators with, where it was built
+/// (`cargo build --release`); without it they fall back to torch.profiler, which costs more.
+pub fn ops_library() -> Option<PathBuf> {
+    beside_golow(OPS_LIBRARY_FILE)
+        .ok()
+        .filter(|library| library.is_file())
 }
 
 /// The C++ compiler Inductor compiles the `compile` level's CPU kernels with: `$CXX`, else `g++` (torch's own

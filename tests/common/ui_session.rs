@@ -31,6 +31,7 @@ fn worker_config(device: &str) -> WorkerConfig {
         optimiser: Optimiser::default(),
         compile_mode: Default::default(),
         ops_every: 10,
+        ops_library: None,
     }
 }
 

@@ -382,6 +382,20 @@ class HookTest(unittest.TestCase):
         self.assertEqual(of_type(ranked[0], "operators"), [], "rank 1 leaves looking to rank 0")
         self.assertFalse(any(e.get("profiled") for e in of_type(ranked[0], "optimizer_step")))
 
+    def test_a_profile_begun_for_a_step_that_never_comes_ends_cleanly_at_exit(self):
+        """Steps 2 and 12 are looked at (12: begun after step 11, the script's last); the script exits with step
+        12's profile still running, which golow stops at exit rather than leave to the interpreter's teardown (that
+        crashed the process)."""
+        pythonpath = HOOK_DIR + os.pathsep + os.path.join(os.path.dirname(HOOK_DIR), "pytorch")
+        slow = TRAIN.replace("        opt.step()\n", "        opt.step()\n        __import__('time').sleep(0.2)\n")
+        slow = slow.replace("run(torch.optim.SGD(model.parameters(), lr=0.1), 5)",
+                            "run(torch.optim.SGD(model.parameters(), lr=0.1), 12)")
+        proc, streams = self.run_monitored(slow, pythonpath, GOLOW_OPS_EVERY="10", GOLOW_OPS_WARMUP="2")
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        first = [e for e in of_type(streams[0], "optimizer_step") if e["optimizer"] == 0]
+        self.assertEqual([e["step"] for e in first if e.get("profiled")], [2])
+        self.assertEqual(sum(w["steps"] for w in of_type(streams[0], "operators")), 1)
+
     def test_the_api_reports_numbers_and_phases(self):
         source = textwrap.dedent("""
         import golow

@@ -82,6 +82,9 @@ def _forked():
     global _me, _lock
     _lock = threading.RLock()  # the parent's may have been held by another thread
     parent_stepped = _me.stepped
+    if _me.operators:
+        # A child forked while the parent records a step (a data loader's workers) must not record on.
+        _looking(_me.operators.abandon)
     _me = _Process()
     _me.stepped = parent_stepped  # forward passes stay uncounted where the parent trains
 
@@ -337,9 +340,11 @@ def _looking(call, *args):
 
 
 def _flush_operators():
+    """At exit: the profile begun for a step that never came is stopped, and what the last window holds sent."""
     try:
         with _lock:
             if _me.operators:
+                _me.operators.abandon()
                 _me.operators.send(_send, now=True)
     except Exception:
         pass

@@ -155,8 +155,8 @@ def run(cfg, model, data, device, events, turns, compiler):
     order, tally = [], Tally()
     # CUDA graphs replay into the same output buffers: each step's outputs are read before the next step begins.
     graphs = compiler is not None and cuda and cfg["compile_mode"] != "default"
-    # The profiler is kept out of CUDA graph recordings and replays.
-    operators = Operators(0 if graphs else cfg.get("ops_every", 0), cfg["warmup"])
+    # Operators are not recorded in CUDA graph recordings and replays.
+    operators = Operators(0 if graphs else cfg.get("ops_every", 0), cfg["warmup"], cfg.get("ops_library"))
     for step in range(cfg["steps"]):
         if turns.turn_over():
             events.emit(dict(type="turn_end", steps_done=step))
