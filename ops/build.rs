@@ -7,23 +7,15 @@ fn main() {
         return;
     };
     let libtorch = std::fs::canonicalize(&libtorch).unwrap_or_else(|_| libtorch.into());
-    let include = libtorch.join("include");
     let sources = ["../worker/csrc/operators.cpp", "../worker/csrc/errors.cpp"];
-    for source in sources.iter().chain(&["../worker/csrc/shim.h"]) {
+    let built_with = ["../worker/csrc/shim.h", "../worker/csrc/shim_build.rs"];
+    for source in sources.iter().chain(&built_with) {
         println!("cargo:rerun-if-changed={source}");
     }
     println!("cargo:rerun-if-env-changed=LIBTORCH");
-    cc::Build::new()
-        .cpp(true)
+    shim_build(&libtorch.join("include"))
         .files(sources)
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .flag("-std=c++17")
         .flag("-fPIC")
-        // As the worker's shims (worker/build.rs): torch's ABI, and its classes' release layout.
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        .define("NDEBUG", None)
-        .warnings(false)
         .compile("golow_ops_shim");
     println!(
         "cargo:rustc-link-search=native={}",
@@ -34,3 +26,5 @@ fn main() {
     println!("cargo:rustc-cfg=golow_ops");
     println!("cargo::rustc-check-cfg=cfg(golow_ops)");
 }
+
+include!("../worker/csrc/shim_build.rs");

@@ -917,6 +917,28 @@ mod tests {
         assert_eq!(tracks.len(), workers + 1);
     }
 
+    /// Every slice of the trace, as (name, start, end) in µs, each checked to lie on the thread named `thread`.
+    fn slices_on_thread<'t>(trace: &'t Value, thread: &str) -> Vec<(&'t str, f64, f64)> {
+        let events = trace["traceEvents"].as_array().unwrap();
+        let named = events
+            .iter()
+            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == thread)
+            .unwrap_or_else(|| panic!("no thread named {thread}"));
+        events
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .map(|e| {
+                assert_eq!((&e["pid"], &e["tid"]), (&named["pid"], &named["tid"]));
+                let ts = e["ts"].as_f64().unwrap();
+                (
+                    e["name"].as_str().unwrap(),
+                    ts,
+                    ts + e["dur"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn compilations_are_slices_on_a_thread_of_their_own() {
         let compile = |t_ms: f64, recompile: bool, ms: f64| {
@@ -937,26 +959,8 @@ mod tests {
             compile(9_000.0, true, 500.0),
         ];
         let trace = chrome_trace(records);
-        let events = trace["traceEvents"].as_array().unwrap();
-        let named = events
-            .iter()
-            .find(|e| e["name"] == "thread_name" && e["args"]["name"] == "compilation")
-            .expect("a compilation thread");
-        let slices: Vec<(&str, f64, f64)> = events
-            .iter()
-            .filter(|e| e["ph"] == "X")
-            .map(|e| {
-                assert_eq!((&e["pid"], &e["tid"]), (&named["pid"], &named["tid"]));
-                let ts = e["ts"].as_f64().unwrap();
-                (
-                    e["name"].as_str().unwrap(),
-                    ts,
-                    ts + e["dur"].as_f64().unwrap(),
-                )
-            })
-            .collect();
         assert_eq!(
-            slices,
+            slices_on_thread(&trace, "compilation"),
             [
                 ("compile (lazy backward)", 500_000.0, 3_000_000.0),
                 ("recompile (lazy backward)", 8_500_000.0, 9_000_000.0)
@@ -986,36 +990,18 @@ mod tests {
             Record::new(5_000.0, Some("libtorch".into()), Body::Operators(window)),
         ];
         let trace = chrome_trace(records);
-        let events = trace["traceEvents"].as_array().unwrap();
-        let thread = events
-            .iter()
-            .find(|e| {
-                e["name"] == "thread_name" && e["args"]["name"] == "operators (per profiled step)"
-            })
-            .expect("an operators thread");
-        let slices: Vec<(&str, f64, f64)> = events
-            .iter()
-            .filter(|e| e["ph"] == "X")
-            .map(|e| {
-                assert_eq!((&e["pid"], &e["tid"]), (&thread["pid"], &thread["tid"]));
-                let ts = e["ts"].as_f64().unwrap();
-                (
-                    e["name"].as_str().unwrap(),
-                    ts,
-                    ts + e["dur"].as_f64().unwrap(),
-                )
-            })
-            .collect();
         // Per step: 50 ms of compute ending at the stamp, 30 ms and 15 ms of operators in it.
         assert_eq!(
-            slices,
+            slices_on_thread(&trace, "operators (per profiled step)"),
             [
                 ("operators: 2 profiled steps", 4_950_000.0, 5_000_000.0),
                 ("aten::convolution_backward", 4_950_000.0, 4_980_000.0),
                 ("aten::add_", 4_980_000.0, 4_995_000.0),
             ]
         );
-        let conv = events
+        let conv = trace["traceEvents"]
+            .as_array()
+            .unwrap()
             .iter()
             .find(|e| e["name"] == "aten::convolution_backward")
             .unwrap();

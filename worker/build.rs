@@ -38,21 +38,12 @@ fn compile_shim(lib_dir: &std::path::Path) {
         "csrc/errors.cpp",
         "csrc/operators.cpp",
     ];
-    for source in sources.iter().chain(&["csrc/shim.h"]) {
+    for source in sources.iter().chain(&["csrc/shim.h", "csrc/shim_build.rs"]) {
         println!("cargo:rerun-if-changed={source}");
     }
-    let include = lib_dir.join("../include");
-    cc::Build::new()
-        .cpp(true)
+    shim_build(&lib_dir.join("../include"))
         .files(sources)
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .flag("-std=c++17")
-        // torch's wheels since 2.7 are built with the C++11 ABI only.
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        // And without debug checks: some of its classes have members only where NDEBUG is not defined
-        // (`at::RecordFunction::inputs_valid_`), so a shim built without it reads them at other offsets.
-        .define("NDEBUG", None)
-        .warnings(false)
         .compile("golow_shim");
 }
+
+include!("csrc/shim_build.rs");

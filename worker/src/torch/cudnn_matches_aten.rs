@@ -23,10 +23,14 @@ fn off_by(actual: Vec<f32>, expected: &Tensor) -> f64 {
     relative_difference(&Tensor::from_slice(&actual), &expected)
 }
 
-#[test]
-#[ignore = "needs an NVIDIA GPU"]
-fn cudnn_follows_aten_op_by_op_on_the_gpu() {
-    let (model, channels, classes, batch, resolution) = (Model::Resnet50, 3, 10, 8, 64);
+/// ResNet-50's plan for a batch, and seeded initial weights in its layout, as the session writes and reads them.
+fn resnet50(
+    channels: usize,
+    classes: usize,
+    batch: usize,
+    resolution: usize,
+) -> (Plan, weights::Weights) {
+    let model = Model::Resnet50;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("weights.safetensors");
     tch::manual_seed(7);
@@ -35,6 +39,14 @@ fn cudnn_follows_aten_op_by_op_on_the_gpu() {
     init.save(&path).unwrap();
     let plan = Plan::new(model, channels, classes, batch, resolution).unwrap();
     let loaded = weights::load(&path, &plan).unwrap();
+    (plan, loaded)
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_follows_aten_op_by_op_on_the_gpu() {
+    let (channels, classes, batch, resolution) = (3, 10, 8, 64);
+    let (plan, loaded) = resnet50(channels, classes, batch, resolution);
     let gpu = Device::Cuda(0);
     let mut aten = AtenNet::new(plan.clone(), &loaded, Optimiser::default(), gpu);
     let mut cudnn = CudnnNet::new(plan.clone(), &loaded, Optimiser::default(), 0).unwrap();
@@ -96,14 +108,8 @@ fn cudnn_follows_aten_op_by_op_on_the_gpu() {
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn a_profiled_step_times_each_operation_on_the_device() {
-    let (model, channels, classes, batch, resolution) = (Model::Resnet50, 3, 10, 8, 64);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("weights.safetensors");
-    let init = nn::VarStore::new(Device::Cpu);
-    let _ = ResNet::new(&init.root(), model, channels as i64, classes as i64);
-    init.save(&path).unwrap();
-    let plan = Plan::new(model, channels, classes, batch, resolution).unwrap();
-    let loaded = weights::load(&path, &plan).unwrap();
+    let (channels, classes, batch, resolution) = (3, 10, 8, 64);
+    let (plan, loaded) = resnet50(channels, classes, batch, resolution);
     let mut cudnn = CudnnNet::new(plan.clone(), &loaded, Optimiser::default(), 0).unwrap();
     let gpu = Device::Cuda(0);
     let size = [batch, channels, resolution, resolution].map(|d| d as i64);
