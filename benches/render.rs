@@ -1,5 +1,5 @@
 //! Frame render time of the live view: 200×60, three workers, every pane full (a GPU session, so all
-//! eight panes draw), drawn through ratatui's `Terminal` (layout, widgets and the buffer diff).
+//! nine panes draw, the operators pane among them), drawn through ratatui's `Terminal` (layout, widgets and the buffer diff).
 //! Target: p99 ≤ 2 ms. Also the compare view, and a distributed job's dashboard with the ranks pane (two jobs of
 //! four ranks) and that pane maximised with a line per rank. `GOLOW_BENCH_FRAMES` (default 2000) per view.
 
