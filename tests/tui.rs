@@ -145,6 +145,23 @@ fn the_live_view_shows_numbers_compares_survives_resizing_and_quits_cleanly() {
     tmux.wait_for("the compare view", Duration::from_secs(30), |s| {
         s.contains("libtorch  vs  pytorch") && s.contains("ratio")
     });
+    // Both workers' operators, live: side by side in the compare view, and in the operators pane (0), maximised
+    // with one operator charted; the same key goes back.
+    tmux.wait_for("the operators side by side", Duration::from_secs(60), |s| {
+        s.contains("operators per profiled step") && s.contains("aten::convolution_backward")
+    });
+    tmux.keys("0");
+    tmux.wait_for("the operators pane", Duration::from_secs(30), |s| {
+        s.contains("self ms per profiled step") && s.contains("calls per step")
+    });
+    tmux.keys("0");
+    tmux.wait_for("the dashboard", Duration::from_secs(30), |s| {
+        s.contains("operators: self time per profiled step") && s.contains("sample time")
+    });
+    tmux.keys("c");
+    tmux.wait_for("the compare view again", Duration::from_secs(30), |s| {
+        s.contains("libtorch  vs  pytorch")
+    });
 
     tmux.resize(12, 4);
     tmux.wait_for("the too-small notice", Duration::from_secs(10), |s| {
