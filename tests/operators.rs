@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{headless, summary_of, text, with_venv_path, worker};
+use common::{golow, headless, summary_of, text, with_venv_path, worker};
 
 #[test]
 fn every_level_breaks_its_profiled_steps_down_into_operators() {
@@ -27,13 +27,44 @@ fn every_level_breaks_its_profiled_steps_down_into_operators() {
             "1",
             "--ops-every",
             "5",
-            "--no-record",
+            "--record",
+            "run.golow",
         ],
     )
     .output()
     .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let s = summary_of(tmp.path());
+    // The windows come while the run goes on, not only at its end: under the alternate schedule every step ends a
+    // turn, and a window due then goes out before the step (the live view and the metrics see it at once).
+    let exported = golow(
+        tmp.path(),
+        &["export", "run.golow", "--format", "json", "-o", "run.json"],
+    );
+    assert_eq!(
+        exported.status.code(),
+        Some(0),
+        "{}",
+        text(&exported.stderr)
+    );
+    let records: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("run.json")).unwrap()).unwrap();
+    let records = records["records"].as_array().unwrap();
+    for level in levels {
+        let of = |kind: &str| {
+            records
+                .iter()
+                .filter(|r| r["worker"] == level && r["type"] == kind)
+                .map(|r| r["t_ms"].as_f64().unwrap())
+                .collect::<Vec<f64>>()
+        };
+        let (windows, steps) = (of("operators"), of("step"));
+        assert!(
+            windows.first() < steps.last(),
+            "{level}: the first window at {windows:?} ms, the last step at {:?} ms",
+            steps.last()
+        );
+    }
     for level in levels {
         let w = worker(&s, level);
         let ops = &w["operators"];

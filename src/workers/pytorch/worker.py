@@ -205,14 +205,14 @@ def run(cfg, model, data, device, events, turns, compiler):
             h2d_bytes = sum(t.numel() * t.element_size() for t in (host_inputs, host_targets))
         complete = position + 1 == per_epoch
         epoch_ends = complete or step + 1 == cfg["steps"]
-        # When the turn's end comes next, with no evaluation between, both go in one write.
+        # When the turn's end comes next, with no evaluation between, both go in one write; a due window of
+        # operators goes before them (under the alternate schedule every step ends a turn).
         hold = turns.turn_over() and not epoch_ends
+        operators.send(events.emit)
         events.emit(dict(type="step", step=step, epoch=epoch, phase=phase, batch_size=b, data_ms=data_ms,
                          h2d_ms=h2d_ms, h2d_bytes=h2d_bytes, compute_ms=compute_ms, loss=loss_value,
                          correct=correct, warmup=step < cfg["warmup"], profiled=profiled),
                     hold=hold)
-        if not hold:
-            operators.send(events.emit)
         if epoch_ends:
             if compiler:
                 compiler.at(None, "eval")

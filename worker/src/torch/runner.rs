@@ -178,8 +178,10 @@ impl Runner<'_> {
             tally.add(loss, correct, batch as u64);
             let epoch_complete = position as u64 + 1 == per_epoch;
             let epoch_ends = epoch_complete || step + 1 == config.steps;
-            // When the turn's end comes next, with no evaluation between, both go in one write.
+            // When the turn's end comes next, with no evaluation between, both go in one write; a due window of
+            // operators goes before them (under the alternate schedule every step ends a turn).
             let turn_end_next = self.turns.turn_over() && !epoch_ends;
+            self.send_operators(&mut operators, net, false)?;
             self.emit_or_hold(
                 WorkerEvent::Step(Step {
                     step,
@@ -197,9 +199,6 @@ impl Runner<'_> {
                 }),
                 turn_end_next,
             )?;
-            if !turn_end_next {
-                self.send_operators(&mut operators, net, false)?;
-            }
             if epoch_ends {
                 let event = self.end_epoch(net, epoch, epoch_complete, &tally)?;
                 self.emit(WorkerEvent::Epoch(event))?;
