@@ -286,8 +286,8 @@ pub struct SessionConfig {
     pub ops_every: u32,
 }
 
-/// What `--ops-every` defaults to: one step in this many has its operators recorded (the Python levels' fewer, within
-/// a 2% budget of their time; benches/operators.rs).
+/// What `--ops-every` defaults to: one step in this many has its operators recorded (a `--cmd` script's fewer where
+/// torch.profiler's cost reaches its 2% budget; benches/operators.rs).
 pub const DEFAULT_OPS_EVERY: u32 = 10;
 
 /// What `--stall-after` defaults to, and what a recording made before it had means.

@@ -128,10 +128,16 @@ fn nothing_yet(view: &View) -> String {
 }
 
 impl Operators {
-    /// The chosen operator's self time per step over time, per worker, and each worker's figures of it.
-    fn chosen(&mut self, frame: &mut Frame, area: Rect, view: &View, workers: &[&WorkerState]) {
-        let names = operator_names(workers);
-        self.selected = self.selected.min(names.len().saturating_sub(1));
+    /// The chosen operator (the `selected`th of `names`) per worker: its self time per step over time and each
+    /// worker's figures of it.
+    fn chosen(
+        &self,
+        frame: &mut Frame,
+        area: Rect,
+        view: &View,
+        workers: &[&WorkerState],
+        names: &[String],
+    ) {
         let Some(chosen) = names.get(self.selected) else {
             return;
         };
@@ -180,11 +186,14 @@ impl Operators {
         render::lines(frame, numbers, &text);
     }
 
-    fn tables(&self, frame: &mut Frame, area: Rect, view: &View, workers: &[&WorkerState]) {
-        let chosen = view
-            .focused
-            .then(|| operator_names(workers).get(self.selected).cloned())
-            .flatten();
+    /// Each worker's top operators, `chosen` in bold.
+    fn tables(
+        frame: &mut Frame,
+        area: Rect,
+        view: &View,
+        workers: &[&WorkerState],
+        chosen: Option<&str>,
+    ) {
         let name_width = usize::from(area.width).saturating_sub(44).clamp(16, 56);
         let mut lines = vec![Line::styled(
             format!(
@@ -199,7 +208,7 @@ impl Operators {
         for w in workers {
             lines.push(worker_line(view, w));
             for op in w.operators.top(rows_each) {
-                let is_chosen = chosen.as_deref() == Some(op.0);
+                let is_chosen = chosen == Some(op.0);
                 lines.push(operator_row(view, w, op, name_width, is_chosen));
             }
         }
@@ -236,10 +245,13 @@ impl Pane for Operators {
             let [top, bottom] =
                 Layout::vertical([Constraint::Percentage(45), Constraint::Percentage(55)])
                     .areas(inner);
-            self.chosen(frame, top, view, &workers);
-            self.tables(frame, bottom, view, &workers);
+            let names = operator_names(&workers);
+            self.selected = self.selected.min(names.len().saturating_sub(1));
+            self.chosen(frame, top, view, &workers, &names);
+            let chosen = names.get(self.selected).map(String::as_str);
+            Operators::tables(frame, bottom, view, &workers, chosen);
         } else {
-            self.tables(frame, inner, view, &workers);
+            Operators::tables(frame, inner, view, &workers, None);
         }
     }
 }

@@ -240,7 +240,7 @@ impl Timing {
 
     /// Waits for the step's last operation, and adds what each of `ops` took to `times`.
     fn read(&self, ops: &[Op], times: &mut OperationTimes) -> Result<(), String> {
-        let Some(&(_, last)) = self.events.get(ops.len().wrapping_sub(1)) else {
+        let Some(&(_, last)) = ops.len().checked_sub(1).and_then(|i| self.events.get(i)) else {
             return Ok(());
         };
         // SAFETY: events made by `around` and recorded for every op of this step, in order, on one stream.
