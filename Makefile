@@ -71,16 +71,25 @@ gpu-bundle: build
 	@size=$$(du -sb $(BUNDLE) | cut -f1); echo "$(BUNDLE)/: $$size bytes (the device carries $(BUNDLE_LIMIT))"; \
 		if [ $$size -ge $(BUNDLE_LIMIT) ]; then echo "$(BUNDLE)/ is too large for the device"; exit 1; fi
 
-# The bundle's runner on this machine: a dry run that says, phase by phase, what it would measure.
+# The bundle on this machine: every GPU binary needs libtorch_cuda (else CUDA never registers with torch's dispatcher
+# and the first CUDA tensor fails), the worker carries no RUNPATH to this machine's venv, and a dry run of each plan
+# writes its report with every step inside its deadline.
+GPU_BINARIES := golow-worker gpu-worker-tests
 gpu-bundle-check: gpu-bundle
-	@out=$$(mktemp -d) && $(BUNDLE)/run --dry-run $$out/out \
-		&& for phase in smoke measure levels compile graphs aoti overhead record; do \
-			grep -q "^## $$phase: " $$out/out/report.md || { echo "the dry run's report has no $$phase phase"; exit 1; }; \
-		done \
-		&& grep -q "would run" $$out/out/report.md && test -s $$out/out/logs-and-summaries.tar.gz \
-		&& { ! readelf -d $(BUNDLE)/golow-worker | grep -qE 'RUNPATH|RPATH' \
-			|| { echo "the bundle's golow-worker carries a RUNPATH"; exit 1; }; } \
-		&& rm -rf $$out && echo "$(BUNDLE)/run --dry-run writes its report"
+	@for binary in $(GPU_BINARIES); do \
+		readelf -d $(BUNDLE)/$$binary | grep -q 'NEEDED.*\[libtorch_cuda\.so\]' \
+			|| { echo "the bundle's $$binary does not need libtorch_cuda.so"; exit 1; }; \
+		! readelf -d $(BUNDLE)/$$binary | grep -qE 'RUNPATH|RPATH' \
+			|| { echo "the bundle's $$binary carries a RUNPATH"; exit 1; }; \
+	done
+	@out=$$(mktemp -d) && for plan in first second more last; do \
+		$(BUNDLE)/run --dry-run --plan $$plan $$out/$$plan >/dev/null \
+		&& grep -q "would run" $$out/$$plan/report.md && test -s $$out/$$plan/logs-and-summaries.tar.gz \
+		&& grep -qE "^The budgets add up to [0-9]+ s of the [0-9]+ s deadline, with [0-9]+ s" $$out/$$plan/report.md \
+		&& awk '/^The budgets add up to/ { if ($$6 + $$14 > $$10) { print "the " plan " plan needs " $$6 " + " $$14 " s of " $$10; exit 1 } }' \
+			plan=$$plan $$out/$$plan/report.md \
+		|| { echo "the dry run of the $$plan plan failed: $$out/$$plan/report.md"; exit 1; }; \
+	done && rm -rf $$out && echo "$(BUNDLE)/: the GPU binaries need libtorch_cuda; each plan's dry run fits its deadline"
 
 # abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
 bench: build

@@ -25,10 +25,10 @@ fn main() {
     println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
     // libtorch_cuda registers CUDA with the dispatcher only from static initialisers: without
     // --no-as-needed the linker drops it (no symbol is referenced) and CUDA never shows up. An AOTInductor
-    // package's library needs libtorch.so by name, which nothing else here references either.
-    println!(
-        "cargo:rustc-link-arg-bin=golow-worker=-Wl,--no-as-needed,-ltorch_cuda,-ltorch,--as-needed"
-    );
+    // package's library needs libtorch.so by name, which nothing else here references either. Every binary this
+    // crate links runs torch on the GPU (the worker, and the library's tests that `make gpu-bundle` ships), so
+    // each gets them, not the worker alone.
+    println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,-ltorch,--as-needed");
 }
 
 fn compile_shim(lib_dir: &std::path::Path) {
@@ -36,6 +36,7 @@ fn compile_shim(lib_dir: &std::path::Path) {
         "csrc/aten_backward.cpp",
         "csrc/aoti_package.cpp",
         "csrc/errors.cpp",
+        "csrc/gpu_policy.cpp",
         "csrc/operators.cpp",
     ];
     for source in sources.iter().chain(&["csrc/shim.h", "csrc/shim_build.rs"]) {
