@@ -326,7 +326,10 @@ pub struct GpuSampler {
 }
 
 impl GpuSampler {
-    /// Announces the devices, then samples every `interval` until dropped.
+    /// Announces the devices, then samples every `interval` until dropped. Everything is sent from the sampler's own
+    /// threads, never the caller's: the hub calls this from inside its async runtime, where `send` (a blocking send
+    /// into the hub's bounded channel) must not run. The PCIe thread starts after the announcement, so that no
+    /// reading reaches the state before the device it belongs to.
     pub fn start(
         mut source: Box<dyn GpuSource>,
         interval: Duration,
@@ -334,88 +337,103 @@ impl GpuSampler {
         send: impl Fn(Option<usize>, Body) + Send + Sync + 'static,
     ) -> GpuSampler {
         let devices = source.devices();
-        for d in &devices {
-            send(
-                None,
-                Body::GpuInfo {
-                    index: d.index,
-                    name: d.name.clone(),
-                    memory_total_bytes: d.memory_total_bytes,
-                    driver: d.driver.clone(),
-                    uuid: d.uuid.clone(),
-                },
-            );
-        }
+        let pcie = source.pcie();
         let stop = Arc::new(AtomicBool::new(false));
         let send = Arc::new(send);
-        let mut threads = Vec::new();
-        if let Some(mut pcie) = source.pcie() {
-            let (stopping, send) = (stop.clone(), send.clone());
-            let indices: Vec<u32> = devices.iter().map(|d| d.index).collect();
-            threads.extend(
-                std::thread::Builder::new()
-                    .name("golow-nvml-pcie".into())
-                    .spawn(move || {
-                        while !stopping.load(Ordering::Relaxed) {
-                            for &index in &indices {
-                                let (rx, tx) = pcie.throughput(index);
-                                send(
-                                    None,
-                                    Body::GpuPcie {
-                                        index,
-                                        rx_bytes_per_s: rx,
-                                        tx_bytes_per_s: tx,
-                                    },
-                                );
-                            }
-                            std::thread::sleep(interval);
-                        }
-                    })
-                    .ok(),
-            );
-        }
         let stopping = stop.clone();
-        threads.extend(
-            std::thread::Builder::new()
-                .name("golow-nvml".into())
-                .spawn(move || {
-                    let mut since = HashMap::new();
-                    let mut attribution = Attribution::of_this_process();
-                    let mut trees = Trees::default();
-                    while !stopping.load(Ordering::Relaxed) {
-                        let Some(watching) = watching(&watched) else {
-                            return;
-                        };
-                        trees.refresh(&watching.tree_roots());
-                        let workers = watching
-                            .roots
-                            .iter()
-                            .map(|(&w, &pid)| {
-                                let ranks = trees.rank_trees(pid, watching.ranks_of(w));
-                                (
-                                    w,
-                                    WorkerTree {
-                                        pids: trees.tree(pid),
-                                        ranks,
-                                    },
-                                )
-                            })
-                            .collect();
-                        sample_once(
-                            source.as_mut(),
-                            &devices,
-                            &workers,
-                            &mut since,
-                            &mut attribution,
-                            &*send,
-                        );
-                        std::thread::sleep(interval);
-                    }
-                })
-                .ok(),
-        );
-        GpuSampler { stop, threads }
+        let thread = std::thread::Builder::new()
+            .name("golow-nvml".into())
+            .spawn(move || {
+                for d in &devices {
+                    send(
+                        None,
+                        Body::GpuInfo {
+                            index: d.index,
+                            name: d.name.clone(),
+                            memory_total_bytes: d.memory_total_bytes,
+                            driver: d.driver.clone(),
+                            uuid: d.uuid.clone(),
+                        },
+                    );
+                }
+                let pcie_thread = pcie.and_then(|pcie| {
+                    let indices: Vec<u32> = devices.iter().map(|d| d.index).collect();
+                    read_pcie(pcie, indices, interval, stopping.clone(), send.clone())
+                });
+                let mut since = HashMap::new();
+                let mut attribution = Attribution::of_this_process();
+                let mut trees = Trees::default();
+                while !stopping.load(Ordering::Relaxed) {
+                    let Some(watching) = watching(&watched) else {
+                        break;
+                    };
+                    trees.refresh(&watching.tree_roots());
+                    let workers = watching
+                        .roots
+                        .iter()
+                        .map(|(&w, &pid)| {
+                            let ranks = trees.rank_trees(pid, watching.ranks_of(w));
+                            (
+                                w,
+                                WorkerTree {
+                                    pids: trees.tree(pid),
+                                    ranks,
+                                },
+                            )
+                        })
+                        .collect();
+                    sample_once(
+                        source.as_mut(),
+                        &devices,
+                        &workers,
+                        &mut since,
+                        &mut attribution,
+                        &*send,
+                    );
+                    std::thread::sleep(interval);
+                }
+                // The PCIe thread stops with this one (the flag is shared) and is joined here.
+                stopping.store(true, Ordering::Relaxed);
+                if let Some(t) = pcie_thread {
+                    let _ = t.join();
+                }
+            })
+            .ok();
+        GpuSampler {
+            stop,
+            threads: thread.into_iter().collect(),
+        }
     }
+}
+
+/// Reads PCIe throughput on a thread of its own: NVML's counter samples for 20 ms a call, which would stretch the
+/// sampler's interval.
+fn read_pcie(
+    mut pcie: Box<dyn PcieSource>,
+    indices: Vec<u32>,
+    interval: Duration,
+    stopping: Arc<AtomicBool>,
+    send: Arc<impl Fn(Option<usize>, Body) + Send + Sync + 'static>,
+) -> Option<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("golow-nvml-pcie".into())
+        .spawn(move || {
+            while !stopping.load(Ordering::Relaxed) {
+                for &index in &indices {
+                    let (rx, tx) = pcie.throughput(index);
+                    send(
+                        None,
+                        Body::GpuPcie {
+                            index,
+                            rx_bytes_per_s: rx,
+                            tx_bytes_per_s: tx,
+                        },
+                    );
+                }
+                std::thread::sleep(interval);
+            }
+        })
+        .ok()
 }
 
 impl Drop for GpuSampler {
@@ -715,6 +733,48 @@ mod tests {
         fn pcie(&self) -> Option<Box<dyn PcieSource>> {
             Some(Box::new(SlowPcie(self.1.clone())))
         }
+    }
+
+    /// As the hub starts it: inside its async runtime, sending into a bounded channel with `blocking_send`, which
+    /// panics on a runtime's thread (it did on the first GPU golow met). Devices are announced before any reading.
+    #[tokio::test]
+    async fn started_inside_the_runtime_it_sends_from_its_own_threads_devices_first() {
+        let source = WithPcie(
+            Scripted {
+                processes: Vec::new(),
+                asked_since: Vec::new(),
+            },
+            Arc::new(Mutex::new(Vec::new())),
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let sampler = GpuSampler::start(
+            Box::new(source),
+            Duration::from_millis(20),
+            Watched::default(),
+            move |_, body| {
+                let _ = tx.blocking_send(body);
+            },
+        );
+        let mut bodies = Vec::new();
+        while bodies.len() < 6 {
+            bodies.push(rx.recv().await.expect("the sampler sends"));
+        }
+        // Dropping joins the threads, which may be blocked on a full channel: drain it meanwhile.
+        let draining = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        tokio::task::spawn_blocking(move || drop(sampler))
+            .await
+            .unwrap();
+        draining.await.unwrap();
+        assert!(
+            matches!(bodies[0], Body::GpuInfo { index: 0, .. }),
+            "{bodies:?}"
+        );
+        assert!(
+            bodies[1..]
+                .iter()
+                .any(|b| matches!(b, Body::GpuDevice { .. } | Body::GpuPcie { .. })),
+            "{bodies:?}"
+        );
     }
 
     #[test]
