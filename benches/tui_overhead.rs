@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use golow_protocol::config::{Mode, Model, Optimiser, WorkerConfig};
+use golow_protocol::config::{GpuPolicy, Mode, Model, Optimiser, WorkerConfig};
 
 const GOLOW: &str = env!("CARGO_BIN_EXE_golow");
 const SIZE: (u16, u16) = (200, 60);
@@ -266,6 +266,7 @@ fn prepare_alone(build: &Build, dir: &Path, steps: u64) -> PathBuf {
         seed: 0,
         pinned: false,
         optimiser: Optimiser::default(),
+        gpu_policy: GpuPolicy::default(),
         compile_mode: Default::default(),
         // What the view costs, not what recording operators does.
         ops_every: 0,

@@ -559,7 +559,9 @@ mod tests {
     use std::collections::{BTreeSet, HashMap};
 
     use super::*;
-    use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+    use golow_protocol::config::{
+        GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig,
+    };
     use golow_protocol::event::{Epoch, ExitStatus, Hello, Stream, WorkerExit};
 
     const ODD: &str = "my \"fast\", run";
@@ -585,6 +587,7 @@ mod tests {
             seed: 7,
             pinned: false,
             optimiser: Optimiser::default(),
+            gpu_policy: Some(GpuPolicy::default()),
             compile_mode: Default::default(),
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
@@ -618,6 +621,7 @@ mod tests {
                 seed: 7,
                 pinned: false,
                 optimiser: Optimiser::default(),
+                gpu_policy: GpuPolicy::default(),
                 compile_mode: Default::default(),
                 ops_every: 10,
                 ops_library: None,

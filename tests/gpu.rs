@@ -54,11 +54,15 @@ fn workers(summary: &serde_json::Value) -> &Vec<serde_json::Value> {
     summary["workers"].as_array().unwrap()
 }
 
+/// Every built-in level but compile and aoti, whose compiling takes minutes of a GPU's short lease (the kit's
+/// `--plan more` measures them).
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn every_worker_is_measured_by_the_collector() {
     let tmp = tempfile::tempdir().unwrap();
-    let s = session(tmp.path(), "pytorch,torchscript,libtorch", "train", &[]);
+    let levels = "pytorch,torchscript,libtorch,aten,cudnn";
+    let s = session(tmp.path(), levels, "train", &[]);
+    assert_eq!(workers(&s).len(), levels.split(',').count(), "{s}");
     for w in workers(&s) {
         let name = &w["impl"];
         assert_eq!(w["status"], "ok", "{name}: {w}");
@@ -104,22 +108,41 @@ fn pinned_batches_are_copied_from_pinned_memory() {
     );
 }
 
-/// The `json` export's records of one type.
-fn exported_records(tmp: &Path, kind: &str) -> Vec<serde_json::Value> {
-    let json = tmp.join("session.json");
+/// The recording `session.golow` exported as JSON to `name`, or what `golow export` said.
+fn export(tmp: &Path, name: &str) -> Result<serde_json::Value, String> {
+    let json = tmp.join(name);
     let out = Command::new(golow())
-        .args(["export", "session.golow", "--format", "json", "-o"])
+        .args([
+            "export",
+            "session.golow",
+            "--format",
+            "json",
+            "--force",
+            "-o",
+        ])
         .arg(&json)
         .current_dir(tmp)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let exported: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let text = std::fs::read_to_string(json).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// How many steps the recording `session.golow`, still being written, holds so far (0 while it cannot be read).
+fn steps_recorded(tmp: &Path) -> usize {
+    export(tmp, "so-far.json").map_or(0, |so_far| {
+        so_far["records"].as_array().map_or(0, |records| {
+            records.iter().filter(|r| r["type"] == "step").count()
+        })
+    })
+}
+
+/// The `json` export's records of one type.
+fn exported_records(tmp: &Path, kind: &str) -> Vec<serde_json::Value> {
+    let exported = export(tmp, "session.json").unwrap_or_else(|e| panic!("{e}"));
     exported["records"]
         .as_array()
         .unwrap()
@@ -167,7 +190,16 @@ fn a_worker_stopped_by_golow_still_sends_its_last_window() {
         .args(["--device", "cuda", "--record", "session.golow"])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(15));
+    // Stopped mid-run once it is well into its steps: how long that takes depends on the GPU and the policy
+    // (benchmarking every convolution took the first 15 s on an H200).
+    let began = std::time::Instant::now();
+    while steps_recorded(tmp.path()) < 20 {
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(120),
+            "no 20 steps in 2 minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
     // SAFETY: signals our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     child.wait().unwrap();
@@ -203,19 +235,21 @@ fn losses_and_accuracies(tmp: &Path) -> std::collections::BTreeMap<String, (Vec<
     by_worker
 }
 
-/// A headless session of `cudnn` beside `libtorch` with TF32 off in cuDNN and cuBLAS for both (fused and
-/// tensor-core arithmetic would otherwise make the comparison one of precisions, not of implementations).
-fn cudnn_beside_libtorch(tmp: &Path, args: &[&str]) {
+/// A headless session of `libtorch`, `aten` and `cudnn` from the same weights and batches, with TF32 off in every
+/// level (`--tf32 off`: tensor-core rounding would otherwise make the comparison one of precisions, not of
+/// implementations).
+fn three_levels(tmp: &Path, args: &[&str]) {
     let out = Command::new(golow())
         .current_dir(tmp)
-        .env("NVIDIA_TF32_OVERRIDE", "0")
         .args([
             "run",
             "--headless",
             "--impl",
-            "libtorch,cudnn",
+            "libtorch,aten,cudnn",
             "--device",
             "cuda",
+            "--tf32",
+            "off",
         ])
         .args([
             "--model",
@@ -237,11 +271,25 @@ fn cudnn_beside_libtorch(tmp: &Path, args: &[&str]) {
     );
 }
 
+/// How far `of` is from `from`, relative to `from`, on average over paired values.
+fn mean_relative_gap(of: &[f64], from: &[f64]) -> f64 {
+    of.iter()
+        .zip(from)
+        .map(|(a, b)| ((a - b) / b).abs())
+        .sum::<f64>()
+        / from.len() as f64
+}
+
+/// On a GPU no two implementations round alike: each picks its own convolution algorithms, and training amplifies
+/// the differences step by step (a first run on an H200, at the default learning rate, saw `aten` — the same program
+/// on libtorch's own kernels — drift from `libtorch` as far as `cudnn` did, 10% by the third step). So the cudnn
+/// level is held to libtorch at a learning rate that does not amplify them, with `aten`'s drift as the yardstick
+/// for what rounding alone does: a wrong gradient or update drifts far beyond it.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn cudnn_follows_libtorch_for_twenty_steps() {
     let tmp = tempfile::tempdir().unwrap();
-    cudnn_beside_libtorch(
+    three_levels(
         tmp.path(),
         &[
             "--mode",
@@ -252,26 +300,38 @@ fn cudnn_follows_libtorch_for_twenty_steps() {
             "32",
             "--steps",
             "20",
+            "--lr",
+            "0.001",
         ],
     );
     let by_worker = losses_and_accuracies(tmp.path());
-    let (cudnn, libtorch) = (&by_worker["cudnn"].0, &by_worker["libtorch"].0);
-    assert_eq!(cudnn.len(), 20);
-    assert_eq!(libtorch.len(), 20);
-    for (step, (c, l)) in cudnn.iter().zip(libtorch).enumerate() {
-        let limit = if step == 0 { 1e-3 } else { 1e-2 };
-        assert!(
-            ((c - l) / l).abs() <= limit,
-            "step {step}: cudnn's loss {c}, libtorch's {l} (limit {limit} relative)"
-        );
-    }
+    let (cudnn, aten, libtorch) = (
+        &by_worker["cudnn"].0,
+        &by_worker["aten"].0,
+        &by_worker["libtorch"].0,
+    );
+    let curves = format!("cudnn {cudnn:?}\naten {aten:?}\nlibtorch {libtorch:?}");
+    assert_eq!(cudnn.len(), 20, "{curves}");
+    assert_eq!(libtorch.len(), 20, "{curves}");
+    assert!(
+        ((cudnn[0] - libtorch[0]) / libtorch[0]).abs() <= 1e-3,
+        "the first step, before any update: {curves}"
+    );
+    let (gap, yardstick) = (
+        mean_relative_gap(cudnn, libtorch),
+        mean_relative_gap(aten, libtorch),
+    );
+    assert!(
+        gap <= (3.0 * yardstick).max(1e-2),
+        "cudnn is {gap:.2e} from libtorch on average, aten {yardstick:.2e}:\n{curves}"
+    );
 }
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn cudnn_evaluates_like_libtorch_after_three_epochs() {
     let tmp = tempfile::tempdir().unwrap();
-    cudnn_beside_libtorch(
+    three_levels(
         tmp.path(),
         &[
             "--mode",
@@ -285,12 +345,34 @@ fn cudnn_evaluates_like_libtorch_after_three_epochs() {
         ],
     );
     let by_worker = losses_and_accuracies(tmp.path());
-    let (cudnn, libtorch) = (&by_worker["cudnn"].1, &by_worker["libtorch"].1);
-    assert_eq!(cudnn.len(), 3, "an evaluation per epoch");
-    let (c, l) = (cudnn[2], libtorch[2]);
+    let (cudnn, aten, libtorch) = (
+        &by_worker["cudnn"],
+        &by_worker["aten"],
+        &by_worker["libtorch"],
+    );
+    assert_eq!(cudnn.1.len(), 3, "an evaluation per epoch");
+    // Three epochs of runs rounded apart drift (see above): each epoch's mean loss and the last accuracy stay as
+    // close to libtorch's as aten's do, or within 5% and 0.03 (a few samples of a small test split).
+    assert_eq!(cudnn.0.len(), libtorch.0.len(), "as many steps");
+    let per_epoch = cudnn.0.len() / 3;
+    let mean = |losses: &[f64]| losses.iter().sum::<f64>() / losses.len() as f64;
+    for epoch in 0..3 {
+        let range = epoch * per_epoch..(epoch + 1) * per_epoch;
+        let (c, a, l) = (
+            mean(&cudnn.0[range.clone()]),
+            mean(&aten.0[range.clone()]),
+            mean(&libtorch.0[range]),
+        );
+        let limit = (3.0 * ((a - l) / l).abs()).max(0.05);
+        assert!(
+            ((c - l) / l).abs() <= limit,
+            "epoch {epoch}'s mean loss: cudnn {c}, aten {a}, libtorch {l}"
+        );
+    }
+    let (c, a, l) = (cudnn.1[2], aten.1[2], libtorch.1[2]);
     assert!(
-        (c - l).abs() <= 0.01,
-        "accuracy after 3 epochs: cudnn {c}, libtorch {l}"
+        (c - l).abs() <= (3.0 * (a - l).abs()).max(0.03),
+        "accuracy after 3 epochs: cudnn {c}, aten {a}, libtorch {l}"
     );
 }
 

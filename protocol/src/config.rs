@@ -222,6 +222,9 @@ pub struct WorkerConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// How the level asks cuDNN and cuBLAS to work on a GPU: the same for every level.
+    #[serde(default)]
+    pub gpu_policy: GpuPolicy,
     /// `torch.compile`'s mode, for the `compile` worker.
     #[serde(default)]
     pub compile_mode: CompileMode,
@@ -232,6 +235,27 @@ pub struct WorkerConfig {
     /// operators with; without it, they use torch.profiler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_library: Option<PathBuf>,
+}
+
+/// How every built-in level asks cuDNN and cuBLAS to work on a GPU, one policy for all so that the levels compare on
+/// equal terms (README, "Methodology"). By default both are on, as performance-minded users set them.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuPolicy {
+    /// cuDNN times the algorithms of each convolution shape once, on real buffers, and keeps the fastest
+    /// (`torch.backends.cudnn.benchmark`); off, its heuristics choose without running any.
+    pub cudnn_benchmark: bool,
+    /// f32 convolutions and matrix products may round their inputs to TF32 on the tensor cores; off, both compute
+    /// in full f32.
+    pub tf32: bool,
+}
+
+impl Default for GpuPolicy {
+    fn default() -> GpuPolicy {
+        GpuPolicy {
+            cudnn_benchmark: true,
+            tf32: true,
+        }
+    }
 }
 
 /// The model compiled ahead of time, once per session, and what making it cost.
@@ -266,6 +290,10 @@ pub struct SessionConfig {
     pub seed: u64,
     pub pinned: bool,
     pub optimiser: Optimiser,
+    /// What every built-in level was told of cuDNN's benchmarking and TF32; none in sessions of `--cmd` workers
+    /// alone and in recordings made before golow set one policy for all levels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_policy: Option<GpuPolicy>,
     /// `torch.compile`'s mode, when the `compile` level runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_mode: Option<CompileMode>,

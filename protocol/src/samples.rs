@@ -2,7 +2,8 @@
 //! stores records, go through.
 
 use crate::config::{
-    AotiPackage, CompileMode, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig,
+    AotiPackage, CompileMode, GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig,
+    WorkerConfig,
 };
 use crate::event::{
     Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind, CopyStats,
@@ -34,6 +35,10 @@ fn worker_config() -> WorkerConfig {
         seed: 7,
         pinned: false,
         optimiser: Optimiser::default(),
+        gpu_policy: GpuPolicy {
+            cudnn_benchmark: false,
+            tf32: true,
+        },
         compile_mode: CompileMode::MaxAutotune,
         ops_every: 10,
         ops_library: None,
@@ -147,6 +152,10 @@ pub fn every_body() -> Vec<Body> {
             seed: 1,
             pinned: true,
             optimiser: Optimiser::default(),
+            gpu_policy: Some(GpuPolicy {
+                cudnn_benchmark: true,
+                tf32: false,
+            }),
             compile_mode: Some(CompileMode::ReduceOverhead),
             ops_every: 10,
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),

@@ -9,7 +9,8 @@ use std::time::Duration;
 use clap::Args;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{
-    CompileMode, DEFAULT_OPS_EVERY, Impl, Mode, Model, Optimiser, Schedule, SessionConfig,
+    CompileMode, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
+    SessionConfig,
 };
 
 use super::BadInput;
@@ -23,6 +24,13 @@ pub const MAX_RESOLUTION: i64 = 2048;
 pub const MAX_BATCH_SIZE: u64 = 1 << 16;
 /// A theme is under a kilobyte; the cap only guards against pointing at a device or a huge file.
 const MAX_THEME_BYTES: usize = 1 << 20;
+
+/// A flag's `on` or `off`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
 
 /// What the workers run and how they are watched: the same for a single run and for every cell of a sweep.
 #[derive(Args)]
@@ -66,6 +74,12 @@ pub struct SessionOptions {
     /// Record no operators (what looking costs is then nothing; see --ops-every).
     #[arg(long)]
     no_ops: bool,
+    /// cuDNN times each convolution shape's algorithms once and keeps the fastest, in every level (torch.backends.cudnn.benchmark); off: its heuristics choose.
+    #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+    cudnn_benchmark: Switch,
+    /// f32 convolutions and matrix products may run in TF32 on the tensor cores, in every level; off: full f32.
+    #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+    tf32: Switch,
     /// torch.compile's mode for the compile level (reduce-overhead: CUDA graphs, GPU only).
     #[arg(long, value_enum, default_value = "default")]
     compile_mode: CompileMode,
@@ -290,6 +304,10 @@ impl SessionOptions {
                 lr: self.lr,
                 ..Optimiser::default()
             },
+            gpu_policy: (!workload.impls.is_empty()).then_some(GpuPolicy {
+                cudnn_benchmark: self.cudnn_benchmark == Switch::On,
+                tf32: self.tf32 == Switch::On,
+            }),
             compile_mode: compiles.then_some(self.compile_mode),
             command_env: self.command_env(threads),
             stall_after_s: self.stall_after.max(1) as u64,

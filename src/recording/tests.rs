@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::format::{FORMAT_VERSION, Header, MARKER_LEN};
 use super::{OpenError, Player, Recorder, Recording};
-use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig};
+use golow_protocol::config::{GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig};
 use golow_protocol::event::Record;
 use golow_protocol::samples::every_body;
 
@@ -26,6 +26,7 @@ fn config() -> SessionConfig {
         seed: 0,
         pinned: false,
         optimiser: Optimiser::default(),
+        gpu_policy: Some(GpuPolicy::default()),
         compile_mode: Default::default(),
         command_env: Default::default(),
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,

@@ -382,6 +382,7 @@ fn prepare_builtin(
         seed: session.seed,
         pinned: session.pinned,
         optimiser: session.optimiser,
+        gpu_policy: session.gpu_policy.unwrap_or_default(),
         compile_mode: session.compile_mode.unwrap_or_default(),
         ops_every: session.ops_every,
         ops_library: (session.ops_every > 0 && plan.impls.iter().any(|i| i.is_python()))

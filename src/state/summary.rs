@@ -8,7 +8,7 @@ use super::compile::{Cache, CompileState};
 use super::operators::Operators;
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
-use golow_protocol::config::{Mode, Model, Schedule, SessionConfig};
+use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
 use golow_protocol::event::ExitStatus;
 
 pub const SUMMARY_VERSION: u32 = 1;
@@ -43,6 +43,9 @@ pub struct BuiltinConfig {
     pub batch_size: u32,
     pub resolution: u32,
     pub device: String,
+    /// cuDNN's benchmarking and TF32, as every level was told (none in recordings made before the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_policy: Option<GpuPolicy>,
 }
 
 impl From<&SessionConfig> for SummaryConfig {
@@ -54,6 +57,7 @@ impl From<&SessionConfig> for SummaryConfig {
             batch_size: c.batch_size,
             resolution: c.resolution,
             device: c.device.clone(),
+            gpu_policy: c.gpu_policy,
         });
         SummaryConfig {
             builtin,

@@ -13,7 +13,7 @@ pub enum Describe<'a> {
 }
 
 /// What a session runs: the built-in workers' model, mode, dataset, resolution and batch (or, when only `--cmd`
-/// workers run, the commands) and their device, then the schedule and what golow set for the commands, joined by
+/// workers run, the commands), their device and on a GPU their policy, then the schedule and what golow set for the commands, joined by
 /// " · ".
 pub fn describe(c: &SummaryConfig, form: Describe) -> String {
     let mut parts = Vec::new();
@@ -44,6 +44,15 @@ pub fn describe(c: &SummaryConfig, form: Describe) -> String {
             Describe::Header { gpu: Some(gpu) } => format!("{} ({gpu})", b.device),
             _ => b.device.clone(),
         });
+        // The policy every level was given matters only where cuDNN and the tensor cores run.
+        if let Some(policy) = b.gpu_policy.filter(|_| b.device.starts_with("cuda")) {
+            let switch = |on: bool| if on { "on" } else { "off" };
+            parts.push(format!(
+                "cuDNN benchmark {}, TF32 {}",
+                switch(policy.cudnn_benchmark),
+                switch(policy.tf32)
+            ));
+        }
     }
     parts.push(c.schedule.name().to_string());
     if !c.command_env.is_empty() {

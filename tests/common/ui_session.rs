@@ -1,7 +1,9 @@
 //! A constructed session for UI tests and the render benchmark: every number on screen is known.
 
 use golow::state::State;
-use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig};
+use golow_protocol::config::{
+    GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig,
+};
 use golow_protocol::event::{
     Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
     OperatorStats, OperatorWindow, Record, Step,
@@ -29,6 +31,7 @@ fn worker_config(device: &str) -> WorkerConfig {
         seed: 0,
         pinned: true,
         optimiser: Optimiser::default(),
+        gpu_policy: GpuPolicy::default(),
         compile_mode: Default::default(),
         ops_every: 10,
         ops_library: None,
@@ -56,6 +59,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
             seed: 0,
             pinned: true,
             optimiser: Optimiser::default(),
+            gpu_policy: Some(GpuPolicy::default()),
             compile_mode: Default::default(),
             command_env: Default::default(),
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,

@@ -77,6 +77,15 @@ def inductor_cache() -> tuple:
             inductor["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
 
 
+def apply_gpu_policy(cfg: dict) -> None:
+    """cuDNN's benchmarking and TF32 as the session's policy says, the same as every other level is told: for the
+    kernels this process runs, and for those Inductor chooses while it compiles."""
+    policy = cfg["gpu_policy"]
+    torch.backends.cudnn.benchmark = policy["cudnn_benchmark"]
+    torch.backends.cudnn.allow_tf32 = policy["tf32"]
+    torch.backends.cuda.matmul.allow_tf32 = policy["tf32"]
+
+
 def build_model(cfg: dict) -> torch.nn.Module:
     """The session's model with the session's initial weights."""
     model = resnet.build(cfg["model"], cfg["channels"], cfg["classes"])

@@ -8,13 +8,14 @@ import time
 
 import torch
 
-from golow_common import build_model, inductor_cache, session_config
+from golow_common import apply_gpu_policy, build_model, inductor_cache, session_config
 
 
 def main():
     cfg = session_config()
     # Inductor's CPU kernels are generated for this many OpenMP threads, as the other levels run with.
     torch.set_num_threads(cfg["threads"])
+    apply_gpu_policy(cfg)
     device = torch.device(cfg["device"])
     model = build_model(cfg).to(device).eval()
     example = torch.zeros(cfg["batch_size"], cfg["channels"], cfg["resolution"], cfg["resolution"], device=device)

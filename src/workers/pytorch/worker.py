@@ -13,7 +13,7 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from golow_common import DataCache, Events, Turns, build_model, epoch_order, inductor_cache
+from golow_common import DataCache, Events, Turns, apply_gpu_policy, build_model, epoch_order, inductor_cache
 from golow_operators import Operators
 
 
@@ -250,6 +250,7 @@ def main():
             # CUDA events and the current stream belong to the current device, which must be the one computed on.
             torch.cuda.set_device(device)
         torch.set_num_threads(cfg["threads"])
+        apply_gpu_policy(cfg)
         events.emit(dict(type="hello", pid=os.getpid(), device=cfg["device"], config=cfg, versions=versions(device),
                          **{"impl": args.impl}))
         data = DataCache(cfg["data_dir"])

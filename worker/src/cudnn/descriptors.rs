@@ -137,9 +137,10 @@ impl Drop for FilterDesc {
     }
 }
 
-/// A 2-D cross-correlation (what deep learning calls convolution), f32 accumulation, no dilation, one group, and
-/// cuDNN's default math (TF32 on GPUs that have it, as PyTorch allows for convolutions by default;
-/// `NVIDIA_TF32_OVERRIDE=0` turns it off for cuDNN and libtorch alike).
+/// A 2-D cross-correlation (what deep learning calls convolution), f32 accumulation, no dilation, one group. It
+/// starts with cuDNN's default math (TF32 on GPUs that have it, as PyTorch allows for convolutions by default;
+/// `NVIDIA_TF32_OVERRIDE=0` turns it off for cuDNN and libtorch alike), which the algorithm search runs under; each
+/// direction then runs with the math type the search timed its algorithm with (`set_math`), as PyTorch does.
 pub struct ConvDesc(sys::cudnnConvolutionDescriptor_t);
 
 impl ConvDesc {
@@ -172,6 +173,13 @@ impl ConvDesc {
 
     pub fn raw(&self) -> sys::cudnnConvolutionDescriptor_t {
         self.0
+    }
+
+    /// The math (tensor cores or not) the algorithms run with this descriptor may use.
+    pub fn set_math(&self, math: sys::cudnnMathType_t) -> Result<(), String> {
+        // SAFETY: a descriptor this value owns.
+        unsafe { result::set_convolution_math_type(self.0, math) }
+            .map_err(|e| format!("cuDNN convolution math type {math:?}: {e:?}"))
     }
 
     /// The output shape cuDNN computes for input `x` and weights `w`.
@@ -307,10 +315,13 @@ impl Drop for ActivationDesc {
     }
 }
 
-/// Per layer: its weights, its convolution, and its batch norm's per-channel shape.
+/// Per layer: its weights, its convolution for each direction (each set to the math type of that direction's
+/// algorithm), and its batch norm's per-channel shape.
 pub struct LayerDescs {
     pub filter: FilterDesc,
-    pub conv: ConvDesc,
+    pub forward: ConvDesc,
+    pub backward_data: ConvDesc,
+    pub backward_filter: ConvDesc,
     pub batch_norm: TensorDesc,
 }
 
@@ -343,7 +354,9 @@ impl Descriptors {
                 let output = TensorDesc::nchw(l.conv.output)?;
                 Ok(LayerDescs {
                     filter: FilterDesc::of(&l.conv)?,
-                    conv: ConvDesc::of(&l.conv)?,
+                    forward: ConvDesc::of(&l.conv)?,
+                    backward_data: ConvDesc::of(&l.conv)?,
+                    backward_filter: ConvDesc::of(&l.conv)?,
                     batch_norm: TensorDesc::batch_norm(&output)?,
                 })
             })
@@ -405,7 +418,7 @@ mod tests {
                 let conv = &layer.conv;
                 let input = TensorDesc::nchw(conv.input).unwrap();
                 assert_eq!(
-                    descs.conv.output(&input, &descs.filter).unwrap(),
+                    descs.forward.output(&input, &descs.filter).unwrap(),
                     conv.output,
                     "{} at {:?}",
                     conv.name,
@@ -456,5 +469,46 @@ mod tests {
         let c = ConvDesc::of(&conv).unwrap();
         let error = c.output(&x, &w).unwrap_err();
         assert!(error.starts_with("cuDNN convolution output: "), "{error}");
+    }
+
+    /// Each direction's descriptor carries the math type its algorithm was timed with, apart from the others.
+    #[test]
+    fn each_direction_keeps_its_own_math_type() {
+        let program = programs().remove(0);
+        let d = Descriptors::new(&program).unwrap();
+        let layer = &d.layers[0];
+        let math = |desc: &ConvDesc| {
+            let mut math = sys::cudnnMathType_t::CUDNN_DEFAULT_MATH;
+            // SAFETY: a live descriptor and out-pointer.
+            check(
+                unsafe { sys::cudnnGetConvolutionMathType(desc.raw(), &mut math) },
+                "math type",
+            )
+            .unwrap();
+            math
+        };
+        for desc in [&layer.forward, &layer.backward_data, &layer.backward_filter] {
+            assert_eq!(math(desc), sys::cudnnMathType_t::CUDNN_DEFAULT_MATH);
+        }
+        layer
+            .backward_data
+            .set_math(sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH)
+            .unwrap();
+        layer
+            .backward_filter
+            .set_math(sys::cudnnMathType_t::CUDNN_FMA_MATH)
+            .unwrap();
+        assert_eq!(
+            math(&layer.forward),
+            sys::cudnnMathType_t::CUDNN_DEFAULT_MATH
+        );
+        assert_eq!(
+            math(&layer.backward_data),
+            sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH
+        );
+        assert_eq!(
+            math(&layer.backward_filter),
+            sys::cudnnMathType_t::CUDNN_FMA_MATH
+        );
     }
 }

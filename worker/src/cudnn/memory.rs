@@ -58,6 +58,18 @@ impl DeviceMemory {
             .map_err(|e| format!("cuMemcpyDtoH: {e:?}"))?;
         Ok(values)
     }
+
+    /// Overwrites the allocation's first values with `values`, after the work queued before has finished.
+    #[cfg(test)]
+    pub fn write(&self, values: &[f32]) -> Result<(), String> {
+        assert!(
+            std::mem::size_of_val(values) <= self.bytes,
+            "write past the allocation"
+        );
+        // SAFETY: the range lies inside the allocation (checked above).
+        unsafe { result::memcpy_htod_sync(self.ptr, values) }
+            .map_err(|e| format!("cuMemcpyHtoD: {e:?}"))
+    }
 }
 
 impl Drop for DeviceMemory {

@@ -16,7 +16,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{CudaContext, result as driver};
 
-use super::algorithms::{self, ConvAlgos, ConvKey, SearchOperands};
+use super::algorithms::{self, Choice, ConvAlgos, ConvKey, SearchOperands};
 use super::descriptors::{Descriptors, TensorDesc, check};
 use super::kernels::{self, Kernel, SAMPLE_THREADS};
 use super::memory::DeviceMemory;
@@ -24,7 +24,7 @@ use super::operations::OperationTimes;
 use super::plan::{Param, Plan};
 use super::program::{Buf, BufferKind, Op, Program};
 use super::weights::Weights;
-use golow_protocol::config::Optimiser;
+use golow_protocol::config::{GpuPolicy, Optimiser};
 
 /// torchvision's (and tch's) batch norm.
 const MOMENTUM: f64 = 0.1;
@@ -67,7 +67,7 @@ struct Gpu {
 }
 
 impl Gpu {
-    fn new(ordinal: usize) -> Result<Gpu, String> {
+    fn new(ordinal: usize, tf32: bool) -> Result<Gpu, String> {
         super::descriptors::load_library()?;
         let context =
             CudaContext::new(ordinal).map_err(|e| format!("CUDA device {ordinal}: {e:?}"))?;
@@ -102,6 +102,16 @@ impl Gpu {
         }
         gpu.cudnn = dnn::create_handle().map_err(|e| format!("cuDNN handle: {e:?}"))?;
         gpu.blas = blas::create_handle().map_err(|e| format!("cuBLAS handle: {e:?}"))?;
+        // As libtorch sets its handles for `allow_tf32` on and off.
+        let math = if tf32 {
+            blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH
+        };
+        // SAFETY: the handle just created.
+        unsafe { blas_sys::cublasSetMathMode(gpu.blas, math) }
+            .result()
+            .map_err(|e| format!("cuBLAS math mode: {e:?}"))?;
         Ok(gpu)
     }
 
@@ -197,6 +207,7 @@ pub struct CudnnNet {
     /// Evaluation steps by batch size: the training batch, and the last, partial one of a pass over the test split.
     eval: HashMap<usize, Step>,
     algorithms: HashMap<ConvKey, ConvAlgos>,
+    choice: Choice,
     trainable: DeviceMemory,
     statistics: DeviceMemory,
     grads: DeviceMemory,
@@ -275,9 +286,10 @@ impl CudnnNet {
         plan: Plan,
         weights: &Weights,
         optimiser: Optimiser,
+        policy: GpuPolicy,
         ordinal: usize,
     ) -> Result<CudnnNet, String> {
-        let gpu = Gpu::new(ordinal)?;
+        let gpu = Gpu::new(ordinal, policy.tf32)?;
         let trainable = DeviceMemory::from_host(&weights.trainable)?;
         let statistics = DeviceMemory::from_host(&weights.statistics)?;
         let grads = DeviceMemory::zeroed(trainable.bytes())?;
@@ -289,6 +301,10 @@ impl CudnnNet {
             train: None,
             eval: HashMap::new(),
             algorithms: HashMap::new(),
+            choice: Choice {
+                benchmark: policy.cudnn_benchmark,
+                tf32: policy.tf32,
+            },
             trainable,
             statistics,
             grads,
@@ -388,6 +404,24 @@ impl CudnnNet {
         memory.read(0, memory.bytes() / 4)
     }
 
+    /// Sets a buffer of the training step to `values` (f32), so that a test can give an operation aten's inputs.
+    #[cfg(test)]
+    pub fn set_training_buffer(&mut self, buf: Buf, values: &[f32]) -> Result<(), String> {
+        let step = self
+            .train
+            .as_ref()
+            .expect("start_training planned the step");
+        let memory = &step.buffers[buf.0];
+        if 4 * values.len() != memory.bytes() {
+            return Err(format!(
+                "{} values for a buffer of {} bytes",
+                values.len(),
+                memory.bytes()
+            ));
+        }
+        memory.write(values)
+    }
+
     fn param(&self, name: &str) -> Option<&Param> {
         self.plan.params.iter().find(|p| p.name == name)
     }
@@ -411,15 +445,10 @@ impl CudnnNet {
             algos: Vec::new(),
         };
         let mut scratch: Option<(DeviceMemory, usize)> = None;
+        let mut needed = 0;
         for (index, layer) in step.program.layers.iter().enumerate() {
             let key = ConvKey::of(&layer.conv, n);
             let train = step.program.train;
-            if let Some(found) = self.algorithms.get(&key)
-                && (found.backward.is_some() || !train)
-            {
-                step.algos.push(*found);
-                continue;
-            }
             let (input, output) = step
                 .program
                 .ops
@@ -433,36 +462,56 @@ impl CudnnNet {
                     _ => None,
                 })
                 .expect("every layer's convolution is an op of the program");
-            if scratch.is_none() {
-                let (free, _) =
-                    driver::mem_get_info().map_err(|e| format!("cuMemGetInfo: {e:?}"))?;
-                let size = SEARCH_WORKSPACE_CAP.min(free / 4);
-                scratch = Some((DeviceMemory::zeroed(size)?, size));
-            }
-            let (memory, size) = scratch.as_ref().expect("allocated above");
             let descs = &step.descs.layers[index];
-            // SAFETY: the handle is this network's; the operands are this step's buffers and the flat parameter and
-            // gradient allocations at the layer's offsets, each of its descriptor's size; the scratch is `size` bytes.
-            let found = unsafe {
-                algorithms::search(
+            let found = match self.algorithms.get(&key) {
+                Some(found) if found.backward.is_some() || !train => *found,
+                _ => {
+                    if scratch.is_none() {
+                        let (free, _) =
+                            driver::mem_get_info().map_err(|e| format!("cuMemGetInfo: {e:?}"))?;
+                        let size = SEARCH_WORKSPACE_CAP.min(free / 4);
+                        scratch = Some((DeviceMemory::zeroed(size)?, size));
+                    }
+                    let (memory, size) = scratch.as_ref().expect("allocated above");
+                    descs.forward.set_math(self.choice.search_math())?;
+                    // SAFETY: the handle is this network's; the operands are this step's buffers and the flat
+                    // parameter and gradient allocations at the layer's offsets, each of its descriptor's size; the
+                    // scratch is `size` bytes.
+                    let found = unsafe {
+                        algorithms::search(
+                            self.gpu.cudnn,
+                            &SearchOperands {
+                                x: (step.desc(input), step.at(input)),
+                                w: (&descs.filter, self.trainable.at(layer.weight)),
+                                y: (step.desc(output), step.at(output)),
+                                dw: train.then(|| self.grads.at(layer.weight)),
+                                conv: &descs.forward,
+                            },
+                            memory.ptr(),
+                            *size,
+                            self.choice,
+                        )
+                    }
+                    .map_err(|e| format!("{} at {:?}: {e}", layer.conv.name, key.input))?;
+                    self.algorithms.insert(key, found);
+                    found
+                }
+            };
+            // SAFETY: the handle is this network's; the tensor descriptors are the layer's input and output.
+            let workspace = unsafe {
+                algorithms::configure(
                     self.gpu.cudnn,
-                    &SearchOperands {
-                        x: (step.desc(input), step.at(input)),
-                        w: (&descs.filter, self.trainable.at(layer.weight)),
-                        y: (step.desc(output), step.at(output)),
-                        dw: train.then(|| self.grads.at(layer.weight)),
-                        conv: &descs.conv,
-                    },
-                    memory.ptr(),
-                    *size,
+                    descs,
+                    step.desc(input),
+                    step.desc(output),
+                    &found,
                 )
             }
             .map_err(|e| format!("{} at {:?}: {e}", layer.conv.name, key.input))?;
-            self.algorithms.insert(key, found);
+            needed = needed.max(workspace);
             step.algos.push(found);
         }
         drop(scratch);
-        let needed = step.algos.iter().map(|a| a.workspace).max().unwrap_or(0);
         if self.workspace.bytes() < needed {
             self.workspace = DeviceMemory::zeroed(needed)?;
         }
@@ -541,8 +590,8 @@ impl CudnnNet {
                             x(input),
                             descs.filter.raw(),
                             ptr(self.trainable.at(l.weight)),
-                            descs.conv.raw(),
-                            step.algos[layer].forward,
+                            descs.forward.raw(),
+                            step.algos[layer].forward.algo,
                             ws,
                             ws_bytes,
                             zero(),
@@ -839,7 +888,7 @@ impl CudnnNet {
             } => {
                 let l = &step.program.layers[layer];
                 let descs = &step.descs.layers[layer];
-                let (data_algo, filter_algo) = step.algos[layer]
+                let (data, filter) = step.algos[layer]
                     .backward
                     .expect("a training step's convolutions have backward algorithms");
                 check(
@@ -851,8 +900,8 @@ impl CudnnNet {
                             x(input),
                             d(grad_output),
                             x(grad_output),
-                            descs.conv.raw(),
-                            filter_algo,
+                            descs.backward_filter.raw(),
+                            filter.algo,
                             ws,
                             ws_bytes,
                             zero(),
@@ -874,8 +923,8 @@ impl CudnnNet {
                             ptr(self.trainable.at(l.weight)),
                             d(grad_output),
                             x(grad_output),
-                            descs.conv.raw(),
-                            data_algo,
+                            descs.backward_data.raw(),
+                            data.algo,
                             ws,
                             ws_bytes,
                             if accumulate { one() } else { zero() },

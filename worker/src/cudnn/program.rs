@@ -156,7 +156,7 @@ pub struct Saved {
 #[cfg(test)]
 impl Op {
     /// The buffers the op reads (in-place operands included).
-    fn reads(&self) -> Vec<Buf> {
+    pub fn reads(&self) -> Vec<Buf> {
         match *self {
             Op::Conv { input, .. }
             | Op::AvgPool { input, .. }

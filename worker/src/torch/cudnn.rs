@@ -25,7 +25,7 @@ pub fn load(config: &WorkerConfig, device: Device) -> Result<Cudnn, String> {
     let (plan, weights) = plan_and_weights(config)?;
     let classes = plan.classes as i64;
     Ok(Cudnn {
-        net: CudnnNet::new(plan, &weights, config.optimiser, ordinal)?,
+        net: CudnnNet::new(plan, &weights, config.optimiser, config.gpu_policy, ordinal)?,
         device,
         classes,
     })

@@ -24,7 +24,7 @@ use tch::Device;
 use crate::channels::emit::Emitter;
 use crate::channels::turns;
 use autograd::Autograd;
-use golow_protocol::config::{Impl, WorkerConfig};
+use golow_protocol::config::{GpuPolicy, Impl, WorkerConfig};
 use golow_protocol::event::{ExitStatus, Hello, WorkerEvent};
 use runner::{Network, Runner};
 
@@ -62,11 +62,22 @@ fn versions(device: Device) -> BTreeMap<String, String> {
     versions
 }
 
+unsafe extern "C" {
+    fn golow_set_gpu_policy(cudnn_benchmark: bool, tf32: bool) -> *mut std::ffi::c_char;
+}
+
+/// The session's policy for everything libtorch runs here (the cudnn level applies it to its own calls too).
+pub(crate) fn apply_gpu_policy(policy: GpuPolicy) -> Result<(), String> {
+    // SAFETY: sets two flags of libtorch's global context; the error, if any, is the shim's to free.
+    crate::shim::result(unsafe { golow_set_gpu_policy(policy.cudnn_benchmark, policy.tf32) })
+}
+
 fn load_network(
     implementation: Impl,
     config: &WorkerConfig,
     device: Device,
 ) -> Result<Box<dyn Network>, String> {
+    apply_gpu_policy(config.gpu_policy)?;
     Ok(match implementation {
         Impl::Libtorch => Box::new(Autograd::new(
             libtorch::LibtorchNet::load(config, device)?,
