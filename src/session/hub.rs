@@ -159,6 +159,9 @@ async fn run(
                     }
                 }
                 Action::Grant(i, steps) => {
+                    if let Ok(mut w) = watched.lock() {
+                        w.turn = Some(i);
+                    }
                     if let Some(worker) = launched[i].as_mut() {
                         worker.grant(steps).await;
                     }

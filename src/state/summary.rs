@@ -391,6 +391,10 @@ pub struct Summary {
     /// The machine's conditions while the session ran; `null` when it was recorded without them.
     #[serde(default)]
     pub machine: Option<super::conditions::Conditions>,
+    /// Why NVML's per-process readings could not be given to the workers (said once by the sampler); absent when
+    /// they could, or when no GPU was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_processes_unavailable: Option<String>,
 }
 
 impl Summary {
@@ -404,6 +408,7 @@ impl Summary {
                 .map(|w| WorkerSummary::from_worker(state, w))
                 .collect(),
             machine: state.machine.conditions(),
+            gpu_processes_unavailable: state.gpu.processes_unavailable.clone(),
         }
     }
 }

@@ -190,12 +190,17 @@ impl Attribution {
     }
 
     /// Each worker's processes among `processes`; `None` when they cannot be told apart. Where PIDs are foreign,
-    /// the one case that cannot be wrong is paired: one worker without a match, one process we cannot see.
+    /// the one case that cannot be wrong is paired: one worker without a match, one process we cannot see. Some
+    /// drivers inside a container list the container's PIDs as running but sample utilisation under the host's:
+    /// then every worker matches, none has a utilisation sample, and samples come under PIDs we cannot see. Those
+    /// go to the one worker that holds the GPU (the only one on it, or the one whose turn it is); with no such
+    /// worker they are left out and `utilisation_unknown` says so.
     fn attribute<'a>(
         &self,
         processes: &'a [ProcessReading],
         workers: &HashMap<usize, WorkerTree>,
-    ) -> Option<Vec<(usize, Vec<&'a ProcessReading>)>> {
+        turn: Option<usize>,
+    ) -> Option<Attributed<'a>> {
         let mut found: Vec<(usize, Vec<&ProcessReading>)> = workers
             .iter()
             .map(|(&worker, tree)| {
@@ -217,17 +222,61 @@ impl Attribution {
         let unmatched: Vec<usize> = (0..found.len())
             .filter(|&i| found[i].1.is_empty())
             .collect();
-        if foreign.is_empty() || unmatched.is_empty() {
-            return Some(found);
+        if !unmatched.is_empty() && !foreign.is_empty() {
+            return match (unmatched.as_slice(), foreign.as_slice()) {
+                ([worker], [process]) => {
+                    found[*worker].1.push(process);
+                    Some(Attributed {
+                        found,
+                        utilisation_unknown: false,
+                    })
+                }
+                _ => None,
+            };
         }
-        match (unmatched.as_slice(), foreign.as_slice()) {
-            ([worker], [process]) => {
-                found[*worker].1.push(process);
-                Some(found)
+        // Samples without a running process of their own, while ours have none: our processes, under host PIDs.
+        let sampled_only: Vec<&ProcessReading> = foreign
+            .iter()
+            .copied()
+            .filter(|p| p.memory_bytes.is_none() && p.sm_percent.is_some())
+            .collect();
+        let ours_sampled = found
+            .iter()
+            .flat_map(|(_, mine)| mine)
+            .any(|p| p.sm_percent.is_some());
+        if sampled_only.is_empty() || ours_sampled {
+            return Some(Attributed {
+                found,
+                utilisation_unknown: false,
+            });
+        }
+        let on_gpu: Vec<usize> = (0..found.len())
+            .filter(|&i| !found[i].1.is_empty())
+            .collect();
+        let holder = match on_gpu.as_slice() {
+            [only] => Some(*only),
+            _ => turn.and_then(|t| on_gpu.iter().copied().find(|&i| found[i].0 == t)),
+        };
+        match holder {
+            Some(i) => {
+                found[i].1.extend(sampled_only);
+                Some(Attributed {
+                    found,
+                    utilisation_unknown: false,
+                })
             }
-            _ => None,
+            None => Some(Attributed {
+                found,
+                utilisation_unknown: true,
+            }),
         }
     }
+}
+
+/// The workers' readings among one device's, and whether utilisation samples were left out as nobody's for sure.
+struct Attributed<'a> {
+    found: Vec<(usize, Vec<&'a ProcessReading>)>,
+    utilisation_unknown: bool,
 }
 
 /// Whether `/proc/self/status` (given) places this process in a PID namespace below the one its procfs shows.
@@ -252,6 +301,7 @@ pub fn sample_once(
     source: &mut dyn GpuSource,
     devices: &[GpuInfo],
     workers: &HashMap<usize, WorkerTree>,
+    turn: Option<usize>,
     since: &mut HashMap<u32, u64>,
     attribution: &mut Attribution,
     send: &dyn Fn(Option<usize>, Body),
@@ -272,18 +322,30 @@ pub fn sample_once(
         if let Some(newest) = processes.iter().filter_map(|p| p.last_seen_us).max() {
             since.insert(device.index, newest);
         }
-        let Some(found) = attribution.attribute(&processes, workers) else {
-            if !attribution.said_unavailable {
-                attribution.said_unavailable = true;
-                send(
-                    None,
-                    Body::GpuProcessesUnavailable {
-                        reason: "NVML reports the host's process IDs, not this PID namespace's, and the GPU's \
-                                 processes cannot be paired with the workers"
-                            .into(),
-                    },
-                );
-            }
+        let attributed = attribution.attribute(&processes, workers, turn);
+        let unavailable = match &attributed {
+            None => Some(
+                "NVML reports the host's process IDs, not this PID namespace's, and the GPU's processes cannot be \
+                 paired with the workers",
+            ),
+            Some(a) if a.utilisation_unknown => Some(
+                "NVML samples utilisation under the host's process IDs, which this PID namespace cannot see, while \
+                 several workers hold the GPU: per-process utilisation is unavailable here (memory still reads)",
+            ),
+            Some(_) => None,
+        };
+        if let Some(reason) = unavailable
+            && !attribution.said_unavailable
+        {
+            attribution.said_unavailable = true;
+            send(
+                None,
+                Body::GpuProcessesUnavailable {
+                    reason: reason.into(),
+                },
+            );
+        }
+        let Some(Attributed { found, .. }) = attributed else {
             continue;
         };
         for (worker, mine) in found {
@@ -386,6 +448,7 @@ impl GpuSampler {
                         source.as_mut(),
                         &devices,
                         &workers,
+                        watching.turn,
                         &mut since,
                         &mut attribution,
                         &*send,
@@ -515,6 +578,7 @@ mod tests {
                 &mut source,
                 &devices,
                 &workers,
+                None,
                 &mut since,
                 &mut same_namespace(),
                 &|w, b| sent.lock().unwrap().push((w, b)),
@@ -587,6 +651,7 @@ mod tests {
             &mut source,
             &devices,
             &workers,
+            None,
             &mut HashMap::new(),
             &mut same_namespace(),
             &|w, b| sent.lock().unwrap().push((w, b)),
@@ -649,12 +714,12 @@ mod tests {
         };
         // One worker, one process: the pair is certain.
         let one = [reading(48213, 60)];
-        let found = nested.attribute(&one, &workers).unwrap();
+        let found = nested.attribute(&one, &workers, None).unwrap().found;
         assert_eq!(found[0].1[0].pid, 48213);
         // One worker, two processes (another container's on the same GPU): which is ours is unknown.
         assert!(
             nested
-                .attribute(&[reading(48213, 60), reading(50000, 10)], &workers)
+                .attribute(&[reading(48213, 60), reading(50000, 10)], &workers, None)
                 .is_none()
         );
         // Not nested, but NVML names a process we cannot see while our worker has no match: the same pairing.
@@ -662,16 +727,112 @@ mod tests {
             visible: |pid| pid < 100,
             ..same_namespace()
         };
-        let found = hidden.attribute(&one, &workers).unwrap();
+        let found = hidden.attribute(&one, &workers, None).unwrap().found;
         assert_eq!(found[0].1[0].pid, 48213);
         // Two workers and one foreign process: ambiguous.
         let two = trees(&[(0, vec![7]), (1, vec![9])]);
-        assert!(hidden.attribute(&one, &two).is_none());
+        assert!(hidden.attribute(&one, &two, None).is_none());
         // A worker matched by its own PID is never paired with a stranger.
         let both = [reading(7, 60), reading(48213, 5)];
-        let found = hidden.attribute(&both, &workers).unwrap();
+        let found = hidden.attribute(&both, &workers, None).unwrap().found;
         assert_eq!(found[0].1.len(), 1);
         assert_eq!(found[0].1[0].pid, 7);
+    }
+
+    /// A running process as the container's driver lists it (its own PID, memory, no utilisation), and a
+    /// utilisation sample under a host PID (no memory).
+    fn listed(pid: u32) -> ProcessReading {
+        ProcessReading {
+            pid,
+            memory_bytes: Some(1 << 30),
+            sm_percent: None,
+            last_seen_us: None,
+        }
+    }
+
+    fn sampled(pid: u32, sm_percent: u32) -> ProcessReading {
+        ProcessReading {
+            pid,
+            memory_bytes: None,
+            sm_percent: Some(sm_percent),
+            last_seen_us: Some(1),
+        }
+    }
+
+    /// Each worker's SM readings over `passes` sampling passes, and how often per-process utilisation was said to
+    /// be unavailable.
+    fn sm_readings(
+        processes: Vec<ProcessReading>,
+        workers: &HashMap<usize, WorkerTree>,
+        turn: Option<usize>,
+        passes: usize,
+    ) -> (Vec<(usize, Option<u32>)>, usize) {
+        let mut source = Scripted {
+            processes,
+            asked_since: Vec::new(),
+        };
+        let devices = source.devices();
+        let mut attribution = Attribution {
+            visible: |pid| pid < 100,
+            ..same_namespace()
+        };
+        let sent = Mutex::new(Vec::new());
+        for _ in 0..passes {
+            sample_once(
+                &mut source,
+                &devices,
+                workers,
+                turn,
+                &mut HashMap::new(),
+                &mut attribution,
+                &|w, b| sent.lock().unwrap().push((w, b)),
+            );
+        }
+        let sent = sent.into_inner().unwrap();
+        let readings = sent
+            .iter()
+            .filter_map(|(w, b)| match b {
+                Body::GpuProcess { sm_percent, .. } => Some((w.unwrap(), *sm_percent)),
+                _ => None,
+            })
+            .collect();
+        let unavailable = sent
+            .iter()
+            .filter(|(_, b)| matches!(b, Body::GpuProcessesUnavailable { .. }))
+            .count();
+        (readings, unavailable)
+    }
+
+    #[test]
+    fn utilisation_sampled_under_host_pids_goes_to_the_worker_that_holds_the_gpu() {
+        // A lone worker: its process listed under its own PID, its utilisation under the host's.
+        let lone = trees(&[(0, vec![7, 8])]);
+        let (readings, unavailable) =
+            sm_readings(vec![listed(7), sampled(48213, 60)], &lone, None, 1);
+        assert_eq!(readings, [(0, Some(60))]);
+        assert_eq!(unavailable, 0);
+        // Two workers alternating: the one whose turn it is.
+        let two = trees(&[(0, vec![7]), (1, vec![9])]);
+        let processes = vec![listed(7), listed(9), sampled(48213, 60)];
+        let (mut readings, unavailable) = sm_readings(processes.clone(), &two, Some(1), 1);
+        readings.sort();
+        assert_eq!(readings, [(0, None), (1, Some(60))]);
+        assert_eq!(unavailable, 0);
+        // Two workers at once: nobody's for sure. Said once; memory still read per worker.
+        let (readings, unavailable) = sm_readings(processes, &two, None, 3);
+        assert_eq!(readings.len(), 6);
+        assert!(readings.iter().all(|(_, sm)| sm.is_none()), "{readings:?}");
+        assert_eq!(unavailable, 1);
+    }
+
+    #[test]
+    fn a_stranger_s_samples_never_add_to_a_worker_sampled_under_its_own_pid() {
+        let lone = trees(&[(0, vec![7])]);
+        let mut own = listed(7);
+        own.sm_percent = Some(30);
+        let (readings, unavailable) = sm_readings(vec![own, sampled(48213, 50)], &lone, None, 1);
+        assert_eq!(readings, [(0, Some(30))]);
+        assert_eq!(unavailable, 0);
     }
 
     #[test]
@@ -692,6 +853,7 @@ mod tests {
                 &mut source,
                 &devices,
                 &workers,
+                None,
                 &mut HashMap::new(),
                 &mut attribution,
                 &|w, b| sent.lock().unwrap().push((w, b)),

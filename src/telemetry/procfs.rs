@@ -300,6 +300,8 @@ pub struct Watching {
     pub roots: BTreeMap<usize, u32>,
     /// Worker → rank → the latest process to say it is that rank (a restarted rank replaces the one before).
     pub ranks: BTreeMap<usize, BTreeMap<u32, u32>>,
+    /// The worker whose turn it is, under the alternating schedule: the one that holds the GPU.
+    pub turn: Option<usize>,
 }
 
 impl Watching {
@@ -308,6 +310,7 @@ impl Watching {
         Watching {
             roots: roots.iter().copied().collect(),
             ranks: BTreeMap::new(),
+            turn: None,
         }
     }
 

@@ -130,6 +130,9 @@ pub fn table(summary: &Summary) -> String {
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
+    if let Some(reason) = &summary.gpu_processes_unavailable {
+        out.push_str(&format!("GPU per process: {reason}\n"));
+    }
     let eager = summary
         .workers
         .iter()
@@ -358,6 +361,37 @@ mod tests {
             "{table}"
         );
         assert!(table.contains(" 12.5000 "), "{table}");
+    }
+
+    /// Where NVML's per-process readings could not be given to the workers, the summary and the table say why.
+    #[test]
+    fn unavailable_per_process_readings_are_said_in_the_summary_and_the_table() {
+        use golow_protocol::event::{Body, Record};
+        let mut state = crate::state::State::default();
+        let reason = "NVML samples utilisation under the host's process IDs";
+        state.apply(&Record::new(
+            0.0,
+            None,
+            Body::GpuProcessesUnavailable {
+                reason: reason.into(),
+            },
+        ));
+        let summary = crate::state::Summary::from_state(&state);
+        assert_eq!(summary.gpu_processes_unavailable.as_deref(), Some(reason));
+        let json = serde_json::to_value(&summary).unwrap();
+        assert_eq!(json["gpu_processes_unavailable"], reason);
+        assert!(
+            super::table(&summary).contains(&format!("GPU per process: {reason}\n")),
+            "{}",
+            super::table(&summary)
+        );
+        let without = crate::state::Summary::from_state(&crate::state::State::default());
+        assert!(
+            serde_json::to_value(&without)
+                .unwrap()
+                .get("gpu_processes_unavailable")
+                .is_none()
+        );
     }
 
     /// The summary table of a session in which `compile`, after 5 s of compiling, took `compiled_ms` a step and, with
