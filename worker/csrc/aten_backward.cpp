@@ -4,6 +4,7 @@
 // (`at::Tensor*`); results are new handles the caller owns. Errors come back as in shim.h.
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_log_softmax_backward_data.h>
@@ -77,24 +78,30 @@ char *golow_cross_entropy_backward(const at::Tensor *logits, const at::Tensor *t
     }
 }
 
-// One SGD step over `param` (torch::optim::SGD's arithmetic, dampening 0, not Nesterov), leaving `grad` as it is;
-// `first` starts the momentum buffer.
-char *golow_sgd_step(at::Tensor *param, const at::Tensor *grad, at::Tensor *momentum_buffer, double lr,
-                     double momentum, double weight_decay, bool first) {
+// One SGD step over each of `count` parameters (torch::optim::SGD's arithmetic, dampening 0, not Nesterov),
+// leaving the gradients as they are; `first` starts the momentum buffers. Each weight-decayed direction goes into
+// `directions[i]`, a tensor the size of the parameter kept between steps, where torch's `grad.add(param, wd)`
+// allocates one anew each step.
+char *golow_sgd_step(at::Tensor *const *params, at::Tensor *const *grads, at::Tensor *const *momentum_buffers,
+                     at::Tensor *const *directions, size_t count, double lr, double momentum, double weight_decay,
+                     bool first) {
     try {
-        at::Tensor direction = *grad;
-        if (weight_decay != 0) {
-            direction = direction.add(*param, weight_decay);
-        }
-        if (momentum != 0) {
-            if (first) {
-                momentum_buffer->copy_(direction);
-            } else {
-                momentum_buffer->mul_(momentum).add_(direction);
+        for (size_t i = 0; i < count; ++i) {
+            at::Tensor step = *grads[i];
+            if (weight_decay != 0) {
+                at::add_out(*directions[i], *grads[i], *params[i], weight_decay);
+                step = *directions[i];
             }
-            direction = *momentum_buffer;
+            if (momentum != 0) {
+                if (first) {
+                    momentum_buffers[i]->copy_(step);
+                } else {
+                    momentum_buffers[i]->mul_(momentum).add_(step);
+                }
+                step = *momentum_buffers[i];
+            }
+            params[i]->add_(step, -lr);
         }
-        param->add_(direction, -lr);
         return nullptr;
     } catch (const std::exception &e) {
         return error_message(e);
