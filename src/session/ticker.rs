@@ -87,8 +87,10 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let mut ticker = Ticker::new(Duration::from_millis(20)).unwrap();
+            // The clock starts before the ticker is armed: its fifth expiry is 100 ms after arming, which measured
+            // from just after would read a few microseconds short (seen once in CI, 99.956 ms).
             let start = std::time::Instant::now();
+            let mut ticker = Ticker::new(Duration::from_millis(20)).unwrap();
             for _ in 0..5 {
                 ticker.tick().await.unwrap();
             }
