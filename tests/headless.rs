@@ -832,3 +832,120 @@ fn a_full_disk_stops_the_recording_not_the_session() {
     assert_eq!(w["status"], "ok", "{summary}");
     assert!(w["steps"].as_u64().unwrap() > 1000, "{summary}");
 }
+
+/// A run that diverges (here a learning rate of a million) keeps every step and its timings: its loss is carried as
+/// the schema's word for what it became ("nan", "inf"), in the recording, the summary and the table, and no worker
+/// line is refused. Both a Rust and a Python worker write it.
+#[test]
+fn a_diverging_run_keeps_its_steps_and_says_its_loss_is_not_finite() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(
+        tmp.path(),
+        &[
+            "--impl",
+            "libtorch,pytorch",
+            "--model",
+            "resnet18",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "4",
+            "--device",
+            "cpu",
+            "--steps",
+            "12",
+            "--lr",
+            "1e6",
+            "--record",
+            "diverged.golow",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary = summary_of(tmp.path());
+    for w in summary["workers"].as_array().unwrap() {
+        let name = &w["impl"];
+        assert_eq!(w["status"], "ok", "{name}: {w}");
+        assert_eq!(w["steps"], 12, "{name}: {w}");
+        assert!(w["sample_time_ms"]["p50"].as_f64().is_some(), "{name}: {w}");
+        assert!(w.get("protocol_errors").is_none(), "{name}: {w}");
+        let last = w["loss"]["last"].as_str();
+        assert!(
+            matches!(last, Some("nan" | "inf" | "-inf")),
+            "{name}: a loss of a million's learning rate is not finite by step 12: {w}"
+        );
+    }
+    assert!(!stdout.contains("refused"), "{stdout}");
+    let exported = golow(
+        tmp.path(),
+        &[
+            "export",
+            "diverged.golow",
+            "--format",
+            "json",
+            "-o",
+            "all.json",
+        ],
+    );
+    assert_eq!(
+        exported.status.code(),
+        Some(0),
+        "{}",
+        text(&exported.stderr)
+    );
+    let all: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("all.json")).unwrap()).unwrap();
+    let records = all["records"].as_array().unwrap();
+    let words = records
+        .iter()
+        .filter(|r| r["type"] == "step" && r["loss"].is_string())
+        .count();
+    assert!(words > 0, "no step carries a non-finite loss");
+    assert!(
+        records.iter().all(|r| r["type"] != "protocol_error"),
+        "a line was refused"
+    );
+}
+
+/// A worker line that is not the schema is refused, counted, and its first reason said in the summary and under the
+/// table, where before it vanished.
+#[test]
+fn refused_worker_lines_are_counted_and_the_first_reason_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("noisy.py");
+    std::fs::write(
+        &script,
+        "import os, socket\n\
+         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+         s.connect(os.environ['GOLOW_EVENT_SOCKET'])\n\
+         s.sendall(b'not json\\n{\"type\":\"step\"}\\n')\n\
+         s.close()\n",
+    )
+    .unwrap();
+    let out = headless(
+        tmp.path(),
+        &[
+            "--cmd",
+            &format!("noisy=python3 {}", script.display()),
+            "--no-record",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stdout = text(&out.stdout);
+    let summary = summary_of(tmp.path());
+    let noisy = &summary["workers"][0];
+    assert_eq!(noisy["protocol_errors"]["count"], 2, "{noisy}");
+    assert!(
+        noisy["protocol_errors"]["first"]
+            .as_str()
+            .is_some_and(|f| !f.is_empty()),
+        "{noisy}"
+    );
+    assert!(
+        stdout.contains("noisy: 2 lines refused, the first: "),
+        "{stdout}"
+    );
+}

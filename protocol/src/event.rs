@@ -48,6 +48,8 @@ pub struct Step {
     pub h2d_bytes: Option<u64>,
     /// forward + loss + backward + optimiser step (train), or forward + loss (eval).
     pub compute_ms: f64,
+    /// NaN or infinite in a diverging run: written as "nan", "inf" or "-inf" ([`crate::nonfinite`]).
+    #[serde(with = "crate::nonfinite::number")]
     pub loss: f64,
     /// How many samples of the batch were classified correctly.
     pub correct: u32,
@@ -102,8 +104,10 @@ pub struct OperatorStats {
 pub struct Epoch {
     pub epoch: u64,
     pub complete: bool,
+    #[serde(default, with = "crate::nonfinite::optional")]
     pub train_loss: Option<f64>,
     pub train_accuracy: Option<f64>,
+    #[serde(default, with = "crate::nonfinite::optional")]
     pub eval_loss: Option<f64>,
     pub eval_accuracy: Option<f64>,
 }

@@ -7,11 +7,13 @@
 //! - [`script`]: what golow's Python hook says about a user's own script, on a socket every process of it can reach.
 //! - [`channels`]: the descriptors a worker inherits and the turn grants it reads on one of them.
 //! - [`text`]: what is said that came from outside, made safe for a terminal.
+//! - [`nonfinite`]: how a measured number that is NaN or infinite (a diverging run's loss) is written.
 
 pub mod channels;
 pub mod collector;
 pub mod config;
 pub mod event;
+pub mod nonfinite;
 #[cfg(any(test, feature = "samples"))]
 pub mod samples;
 pub mod script;

@@ -101,6 +101,8 @@ pub struct Scalar {
     #[serde(default)]
     pub process: u32,
     pub name: String,
+    /// "nan", "inf" or "-inf" when not finite ([`crate::nonfinite`]).
+    #[serde(with = "crate::nonfinite::number")]
     pub value: f64,
 }
 

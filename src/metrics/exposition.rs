@@ -558,7 +558,13 @@ impl Exposition {
             }
             self.text.push('}');
         }
-        let _ = writeln!(self.text, " {value}");
+        // Go's float syntax, which Prometheus reads: exponent form for the very large and very small, where `{}`
+        // would spell out hundreds of digits.
+        if value == 0.0 || (1e-6..1e15).contains(&value.abs()) {
+            let _ = writeln!(self.text, " {value}");
+        } else {
+            let _ = writeln!(self.text, " {value:e}");
+        }
     }
 }
 
@@ -656,6 +662,23 @@ mod tests {
         );
         // No GPU was read: no GPU family at all, rather than empty ones.
         assert!(!text.contains("golow_gpu_"), "{text}");
+    }
+
+    /// Go's float syntax, which Prometheus parses: no value spells out hundreds of digits (a reported -1e308 did).
+    #[test]
+    fn huge_and_tiny_values_are_written_with_an_exponent() {
+        let mut out = Exposition::default();
+        for value in [-1e308, 1e15, 123.5, 0.0, 2.5e-9] {
+            out.sample("golow_loss", &[], value);
+        }
+        assert_eq!(
+            out.text,
+            "golow_loss -1e308\ngolow_loss 1e15\ngolow_loss 123.5\ngolow_loss 0\ngolow_loss 2.5e-9\n"
+        );
+        for line in out.text.lines() {
+            let value = line.split(' ').nth(1).unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
     }
 
     #[test]

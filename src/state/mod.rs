@@ -36,6 +36,8 @@ pub const STDERR_TAIL_LINES: usize = 20;
 /// recording keeps them whole).
 pub const OUTPUT_TAIL_LINES: usize = 500;
 pub const OUTPUT_LINE_CHARS: usize = 400;
+/// The first refused line's reason is kept to this many characters (it quotes the line).
+pub const MAX_PROTOCOL_ERROR_CHARS: usize = 300;
 
 /// A worker's time series, in seconds since the session started.
 #[derive(Debug, Clone, Default)]
@@ -155,7 +157,9 @@ pub struct WorkerState {
     pub exit: Option<WorkerExit>,
     pub process_end: Option<ProcessEnd>,
     pub stderr_tail: VecDeque<String>,
+    /// Lines from the worker that were refused (not JSON, not the schema), and why the first was.
     pub protocol_errors: u64,
+    pub first_protocol_error: Option<String>,
     /// Kernels, copies and the GPU time breakdown, from the CUPTI collector.
     pub gpu_activity: kernels::GpuActivity,
     /// Every per-process SM reading of the session (the series keeps only the recent ones).
@@ -669,7 +673,12 @@ fn apply_worker_event(
             };
             worker.output_tail.push_back((*stream, kept));
         }
-        Body::ProtocolError { .. } => worker.protocol_errors += 1,
+        Body::ProtocolError { message } => {
+            worker.protocol_errors += 1;
+            worker
+                .first_protocol_error
+                .get_or_insert_with(|| message.chars().take(MAX_PROTOCOL_ERROR_CHARS).collect());
+        }
         Body::Process {
             pid,
             rss_bytes,

@@ -88,7 +88,11 @@ pub struct ScriptSummary {
     /// `torch.get_num_threads()` in the worker's process.
     pub threads: Option<u32>,
     /// What the script reported through golow's API: the latest value of each.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "golow_protocol::nonfinite::values"
+    )]
     pub scalars: BTreeMap<String, f64>,
 }
 
@@ -155,7 +159,10 @@ impl ScriptSummary {
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Loss {
+    /// "nan", "inf" or "-inf" when not finite (a diverging run), as in the event schema.
+    #[serde(default, with = "golow_protocol::nonfinite::optional")]
     pub first: Option<f64>,
+    #[serde(default, with = "golow_protocol::nonfinite::optional")]
     pub last: Option<f64>,
 }
 
@@ -220,6 +227,16 @@ pub struct WorkerSummary {
     /// How the operators were recorded, how much of the profiled steps they explain, and what looking cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<OperatorsSummary>,
+    /// Lines from the worker that golow refused (absent when none were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_errors: Option<ProtocolErrors>,
+}
+
+/// How many of a worker's lines were refused, and why the first was.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ProtocolErrors {
+    pub count: u64,
+    pub first: String,
 }
 
 /// Operators named in the summary's `top_operators`.
@@ -474,6 +491,10 @@ impl WorkerSummary {
             stragglers: w.script.as_ref().and_then(stragglers),
             top_operators: top_operators(&w.operators),
             operators: operators(&w.operators),
+            protocol_errors: w.first_protocol_error.as_ref().map(|first| ProtocolErrors {
+                count: w.protocol_errors,
+                first: first.clone(),
+            }),
         }
     }
 }

@@ -74,10 +74,18 @@ fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
 /// A figure in a table column: fixed-point while that stays short, else in exponent form, so that a diverging loss
 /// or a worker's absurd report cannot print hundreds of digits.
 fn opt(v: Option<f64>, digits: usize) -> String {
-    match v {
-        None => "-".into(),
-        Some(v) if v.is_finite() && v.abs() < 1e6 => format!("{v:.digits$}"),
-        Some(v) => format!("{v:.2e}"),
+    v.map_or("-".into(), |v| number(v, digits))
+}
+
+/// A measured number for a person to read: `digits` decimals, in exponent form past a million (a diverging loss
+/// would print hundreds of digits), and the schema's word ("nan", "inf", "-inf") where it is not finite.
+pub fn number(v: f64, digits: usize) -> String {
+    if !v.is_finite() {
+        golow_protocol::nonfinite::word(v).to_string()
+    } else if v.abs() < 1e6 {
+        format!("{v:.digits$}")
+    } else {
+        format!("{v:.2e}")
     }
 }
 
@@ -129,6 +137,17 @@ pub fn table(summary: &Summary) -> String {
     out.push_str("medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
+    }
+    for w in &summary.workers {
+        if let Some(rejected) = &w.protocol_errors {
+            out.push_str(&golow_protocol::text::printable(&format!(
+                "{}: {} line{} refused, the first: {}\n",
+                w.implementation,
+                rejected.count,
+                if rejected.count == 1 { "" } else { "s" },
+                rejected.first
+            )));
+        }
     }
     if let Some(reason) = &summary.gpu_processes_unavailable {
         out.push_str(&format!("GPU per process: {reason}\n"));
@@ -477,6 +496,8 @@ mod tests {
         assert_eq!(opt(None, 3), "-");
         assert_eq!(opt(Some(1e308), 3), "1.00e308");
         assert_eq!(opt(Some(-2.5e7), 1), "-2.50e7");
-        assert_eq!(opt(Some(f64::NAN), 1), "NaN");
+        // Not finite: the schema's word, as recordings and summaries write it.
+        assert_eq!(opt(Some(f64::NAN), 1), "nan");
+        assert_eq!(opt(Some(f64::NEG_INFINITY), 1), "-inf");
     }
 }

@@ -406,8 +406,9 @@ class HookTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         events = streams[0]
         self.assertEqual(of_type(events, "phase"), [{"type": "phase", "name": "eval"}])
+        # A number that is not finite comes as the schema's word for it; what is no number at all, not at all.
         self.assertEqual([(e["name"], e["value"]) for e in of_type(events, "scalar")],
-                         [("loss", 0.5), ("samples", 32.0)])
+                         [("loss", 0.5), ("samples", 32.0), ("accuracy", "nan")])
         # Not monitored: the same calls do nothing.
         script = self.write("plain.py", source)
         proc = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,

@@ -98,7 +98,9 @@ impl Pane for Training {
                 .last_step
                 .as_ref()
                 .map_or("-".into(), |s| s.epoch.to_string());
-            let loss = wk.last_loss().map_or("-".into(), |l| format!("{l:.4}"));
+            let loss = wk
+                .last_loss()
+                .map_or("-".into(), |l| crate::ui::report::number(l, 4));
             let train = wk.last_epoch.as_ref().and_then(|e| e.train_accuracy);
             let eval = wk.series.eval_accuracy.last().map(|(_, v)| v);
             text.push(Line::from(vec![

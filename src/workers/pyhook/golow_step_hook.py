@@ -425,8 +425,8 @@ def report(**scalars):
                 value = float(value)
             except (TypeError, ValueError):
                 continue
-            if not math.isfinite(value):  # JSON has no NaN
-                continue
+            if not math.isfinite(value):  # JSON has no NaN: the schema's word for it
+                value = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
             _send({"type": "scalar", "name": str(name)[:_MAX_NAME], "value": value})
 
 

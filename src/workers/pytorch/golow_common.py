@@ -3,6 +3,7 @@ data cache, the seeded data order (bit-for-bit the Rust algorithm) and the event
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -133,6 +134,18 @@ class DataCache:
         return inputs, targets
 
 
+def finite_or_word(value):
+    """`value` with every float that is not finite (a diverging run's loss) as the schema's word for it: "nan",
+    "inf" or "-inf". json.dumps would write a bare NaN or Infinity, which is not JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: finite_or_word(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_word(v) for v in value]
+    return value
+
+
 class Events:
     """The worker's end of the event channel: one JSON object per line on $GOLOW_EVENT_FD."""
 
@@ -143,7 +156,7 @@ class Events:
     def emit(self, event: dict, hold: bool = False):
         """Writes one event and flushes it, unless `hold`: then the next emit flushes it along with
         its own (for an event another follows at once, so that the monitor wakes once for both)."""
-        self.out.write(json.dumps(event, separators=(",", ":")) + "\n")
+        self.out.write(json.dumps(finite_or_word(event), separators=(",", ":"), allow_nan=False) + "\n")
         if not hold:
             self.out.flush()
 
