@@ -455,21 +455,29 @@ struct Losses {
     evaluations: Vec<(f64, f64)>,
 }
 
-/// Each worker's losses in a recording.
-fn losses_by_worker(
-    dir: &std::path::Path,
-    recording: &str,
-) -> std::collections::BTreeMap<String, Losses> {
+/// A recording's records, as `golow export --format json` gives them.
+fn exported_records(dir: &std::path::Path, recording: &str) -> Vec<serde_json::Value> {
     let out = golow(
         dir,
         &["export", recording, "--format", "json", "-o", "all.json"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let all: serde_json::Value =
+    let mut all: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("all.json")).unwrap()).unwrap();
     std::fs::remove_file(dir.join("all.json")).unwrap();
+    match all["records"].take() {
+        serde_json::Value::Array(records) => records,
+        other => panic!("records: {other}"),
+    }
+}
+
+/// Each worker's losses in a recording.
+fn losses_by_worker(
+    dir: &std::path::Path,
+    recording: &str,
+) -> std::collections::BTreeMap<String, Losses> {
     let mut by_worker: std::collections::BTreeMap<String, Losses> = Default::default();
-    for r in all["records"].as_array().unwrap() {
+    for r in &exported_records(dir, recording) {
         let Some(name) = r["worker"].as_str() else {
             continue;
         };
@@ -878,26 +886,7 @@ fn a_diverging_run_keeps_its_steps_and_says_its_loss_is_not_finite() {
         );
     }
     assert!(!stdout.contains("refused"), "{stdout}");
-    let exported = golow(
-        tmp.path(),
-        &[
-            "export",
-            "diverged.golow",
-            "--format",
-            "json",
-            "-o",
-            "all.json",
-        ],
-    );
-    assert_eq!(
-        exported.status.code(),
-        Some(0),
-        "{}",
-        text(&exported.stderr)
-    );
-    let all: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("all.json")).unwrap()).unwrap();
-    let records = all["records"].as_array().unwrap();
+    let records = exported_records(tmp.path(), "diverged.golow");
     let words = records
         .iter()
         .filter(|r| r["type"] == "step" && r["loss"].is_string())
