@@ -11,4 +11,5 @@ pub mod session;
 pub mod state;
 pub mod sweep;
 pub mod telemetry;
+pub mod termination;
 pub mod ui;

@@ -4,7 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{golow, headless, idx_file, summary_of, text, worker};
+use common::{golow, headless, idx_file, session_dirs, summary_of, text, worker};
 
 const IMPLS: [&str; 4] = ["libtorch", "pytorch", "torchscript", "aten"];
 
@@ -937,4 +937,99 @@ fn refused_worker_lines_are_counted_and_the_first_reason_said() {
         stdout.contains("noisy: 2 lines refused, the first: "),
         "{stdout}"
     );
+}
+
+/// A headless run of libtorch that would go on for ever, recording to `run.golow`, its worker's pid once it runs;
+/// `ignore_hangups` starts it as `nohup` would.
+fn endless_run(tmp: &std::path::Path, ignore_hangups: bool) -> (std::process::Child, i32) {
+    let mut command = headless(
+        tmp,
+        &[
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "4",
+            "--steps",
+            "100000",
+            "--record",
+            "run.golow",
+        ],
+    );
+    if ignore_hangups {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: only signal(2) between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+    }
+    let child = command.spawn().unwrap();
+    let worker = wait_for_pid(tmp, "libtorch");
+    std::thread::sleep(Duration::from_secs(3));
+    (child, worker)
+}
+
+/// SIGTERM (timeout, SLURM's cancellation, docker stop) and SIGHUP (a closed terminal) end a run as Ctrl-C does:
+/// the workers stopped, the recording closed (its replay needs no scan), the summary written; golow exits with
+/// 128 + the signal, as a shell would report it.
+#[test]
+fn a_terminating_signal_closes_the_session_as_an_interrupt_does() {
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGHUP, 129)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (child, worker_pid) = endless_run(tmp.path(), false);
+        // SAFETY: signals our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+        let s = summary_of(tmp.path());
+        let w = worker(&s, "libtorch");
+        assert_eq!(w["status"], "stopped", "signal {signal}: {w}");
+        assert!(w["steps"].as_u64().unwrap() < 100000);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{worker_pid}")).exists(),
+            "signal {signal}: the worker outlived the session"
+        );
+        assert!(
+            text(&out.stdout).contains("libtorch     stopped"),
+            "{}",
+            text(&out.stdout)
+        );
+        let replayed = golow(tmp.path(), &["replay", "--headless", "run.golow"]);
+        assert_eq!(
+            replayed.status.code(),
+            Some(0),
+            "{}",
+            text(&replayed.stderr)
+        );
+        assert!(
+            !text(&replayed.stderr).contains("not closed cleanly"),
+            "signal {signal}: {}",
+            text(&replayed.stderr)
+        );
+        assert_eq!(session_dirs(tmp.path()), Vec::<String>::new());
+    }
+}
+
+/// Under `nohup`, whose SIGHUP is ignored, golow leaves it ignored: a closed terminal does not end the run.
+#[test]
+fn a_hang_up_that_was_ignored_when_golow_started_stays_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, _) = endless_run(tmp.path(), true);
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "SIGHUP ended a nohup run"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
 }

@@ -221,24 +221,30 @@ fn a_cell_out_of_memory_or_unable_to_start_is_a_row_and_the_sweep_goes_on() {
     );
 }
 
-#[test]
-fn an_interrupted_sweep_resumes_where_it_stopped() {
-    let tmp = tempfile::tempdir().unwrap();
-    let grid = ["--batch-sizes", "4,8", "--resolutions", "32", "--out", "s"];
-    let child = sweep(tmp.path(), &grid)
+/// A sweep of `grid` (its results in `s`) sent `signal` once its first cell has finished: how it ended.
+fn signalled_after_the_first_cell(tmp: &Path, grid: &[&str], signal: i32) -> std::process::Output {
+    let child = sweep(tmp, grid)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let dir = tmp.path().join("s");
+    let dir = tmp.join("s");
     let deadline = Instant::now() + Duration::from_secs(120);
     while !dir.join("results.json").is_file() || rows(&dir).is_empty() {
         assert!(Instant::now() < deadline, "the first cell never finished");
         std::thread::sleep(Duration::from_millis(50));
     }
     // SAFETY: a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    unsafe { libc::kill(child.id() as i32, signal) };
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_where_it_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let grid = ["--batch-sizes", "4,8", "--resolutions", "32", "--out", "s"];
+    let out = signalled_after_the_first_cell(tmp.path(), &grid, libc::SIGINT);
+    let dir = tmp.path().join("s");
     let done = rows(&dir);
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
     assert_eq!(done.len(), 2, "only the first cell is kept: {done:?}");
@@ -313,4 +319,28 @@ fn two_sweeps_compare_cell_by_cell_and_replay_as_a_table() {
     );
     let mixed = golow(tmp.path(), &["compare", "a", "a/cells/b4-r32.golow"]);
     assert_eq!(mixed.status.code(), Some(2));
+}
+
+/// SIGTERM ends a sweep as an interrupt does: the running cell stopped and not kept, the finished ones saved, no
+/// further cell started; golow exits 143.
+#[test]
+fn a_terminated_sweep_keeps_its_finished_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let grid = [
+        "--batch-sizes",
+        "4,8,16",
+        "--resolutions",
+        "32",
+        "--out",
+        "s",
+    ];
+    let out = signalled_after_the_first_cell(tmp.path(), &grid, libc::SIGTERM);
+    let dir = tmp.path().join("s");
+    assert_eq!(out.status.code(), Some(143), "{}", text(&out.stderr));
+    let done = rows(&dir);
+    assert_eq!(done.len(), 2, "only the first cell is kept: {done:?}");
+    assert!(
+        !dir.join("cells/b16-r32.golow").exists(),
+        "a later cell ran"
+    );
 }

@@ -13,6 +13,12 @@ struct Tmux {
 
 impl Tmux {
     fn start(command: &str, width: u16, height: u16) -> Tmux {
+        Tmux::start_argv(&[command], width, height)
+    }
+
+    /// A program with its arguments as the pane's own process, started with no shell when there are several (so
+    /// that it leads the terminal's session, as a login shell would, and a closed terminal hangs it up).
+    fn start_argv(argv: &[&str], width: u16, height: u16) -> Tmux {
         // Tests of this binary run at once: each session has a name of its own.
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -28,7 +34,7 @@ impl Tmux {
                 "-y",
                 &height.to_string(),
             ])
-            .arg(command)
+            .args(argv)
             .status()
             .expect("tmux is installed (make test installs it)");
         assert!(status.success());
@@ -42,6 +48,20 @@ impl Tmux {
 
     fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-t", &self.session])
+    }
+
+    /// Whether the terminal shows the alternate screen, the cursor, and tracks the mouse: "1 0 1" under a view,
+    /// "0 1 0" once golow has given the terminal back.
+    fn modes(&self) -> String {
+        self.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            &self.session,
+            "#{alternate_on} #{cursor_flag} #{mouse_any_flag}",
+        ])
+        .trim()
+        .to_string()
     }
 
     fn keys(&self, keys: &str) {
@@ -63,18 +83,7 @@ impl Tmux {
     /// Presses q and waits for the command to write its exit code into `done`; returns it.
     fn quit(&self, done: &std::path::Path, timeout: Duration) -> String {
         self.keys("q");
-        let deadline = Instant::now() + timeout;
-        while !done.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "no exit within {timeout:?} of q:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        // The shell may have created the file and not yet written it.
-        std::thread::sleep(Duration::from_millis(200));
-        std::fs::read_to_string(done).unwrap().trim().to_string()
+        exit_code_in(done, timeout)
     }
 
     /// Waits until the screen satisfies `done`, or fails with the last screen.
@@ -448,4 +457,165 @@ fn a_live_torchrun_job_shows_its_ranks_and_names_the_straggler() {
     });
     let code = tmux.quit(&done, Duration::from_secs(60));
     assert_eq!(code, "0", "exit code after q; screen:\n{}", tmux.screen());
+}
+
+/// Waits for the command to write its exit code into `done`; returns it.
+fn exit_code_in(done: &std::path::Path, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    while !done.exists() {
+        assert!(Instant::now() < deadline, "no exit within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The shell may have created the file and not yet written it.
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::read_to_string(done).unwrap().trim().to_string()
+}
+
+/// A live session of libtorch that would go on for ever, in tmux, started by a shell that survives a hang-up (as a
+/// login shell's job would be reported): the tmux session, golow's pid, and where its exit code and summary go.
+fn endless_live_run(tmp: &std::path::Path) -> (Tmux, u32, std::path::PathBuf, std::path::PathBuf) {
+    let summary = tmp.join("summary.json");
+    let done = tmp.join("exit-code");
+    let command = format!(
+        "trap : HUP; cd {tmp} && TMPDIR={tmp} {golow} run --impl libtorch --model resnet18 --resolution 32 \
+         --batch-size 4 --steps 100000 --summary-json {summary}; echo $? > {done}; sleep 30",
+        tmp = tmp.display(),
+        golow = env!("CARGO_BIN_EXE_golow"),
+        summary = summary.display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 160, 48);
+    tmux.wait_for("libtorch's sample times", Duration::from_secs(120), |s| {
+        sample_p50(s, "libtorch").is_some()
+    });
+    let pid = pid_in(env!("CARGO_BIN_EXE_golow"), tmp).expect("golow runs");
+    (tmux, pid, summary, done)
+}
+
+/// What was recorded replays with no warning (the recording was closed), to a summary of a stopped worker.
+fn closed_and_stopped(tmp: &std::path::Path, summary: &std::path::Path) {
+    let summary = common::summary(summary);
+    assert_eq!(common::worker(&summary, "libtorch")["status"], "stopped");
+    let recordings: Vec<_> = std::fs::read_dir(tmp.join("recordings"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(recordings.len(), 1, "{recordings:?}");
+    let out = common::golow(
+        tmp,
+        &["replay", &recordings[0].display().to_string(), "--headless"],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    assert!(
+        !common::text(&out.stderr).contains("warning"),
+        "{}",
+        common::text(&out.stderr)
+    );
+}
+
+/// SIGTERM ends the live view as q does: the workers stopped, the recording closed, the summary written, and the
+/// terminal given back as it was (no alternate screen, the cursor shown, no mouse tracking); golow exits 143.
+#[test]
+fn sigterm_closes_the_live_view_and_gives_the_terminal_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tmux, pid, summary, done) = endless_live_run(tmp.path());
+    assert!(
+        tmux.modes().starts_with('1'),
+        "the live view is in the alternate screen"
+    );
+    // SAFETY: signals the golow this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    assert_eq!(exit_code_in(&done, Duration::from_secs(60)), "143");
+    assert_eq!(tmux.modes(), "0 1 0", "{}", tmux.screen());
+    closed_and_stopped(tmp.path(), &summary);
+}
+
+/// Closes `tmux`'s terminal under the live session of golow started with `TMPDIR=dir`, and checks that the session
+/// ended as q ends it: nothing golow started is left, the recording is closed and the summary written.
+fn close_the_terminal_under(tmux: Tmux, dir: &std::path::Path) {
+    tmux.wait_for("libtorch's sample times", Duration::from_secs(120), |s| {
+        sample_p50(s, "libtorch").is_some()
+    });
+    let pid = pid_in(env!("CARGO_BIN_EXE_golow"), dir).expect("golow runs");
+    tmux.tmux(&["kill-session", "-t", &tmux.session]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "golow outlived its terminal");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    closed_and_stopped(dir, &dir.join("summary.json"));
+    assert!(
+        pid_in("golow-worker", dir).is_none()
+            && common::left_in(dir)
+                .iter()
+                .all(|name| !name.starts_with("golow-session")),
+        "{:?}",
+        common::left_in(dir)
+    );
+}
+
+/// A closed terminal ends the session cleanly whether golow leads the terminal's session (the kernel hangs it up)
+/// or a shell in front of it keeps the hang-up to itself (golow then finds its terminal gone).
+#[test]
+fn a_closed_terminal_ends_the_live_session_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().display().to_string();
+    let tmpdir = format!("TMPDIR={dir}");
+    let summary = tmp.path().join("summary.json").display().to_string();
+    let golow = env!("CARGO_BIN_EXE_golow");
+    let argv = [
+        "-c",
+        &dir,
+        "env",
+        &tmpdir,
+        golow,
+        "run",
+        "--impl",
+        "libtorch",
+        "--model",
+        "resnet18",
+        "--resolution",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        "100000",
+        "--summary-json",
+        &summary,
+    ];
+    close_the_terminal_under(Tmux::start_argv(&argv, 160, 48), tmp.path());
+
+    let behind_a_shell = tempfile::tempdir().unwrap();
+    let (tmux, _, _, _) = endless_live_run(behind_a_shell.path());
+    close_the_terminal_under(tmux, behind_a_shell.path());
+}
+
+/// SIGTERM ends the sweep view as q does: the running cell stopped, the finished ones kept, the terminal given back;
+/// golow exits 143.
+#[test]
+fn sigterm_closes_the_sweep_view_and_keeps_its_finished_cells() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let done = tmp.path().join("sweep.exit");
+    let command = format!(
+        "cd {tmp} && TMPDIR={tmp} {golow} sweep --impl libtorch --model resnet18 --batch-sizes 4,8,16,32 \
+         --resolutions 32 --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
+        tmp = tmp.path().display(),
+        golow = env!("CARGO_BIN_EXE_golow"),
+        dir = dir.display(),
+        done = done.display(),
+    );
+    let tmux = Tmux::start(&command, 160, 44);
+    tmux.wait_for("a finished cell", Duration::from_secs(120), |s| {
+        s.contains("1/4 cells")
+    });
+    let pid = pid_in(env!("CARGO_BIN_EXE_golow"), tmp.path()).expect("golow runs");
+    // SAFETY: signals the golow this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    assert_eq!(exit_code_in(&done, Duration::from_secs(60)), "143");
+    assert_eq!(tmux.modes(), "0 1 0", "{}", tmux.screen());
+    let results = common::summary(&dir.join("results.json"));
+    let rows = results["rows"].as_array().unwrap();
+    assert!((1..4).contains(&rows.len()), "{rows:?}");
 }

@@ -1,6 +1,6 @@
 //! `golow run`: implementations (and your commands) side by side, in the live view or headless.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -279,7 +279,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         )?;
         recorded.extend(path);
         worst = worst.max(code);
-        if code == EXIT_INTERRUPTED {
+        if code == EXIT_INTERRUPTED || crate::termination::received().is_some() {
             break;
         }
     }
@@ -330,15 +330,18 @@ fn one_session(
         }
     };
     let summary = finished.summary.map_err(failed)?;
-    print!(
+    // The summary is written whatever became of the recording (it may well go to another disk), and before the table
+    // is printed to a terminal that a hang-up may have closed: printing there fails, and is not a reason to stop.
+    let summary_written = write_summary(summary_json, &summary);
+    let _ = write!(
+        std::io::stdout(),
         "{}",
         golow_protocol::text::printable(&crate::ui::report::table(&summary))
     );
-    // The summary is written whatever became of the recording: it may well go to another disk.
-    let summary_written = write_summary(summary_json, &summary);
     let recorded = match finished.recorded {
         Some(Ok(written)) => {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "golow: recorded {} events ({} bytes) to {}",
                 written.events,
                 written.bytes,
@@ -363,8 +366,11 @@ fn one_session(
         .workers
         .iter()
         .any(|w| w.status == WorkerStatus::Failed);
-    // Quitting the live view is the user's choice; an interrupted headless run is not a success.
-    let code = if any_failed {
+    // Quitting the live view is the user's choice; an interrupted headless run is not a success, and one a signal
+    // ended exits as that signal would have.
+    let code = if let Some(code) = crate::termination::exit_code() {
+        code
+    } else if any_failed {
         EXIT_WORKER_FAILED
     } else if stopped && live.is_none() {
         EXIT_INTERRUPTED
@@ -396,7 +402,14 @@ fn watch(
     let controls = running.controls.clone();
     let shown = crate::ui::live::run(app, records, controls, history, wakes, options.frame);
     let finished = running.finish();
-    shown.map_err(|e| failed(format!("the session failed: {e}")))?;
+    // A terminal lost with no signal to say why (stdin closed): the view stopped the session, whose summary and
+    // recording are still kept.
+    if let Err(e) = shown {
+        let _ = writeln!(
+            std::io::stderr(),
+            "golow: the terminal was lost ({e}); the workers were stopped"
+        );
+    }
     Ok(finished)
 }
 

@@ -1,7 +1,7 @@
 //! `golow sweep`: validates the grid and the session every cell runs (with `golow run`'s own checks), then hands
 //! them to the sweep runner, headless or under the sweep view.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -210,11 +210,14 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         ended
     };
     let outcome = outcome.map_err(failed)?;
-    print!(
+    // The results are saved; a terminal that a hang-up closed fails these lines, which is no reason to stop.
+    let _ = write!(
+        std::io::stdout(),
         "{}",
         golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
     );
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "golow: sweep results in {} ({} and {})",
         dir.display(),
         RESULTS_JSON,
@@ -225,7 +228,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         .iter()
         .any(|r| r.status == RowStatus::Failed && asked.contains(&r.cell()));
     Ok(match outcome {
-        Outcome::Interrupted => EXIT_INTERRUPTED,
+        Outcome::Interrupted => crate::termination::exit_code().unwrap_or(EXIT_INTERRUPTED),
         Outcome::Finished if failed_rows => EXIT_WORKER_FAILED,
         Outcome::Finished => EXIT_OK,
     })

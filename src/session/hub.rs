@@ -80,6 +80,16 @@ async fn run(
     // Listening from before the first worker starts: an interrupt must never find golow deaf and end it with its
     // workers' recordings unclosed.
     let mut interrupts = signal(SignalKind::interrupt()).ok();
+    // SIGTERM and SIGHUP stop the workers as an interrupt does, with the same grace; golow then exits with
+    // 128 + the signal (`termination`).
+    let listen = |signal_number: i32, kind: SignalKind| {
+        crate::termination::handles(signal_number)
+            .then(|| signal(kind).ok())
+            .flatten()
+    };
+    let mut terminations = listen(libc::SIGTERM, SignalKind::terminate());
+    let mut hangups = listen(libc::SIGHUP, SignalKind::hangup());
+    let _catching = crate::termination::catch(None);
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
     hub.publish(None, Body::SessionStart(session));
 
@@ -110,7 +120,9 @@ async fn run(
     let mut launched: Vec<Option<Launched>> = (0..workers.len()).map(|_| None).collect();
     let mut ended = vec![false; workers.len()];
     let mut pending = scheduler.start();
-    let mut stopping = false;
+    // A signal that came while the session was being prepared (a sweep catches them between its cells) stops it
+    // before any worker starts.
+    let mut stopping = crate::termination::received().is_some();
 
     loop {
         for action in std::mem::take(&mut pending) {
@@ -224,6 +236,13 @@ async fn run(
                     stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
                 }
             }
+            // Not a person asking twice: a terminating signal never cuts the grace short (whoever sent it kills
+            // golow itself when its own grace is up, as `timeout -k` and `docker stop` do).
+            Some(()) = next_termination(&mut terminations, &mut hangups) => {
+                if !std::mem::replace(&mut stopping, true) {
+                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+                }
+            }
             Some(control) = controls.recv() => match control {
                 Control::StopAll if stopping => kill_all(&mut launched),
                 Control::StopAll => {
@@ -268,11 +287,23 @@ fn stop_all(
     }
 }
 
-/// The next SIGINT; never, where none could be listened for.
+/// The next of these signals; never, where none could be listened for.
 async fn next_interrupt(interrupts: &mut Option<Signal>) -> Option<()> {
     match interrupts {
         Some(signal) => signal.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The next SIGTERM or SIGHUP.
+async fn next_termination(
+    terminations: &mut Option<Signal>,
+    hangups: &mut Option<Signal>,
+) -> Option<()> {
+    tokio::select! {
+        Some(()) = next_interrupt(terminations) => Some(()),
+        Some(()) = next_interrupt(hangups) => Some(()),
+        else => std::future::pending().await,
     }
 }
 

@@ -105,8 +105,10 @@ pub fn run(
     std::fs::create_dir_all(sweep.dir.join("cells"))
         .map_err(|e| format!("cannot create {}: {e}", sweep.dir.join("cells").display()))?;
     save(&sweep.dir, results)?;
+    // Between cells too, SIGTERM and SIGHUP end the sweep as q does, not golow at once.
+    let _catching = crate::termination::catch(None);
     for cell in todo(sweep, results) {
-        if stop.requested() {
+        if stop.requested() || crate::termination::received().is_some() {
             return Ok(Outcome::Interrupted);
         }
         reporter.start_cell(cell);

@@ -159,6 +159,11 @@ impl App {
         self.quitting
     }
 
+    /// golow is ending: the view quits once the session has (as after q).
+    pub fn stop_for_good(&mut self) {
+        self.quitting = true;
+    }
+
     /// Which of the key map's views this is.
     fn keys_view(&self) -> keys::View {
         match self.origin {

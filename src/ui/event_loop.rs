@@ -30,6 +30,11 @@ pub trait FullScreen {
     fn done(&self) -> bool {
         false
     }
+    /// golow is to end (SIGTERM, SIGHUP) or its terminal is gone: true to close now; a view with something still
+    /// running stops it and closes through `done` once it has ended.
+    fn on_termination(&mut self) -> bool {
+        true
+    }
     /// When the view must be updated although nothing arrived (a clock of its own that moves); `None` when only
     /// what arrives changes it.
     fn next_update(&self) -> Option<Instant> {
@@ -81,19 +86,38 @@ impl Wakes {
 }
 
 /// Runs `view` on the terminal until it leaves or is done, drawing at most once per `frame`.
+///
+/// A terminating signal, or a terminal that can no longer be read, ends the view as its `on_termination` says;
+/// from then on nothing is drawn if drawing fails (a closed terminal), and a lost terminal is an error only when no
+/// signal explains it.
 pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Result<()> {
     let (guard, mut terminal) = terminal::open()?;
     let _following = input::follow(wakes.sender.clone())?;
+    let _catching = crate::termination::catch(Some(wakes.bell()));
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
+    let (mut ending, mut lost, mut drawing) = (false, None, true);
     // A frame is due a little early: a feed that rings once a frame would otherwise find it due a hair late, and
     // the loop would wake again for it.
     let early = frame / 8;
     'view: loop {
         let woke = Instant::now();
         dirty |= view.update();
-        if dirty && last_draw.is_none_or(|t| woke + early >= t + frame) {
-            terminal.draw(|f| view.draw(f))?;
+        if !ending && crate::termination::received().is_some() {
+            ending = true;
+            if view.on_termination() {
+                break;
+            }
+        }
+        if dirty && drawing && last_draw.is_none_or(|t| woke + early >= t + frame) {
+            // A terminal that cannot be drawn on is gone, as one that cannot be read is.
+            if let Err(e) = terminal.draw(|f| view.draw(f)) {
+                drawing = false;
+                lost = Some(e);
+                if !std::mem::replace(&mut ending, true) && view.on_termination() {
+                    break;
+                }
+            }
             last_draw = Some(woke);
             dirty = false;
         }
@@ -108,7 +132,13 @@ pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Res
         for wake in first.into_iter().chain(queued) {
             match wake {
                 Wake::Ring => {}
-                Wake::InputLost(e) => return Err(e),
+                Wake::InputLost(e) => {
+                    lost.get_or_insert(e);
+                    if !std::mem::replace(&mut ending, true) && view.on_termination() {
+                        break 'view;
+                    }
+                }
+                Wake::Input(_) if ending => {}
                 Wake::Input(input) => {
                     dirty = true;
                     if let Input::Resize(width, height) = input {
@@ -121,7 +151,10 @@ pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Res
             }
         }
     }
-    drop(terminal);
+    terminal.close();
     drop(guard);
-    Ok(())
+    match lost {
+        Some(e) if crate::termination::received().is_none() => Err(e),
+        _ => Ok(()),
+    }
 }

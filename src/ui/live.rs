@@ -113,4 +113,15 @@ impl FullScreen for Live {
     fn done(&self) -> bool {
         self.app.is_quitting() && self.state.ended
     }
+
+    /// The workers are stopped (the session's hub stops them too on a signal; not when only the terminal went),
+    /// and the view closes once the session has ended, its recording closed.
+    fn on_termination(&mut self) -> bool {
+        self.app.stop_for_good();
+        if crate::termination::received().is_none() {
+            let _ = self.controls.send(Control::StopAll);
+        }
+        self.changes |= Changes::OTHER;
+        false
+    }
 }

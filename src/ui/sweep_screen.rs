@@ -132,6 +132,16 @@ impl FullScreen for Running {
     fn done(&self) -> bool {
         self.stopping && self.updates.is_none()
     }
+
+    /// As q does: no further cell starts, and the view closes once the running one has ended.
+    fn on_termination(&mut self) -> bool {
+        if self.updates.is_none() {
+            return true;
+        }
+        self.stopping = true;
+        self.stop.stop();
+        false
+    }
 }
 
 struct Recorded(SweepView);

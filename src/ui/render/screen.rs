@@ -62,6 +62,15 @@ impl<B: Backend> Screen<B> {
         self.terminal.backend_mut().flush()
     }
 
+    /// Shows the cursor again and lets the terminal go. Where it is gone (a hang-up closed it), ratatui's own drop
+    /// would report the failure on a stderr that is gone too, which panics: it is forgotten instead.
+    pub fn close(self) {
+        let Screen { mut terminal, .. } = self;
+        if terminal.show_cursor().is_err() {
+            std::mem::forget(terminal);
+        }
+    }
+
     pub fn backend(&self) -> &B {
         self.terminal.backend()
     }
