@@ -10,6 +10,8 @@ mod replay;
 mod run;
 mod sweep;
 
+use std::io::Write;
+
 use clap::{Parser, Subcommand};
 
 use crate::session::keeper;
@@ -71,15 +73,18 @@ fn failed(message: String) -> Failure {
     }
 }
 
-/// The exit code of a subcommand, its failure printed.
+/// The exit code of a subcommand, its failure printed; 128 + the signal where SIGTERM or SIGHUP ended it (a replay
+/// view closed by one, say), as a shell reports a process the signal ended.
 fn exit_code(result: Result<i32, Failure>) -> i32 {
-    result.unwrap_or_else(|failure| {
-        eprintln!(
+    let code = result.unwrap_or_else(|failure| {
+        let _ = writeln!(
+            std::io::stderr(),
             "golow: {}",
             golow_protocol::text::printable(&failure.message)
         );
         failure.code
-    })
+    });
+    crate::termination::exit_code().unwrap_or(code)
 }
 
 /// Clap's message on one line: the error and its hints, without the usage block.
