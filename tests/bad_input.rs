@@ -851,3 +851,56 @@ fn a_worker_s_escape_sequences_never_reach_the_terminal() {
     let table = text(&out.stdout);
     assert!(table.contains(r"\u{1b}]0;pwned\u{7}"), "{table}");
 }
+
+/// Paths are bytes on Linux: a recording path that is not UTF-8 is taken where a path is (recorded, then replayed),
+/// and where text is required (a `--cmd` command) it gets one line and exit 2, never a panic.
+#[test]
+fn arguments_that_are_not_utf8_are_paths_or_one_line() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let recording = tmp.path().join(OsStr::from_bytes(b"run-\xff.golow"));
+    let out = headless(
+        tmp.path(),
+        &[
+            "--impl",
+            "libtorch",
+            "--model",
+            "resnet18",
+            "--resolution",
+            "32",
+            "--batch-size",
+            "4",
+            "--steps",
+            "4",
+        ],
+    )
+    .arg("--record")
+    .arg(&recording)
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(recording.is_file());
+    let replayed = common::golow_command(tmp.path())
+        .args(["replay", "--headless"])
+        .arg(&recording)
+        .output()
+        .unwrap();
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    assert!(text(&replayed.stdout).contains("libtorch     ok"));
+
+    let text_required = tempfile::tempdir().unwrap();
+    let mut command = headless(text_required.path(), &[]);
+    command.arg("--cmd").arg(OsStr::from_bytes(b"a=echo \xff"));
+    rejects_command(
+        text_required.path(),
+        command,
+        &["--cmd", "a=echo \\xff"],
+        "invalid UTF-8",
+    );
+}

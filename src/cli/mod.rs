@@ -99,11 +99,23 @@ fn one_line(rendered: &str) -> String {
         .join("; ")
 }
 
-/// Parses `std::env::args` and runs; returns the process exit code.
+/// The command line as the session's header records it: arguments that are not UTF-8 (paths are bytes on Linux)
+/// with their odd bytes replaced.
+pub fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Parses the command line (as bytes: a path need not be UTF-8) and runs; returns the process exit code.
 pub fn main() -> i32 {
-    let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some(keeper::SUBCOMMAND) {
-        return match keeper::args(&args[2..]) {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == keeper::SUBCOMMAND) {
+        let rest: Option<Vec<String>> = args[2..]
+            .iter()
+            .map(|a| a.to_str().map(str::to_owned))
+            .collect();
+        return match rest.as_deref().and_then(keeper::args) {
             Some((mark, dir)) => keeper::keep(&mark, &dir),
             None => EXIT_BAD_INPUT,
         };

@@ -306,19 +306,13 @@ fn one_session(
 ) -> Result<(i32, Option<PathBuf>), Failure> {
     // Before the TUI takes the terminal, so said in both modes.
     let mut announce = |what: &str| eprintln!("golow: {what}…");
-    let session = Session::open(
-        plan,
-        record,
-        std::env::args().collect(),
-        interval,
-        &mut announce,
-    )
-    .map_err(|e| match e {
-        OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
-            BadInput(message).into()
-        }
-        OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
-    })?;
+    let session = Session::open(plan, record, super::command_line(), interval, &mut announce)
+        .map_err(|e| match e {
+            OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
+                BadInput(message).into()
+            }
+            OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
+        })?;
     let finished = match live {
         Some(options) => watch(session, options, metrics)?,
         None => {

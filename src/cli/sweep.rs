@@ -181,7 +181,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         cells: cells(&batch_sizes, &resolutions),
         dir: dir.clone(),
         interval,
-        command_line: std::env::args().collect(),
+        command_line: super::command_line(),
         metrics: metrics.as_ref().map(crate::metrics::Endpoint::observer),
     };
     let tracker = Tracker::new(
