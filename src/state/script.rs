@@ -116,8 +116,10 @@ pub struct ForwardState {
 #[derive(Debug, Clone, Default)]
 pub struct ScriptState {
     pub processes: Vec<ProcessState>,
-    /// Processes that reported beyond `MAX_PROCESSES`.
+    /// Processes that reported beyond `MAX_PROCESSES`: how many, each counted once however often it reports.
     pub more_processes: u64,
+    /// Which those were (at most the monitor's cap on a worker's connections).
+    more_seen: std::collections::BTreeSet<u32>,
     pub primary: Option<u32>,
     pub optimizers: Vec<OptimizerState>,
     pub forward: ForwardState,
@@ -164,7 +166,11 @@ impl ScriptState {
                 self.processes.last_mut()
             }
             None => {
-                self.more_processes += 1;
+                // The monitor listens to no more of a worker's processes than that in all.
+                let beyond = golow_protocol::script::MAX_PROCESSES as usize - MAX_PROCESSES;
+                if self.more_seen.len() < beyond && self.more_seen.insert(process) {
+                    self.more_processes += 1;
+                }
                 None
             }
         }
@@ -479,6 +485,19 @@ mod tests {
         assert_eq!(s.processes[0].steps, 30);
     }
 
+    /// 70 processes, each reporting 51 times: 6 past the cap, not 6 × 51 events.
+    #[test]
+    fn processes_past_the_cap_are_counted_once_each() {
+        let mut s = ScriptState::default();
+        for _ in 0..51 {
+            for p in 0..70 {
+                s.hello(&hello(p, None));
+            }
+        }
+        assert_eq!(s.processes.len(), MAX_PROCESSES);
+        assert_eq!(s.more_processes, 70 - MAX_PROCESSES as u64);
+    }
+
     #[test]
     fn names_and_processes_stay_bounded() {
         let mut s = ScriptState::default();
@@ -486,7 +505,11 @@ mod tests {
             s.hello(&hello(p, None));
         }
         assert_eq!(s.processes.len(), MAX_PROCESSES);
-        assert_eq!(s.more_processes, 1000 - MAX_PROCESSES as u64);
+        assert_eq!(
+            s.more_processes,
+            u64::from(golow_protocol::script::MAX_PROCESSES) - MAX_PROCESSES as u64,
+            "the monitor listens to no more connections than that"
+        );
         for i in 0..100 {
             s.scalar(0, &format!("{i}{}", "é".repeat(100)), 1.0);
         }
