@@ -56,6 +56,9 @@ pub struct Recording {
     pub cut_at: Option<u64>,
     /// Where a scan stopped: a file still being written is read on from here.
     scanned_to: u64,
+    /// Frames skipped because they go back before the end of the frame kept before them (a frame written twice, or
+    /// a splice of two files): how many, and the byte where the first begins.
+    pub out_of_order: (u64, Option<u64>),
 }
 
 /// What reading one frame gave.
@@ -86,10 +89,13 @@ impl Recording {
             damaged_regions: 0,
             cut_at: None,
             scanned_to: data_start,
+            out_of_order: (0, None),
         };
         match recording.read_index(len) {
             Some(frames) => {
-                recording.frames = frames;
+                for frame in frames {
+                    recording.keep(frame);
+                }
                 recording.closed_cleanly = true;
             }
             None => {
@@ -112,6 +118,22 @@ impl Recording {
         }
     }
 
+    /// Adds a frame unless it goes back in time: the session's clock only moves forward, so a frame that begins
+    /// before the last kept one ends holds records already read (or another session's), which would count its steps
+    /// twice.
+    fn keep(&mut self, frame: FrameInfo) {
+        let back = self
+            .frames
+            .last()
+            .is_some_and(|last| frame.first_t_ms < last.last_t_ms);
+        if back {
+            self.out_of_order.0 += 1;
+            self.out_of_order.1.get_or_insert(frame.offset);
+            return;
+        }
+        self.frames.push(frame);
+    }
+
     /// One line for the user about what is missing or damaged, if anything is.
     pub fn warning(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -130,6 +152,12 @@ impl Recording {
             parts.push(format!(
                 "{} damaged stretch(es) of bytes were skipped",
                 self.damaged_regions
+            ));
+        }
+        if let (n @ 1.., Some(at)) = self.out_of_order {
+            parts.push(format!(
+                "{n} frame(s) going back in time (a frame written twice, or a splice) were skipped, the first at \
+                 byte {at}"
             ));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -246,7 +274,7 @@ impl Recording {
                     return;
                 }
                 if frame.events > 0 {
-                    self.frames.push(frame);
+                    self.keep(frame);
                 }
                 search_from = frame.offset;
                 at = end;

@@ -394,3 +394,48 @@ fn ten_thousand_damaged_recordings_are_read_or_refused_in_one_line() {
         "{opened} opened, {refused} refused"
     );
 }
+
+/// A file whose busiest frame was written twice (a copy appended after the last, with a valid marker, and an index
+/// naming both) must not count its records twice: the copy goes back in time, and is skipped with a warning that
+/// says where. So is a splice of another session's frames onto the end.
+#[test]
+fn a_frame_that_goes_back_in_time_is_skipped_and_said() {
+    let (dir, path, written) = recorded(3, 5);
+    let bytes = std::fs::read(&path).unwrap();
+    let recording = Recording::open(&path).unwrap();
+    let busiest = *recording.frames.iter().max_by_key(|f| f.events).unwrap();
+    let last = recording.frames.last().unwrap();
+    let index_at = last.offset + u64::from(last.compressed_len);
+    let marker_at = busiest.offset as usize - super::format::MARKER_LEN;
+    let end = (busiest.offset + u64::from(busiest.compressed_len)) as usize;
+    let mut doubled = bytes[..index_at as usize].to_vec();
+    doubled.extend_from_slice(&bytes[marker_at..end]);
+    let copy = super::format::FrameInfo {
+        offset: index_at + super::format::MARKER_LEN as u64,
+        ..busiest
+    };
+    let mut frames = recording.frames.clone();
+    frames.push(copy);
+    let new_index_at = doubled.len() as u64;
+    doubled.extend_from_slice(&super::format::encode_index(&frames, new_index_at));
+    let file = dir.path().join("doubled.golow");
+    std::fs::write(&file, &doubled).unwrap();
+    let (player, read) = read_all(&file);
+    assert_eq!(read, written, "every record once, none twice");
+    let read_back = player.recording();
+    assert!(read_back.closed_cleanly, "the index is valid");
+    assert_eq!(read_back.out_of_order, (1, Some(copy.offset)));
+    let warning = read_back.warning().unwrap();
+    assert!(
+        warning.contains(&format!(
+            "1 frame(s) going back in time (a frame written twice, or a splice) were skipped, the first at byte {}",
+            copy.offset
+        )),
+        "{warning}"
+    );
+    // The same file, its index cut off: the scan finds the copy too, and skips it the same way.
+    std::fs::write(&file, &doubled[..new_index_at as usize]).unwrap();
+    let (player, read) = read_all(&file);
+    assert_eq!(read, written);
+    assert_eq!(player.recording().out_of_order.0, 1);
+}
