@@ -1033,3 +1033,57 @@ fn a_hang_up_that_was_ignored_when_golow_started_stays_ignored() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
 }
+
+/// A worker's end is not held up by a process that outlived it and keeps its output open (a detached descendant):
+/// its streams are drained within one 2 s budget in all, not 2 s each, and what the descendant writes after that is
+/// not the worker's.
+#[test]
+fn a_detached_descendant_neither_delays_the_workers_end_nor_speaks_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("leaves.py");
+    std::fs::write(
+        &script,
+        "import subprocess\n\
+         subprocess.Popen(['sh', '-c', 'sleep 4; echo late from the descendant; sleep 30'], start_new_session=True)\n\
+         print('bye', flush=True)\n",
+    )
+    .unwrap();
+    let out = headless(
+        tmp.path(),
+        &[
+            "--cmd",
+            &format!("leaves=python3 {}", script.display()),
+            "--record",
+            "leaves.golow",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let records = exported_records(tmp.path(), "leaves.golow");
+    let at = |wanted: &dyn Fn(&serde_json::Value) -> bool| {
+        records
+            .iter()
+            .find(|r| wanted(r))
+            .and_then(|r| r["t_ms"].as_f64())
+    };
+    let bye = at(&|r| r["type"] == "output" && r["line"] == "bye").expect("the worker's own line");
+    let ended = at(&|r| r["type"] == "worker_exited").expect("the worker's end");
+    assert!(
+        ended - bye < 3_000.0,
+        "the end came {} ms after the worker's last line",
+        ended - bye
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r["line"] != "late from the descendant"),
+        "what the descendant wrote after the worker ended was charged to it"
+    );
+    assert!(
+        records.iter().any(|r| r["line"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("golow: a process that outlived the worker"))),
+        "nothing said why the worker's output was cut"
+    );
+}

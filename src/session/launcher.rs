@@ -28,8 +28,8 @@ use crate::telemetry::cupti;
 /// Output lines longer than this are cut (a worker printing a huge line must not exhaust memory).
 const MAX_OUTPUT_LINE_BYTES: usize = 64 * 1024;
 
-/// A worker's event stream is drained for at most this long after its process ended (a grandchild
-/// could hold the pipe open).
+/// A worker's streams (events, output, the collector's) are drained for at most this long in all after its process
+/// ended (a descendant could hold them open).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
 /// Something a worker process did, for the hub.
@@ -253,9 +253,28 @@ pub fn spawn(
         if let Some(exited) = exit_heard {
             let _ = exited.send(());
         }
-        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, event_task).await;
-        for task in output_tasks {
-            let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, task).await;
+        // What the worker wrote before it ended is drained, within one budget for all its streams; a process that
+        // outlived it (a detached descendant) may hold them open, and nothing it says after that is the worker's.
+        let deadline = tokio::time::Instant::now() + DRAIN_AFTER_EXIT;
+        let mut held = false;
+        for mut task in std::iter::once(event_task).chain(output_tasks) {
+            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
+                task.abort();
+                held = true;
+            }
+        }
+        if held {
+            deliver(
+                &tx,
+                worker,
+                Some(Body::Output {
+                    stream: Stream::Stderr,
+                    line: "golow: a process that outlived the worker held its output open; what came after the \
+                           worker ended is not the worker's and was not kept"
+                        .into(),
+                }),
+            )
+            .await;
         }
         let (exit_code, signal) = match status {
             Ok(s) => (s.code(), s.signal()),
