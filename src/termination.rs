@@ -22,8 +22,9 @@ static NEXT_BELL: AtomicU64 = AtomicU64::new(0);
 static BELLS: Mutex<Vec<(u64, Bell)>> = Mutex::new(Vec::new());
 
 /// Starts listening for [`SIGNALS`], once per process, on a thread of its own (a signal handler may do almost
-/// nothing; the thread may do the rest).
-pub fn install() {
+/// nothing; the thread may do the rest). Done by the first [`catch`]: until something catches them the signals keep
+/// their default, and the thread is started after `--monitor-cpu` has pinned golow, so that it is pinned too.
+fn install() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         let mut handled = Vec::new();
@@ -63,7 +64,8 @@ fn ignored(signal: i32) -> bool {
     }
 }
 
-/// Whether golow handles `signal` (one of [`SIGNALS`]): false for one it found ignored, which it leaves so.
+/// Whether golow handles `signal` (one of [`SIGNALS`]): false for one it found ignored, which it leaves so, and
+/// before anything has caught them.
 pub fn handles(signal: i32) -> bool {
     SIGNALS
         .iter()
@@ -87,6 +89,7 @@ pub struct Catching {
 }
 
 pub fn catch(bell: Option<Bell>) -> Catching {
+    install();
     CATCHING.fetch_add(1, Ordering::SeqCst);
     let bell = bell.and_then(|bell| {
         let id = NEXT_BELL.fetch_add(1, Ordering::Relaxed);

@@ -123,7 +123,6 @@ pub fn main() -> i32 {
     if let Ok(program) = std::env::current_exe() {
         keeper::enable(program);
     }
-    crate::termination::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

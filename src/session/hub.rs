@@ -82,6 +82,7 @@ async fn run(
     let mut interrupts = signal(SignalKind::interrupt()).ok();
     // SIGTERM and SIGHUP stop the workers as an interrupt does, with the same grace; golow then exits with
     // 128 + the signal (`termination`).
+    let _catching = crate::termination::catch(None);
     let listen = |signal_number: i32, kind: SignalKind| {
         crate::termination::handles(signal_number)
             .then(|| signal(kind).ok())
@@ -89,7 +90,6 @@ async fn run(
     };
     let mut terminations = listen(libc::SIGTERM, SignalKind::terminate());
     let mut hangups = listen(libc::SIGHUP, SignalKind::hangup());
-    let _catching = crate::termination::catch(None);
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
     hub.publish(None, Body::SessionStart(session));
 
