@@ -360,11 +360,9 @@ fn one_session(
         .workers
         .iter()
         .any(|w| w.status == WorkerStatus::Failed);
-    // Quitting the live view is the user's choice; an interrupted headless run is not a success, and one a signal
-    // ended exits as that signal would have.
-    let code = if let Some(code) = crate::termination::exit_code() {
-        code
-    } else if any_failed {
+    // Quitting the live view is the user's choice; an interrupted headless run is not a success. (One a signal
+    // ended exits as that signal would have: `cli::exit_code` says so for every subcommand.)
+    let code = if any_failed {
         EXIT_WORKER_FAILED
     } else if stopped && live.is_none() {
         EXIT_INTERRUPTED

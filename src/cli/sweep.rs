@@ -228,7 +228,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         .iter()
         .any(|r| r.status == RowStatus::Failed && asked.contains(&r.cell()));
     Ok(match outcome {
-        Outcome::Interrupted => crate::termination::exit_code().unwrap_or(EXIT_INTERRUPTED),
+        Outcome::Interrupted => EXIT_INTERRUPTED,
         Outcome::Finished if failed_rows => EXIT_WORKER_FAILED,
         Outcome::Finished => EXIT_OK,
     })

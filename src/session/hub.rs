@@ -228,7 +228,7 @@ async fn run(
                     hub.publish(None, body);
                 }
             }
-            Some(()) = next_interrupt(&mut interrupts) => {
+            Some(()) = next_signal(&mut interrupts) => {
                 // A second interrupt does not wait for the grace period.
                 if std::mem::replace(&mut stopping, true) {
                     kill_all(&mut launched);
@@ -287,9 +287,9 @@ fn stop_all(
     }
 }
 
-/// The next of these signals; never, where none could be listened for.
-async fn next_interrupt(interrupts: &mut Option<Signal>) -> Option<()> {
-    match interrupts {
+/// The next of these signals; never, where they could not be listened for.
+async fn next_signal(signals: &mut Option<Signal>) -> Option<()> {
+    match signals {
         Some(signal) => signal.recv().await,
         None => std::future::pending().await,
     }
@@ -301,8 +301,8 @@ async fn next_termination(
     hangups: &mut Option<Signal>,
 ) -> Option<()> {
     tokio::select! {
-        Some(()) = next_interrupt(terminations) => Some(()),
-        Some(()) = next_interrupt(hangups) => Some(()),
+        Some(()) = next_signal(terminations) => Some(()),
+        Some(()) = next_signal(hangups) => Some(()),
         else => std::future::pending().await,
     }
 }

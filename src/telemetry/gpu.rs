@@ -223,16 +223,14 @@ impl Attribution {
             .filter(|&i| found[i].1.is_empty())
             .collect();
         if !unmatched.is_empty() && !foreign.is_empty() {
-            return match (unmatched.as_slice(), foreign.as_slice()) {
-                ([worker], [process]) => {
-                    found[*worker].1.push(process);
-                    Some(Attributed {
-                        found,
-                        utilisation_unknown: false,
-                    })
-                }
-                _ => None,
+            let ([worker], [process]) = (unmatched.as_slice(), foreign.as_slice()) else {
+                return None;
             };
+            found[*worker].1.push(process);
+            return Some(Attributed {
+                found,
+                utilisation_unknown: false,
+            });
         }
         // Samples without a running process of their own, while ours have none: our processes, under host PIDs.
         let sampled_only: Vec<&ProcessReading> = foreign
@@ -244,32 +242,24 @@ impl Attribution {
             .iter()
             .flat_map(|(_, mine)| mine)
             .any(|p| p.sm_percent.is_some());
-        if sampled_only.is_empty() || ours_sampled {
-            return Some(Attributed {
-                found,
-                utilisation_unknown: false,
-            });
-        }
-        let on_gpu: Vec<usize> = (0..found.len())
-            .filter(|&i| !found[i].1.is_empty())
-            .collect();
-        let holder = match on_gpu.as_slice() {
-            [only] => Some(*only),
-            _ => turn.and_then(|t| on_gpu.iter().copied().find(|&i| found[i].0 == t)),
-        };
-        match holder {
-            Some(i) => {
-                found[i].1.extend(sampled_only);
-                Some(Attributed {
-                    found,
-                    utilisation_unknown: false,
-                })
+        let mut utilisation_unknown = false;
+        if !sampled_only.is_empty() && !ours_sampled {
+            let on_gpu: Vec<usize> = (0..found.len())
+                .filter(|&i| !found[i].1.is_empty())
+                .collect();
+            let holder = match on_gpu.as_slice() {
+                [only] => Some(*only),
+                _ => turn.and_then(|t| on_gpu.iter().copied().find(|&i| found[i].0 == t)),
+            };
+            match holder {
+                Some(i) => found[i].1.extend(sampled_only),
+                None => utilisation_unknown = true,
             }
-            None => Some(Attributed {
-                found,
-                utilisation_unknown: true,
-            }),
         }
+        Some(Attributed {
+            found,
+            utilisation_unknown,
+        })
     }
 }
 
@@ -384,7 +374,8 @@ pub fn sample_once(
 
 pub struct GpuSampler {
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    /// The sampling thread, which starts and joins the PCIe thread itself.
+    thread: Option<JoinHandle<()>>,
 }
 
 impl GpuSampler {
@@ -462,10 +453,7 @@ impl GpuSampler {
                 }
             })
             .ok();
-        GpuSampler {
-            stop,
-            threads: thread.into_iter().collect(),
-        }
+        GpuSampler { stop, thread }
     }
 }
 
@@ -502,8 +490,8 @@ fn read_pcie(
 impl Drop for GpuSampler {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }

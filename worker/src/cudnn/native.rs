@@ -396,22 +396,14 @@ impl CudnnNet {
     /// A buffer of the training step, as f32 values.
     #[cfg(test)]
     pub fn training_buffer(&self, buf: Buf) -> Result<Vec<f32>, String> {
-        let step = self
-            .train
-            .as_ref()
-            .expect("start_training planned the step");
-        let memory = &step.buffers[buf.0];
+        let memory = self.training_memory(buf);
         memory.read(0, memory.bytes() / 4)
     }
 
     /// Sets a buffer of the training step to `values` (f32), so that a test can give an operation aten's inputs.
     #[cfg(test)]
-    pub fn set_training_buffer(&mut self, buf: Buf, values: &[f32]) -> Result<(), String> {
-        let step = self
-            .train
-            .as_ref()
-            .expect("start_training planned the step");
-        let memory = &step.buffers[buf.0];
+    pub fn set_training_buffer(&self, buf: Buf, values: &[f32]) -> Result<(), String> {
+        let memory = self.training_memory(buf);
         if 4 * values.len() != memory.bytes() {
             return Err(format!(
                 "{} values for a buffer of {} bytes",
@@ -420,6 +412,16 @@ impl CudnnNet {
             ));
         }
         memory.write(values)
+    }
+
+    /// Where a buffer of the training step begun by `start_training` lives.
+    #[cfg(test)]
+    fn training_memory(&self, buf: Buf) -> &DeviceMemory {
+        let step = self
+            .train
+            .as_ref()
+            .expect("start_training planned the step");
+        &step.buffers[buf.0]
     }
 
     fn param(&self, name: &str) -> Option<&Param> {
