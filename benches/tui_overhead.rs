@@ -387,8 +387,8 @@ fn quit_live_view_when_ended(golow: &Path, dir: &Path) {
     tmux(&["send-keys", "-t", &session_name(), "q"]);
 }
 
-/// Samples per second inside the timed regions, as golow's summary counts them: from the summary JSON, or from
-/// the worker's own events when it ran alone.
+/// Samples per second at the median time per sample, as golow's summary counts them: from the summary JSON, or
+/// from the worker's own events when it ran alone.
 fn throughput(way: Way, result: &Path) -> f64 {
     let text = std::fs::read_to_string(result).expect("result written");
     if way != Way::Alone {
@@ -397,18 +397,17 @@ fn throughput(way: Way, result: &Path) -> f64 {
             .as_f64()
             .expect("throughput");
     }
-    let (mut samples, mut timed_ms) = (0.0, 0.0);
-    for line in text.lines() {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if event["type"] == "step" && event["warmup"] == false {
-            samples += event["batch_size"].as_f64().unwrap_or(0.0);
-            timed_ms += event["compute_ms"].as_f64().unwrap_or(0.0)
-                + event["h2d_ms"].as_f64().unwrap_or(0.0);
-        }
-    }
-    samples / (timed_ms / 1e3)
+    let mut sample_ms: Vec<f64> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["type"] == "step" && event["warmup"] == false)
+        .map(|event| {
+            (event["compute_ms"].as_f64().unwrap_or(0.0) + event["h2d_ms"].as_f64().unwrap_or(0.0))
+                / event["batch_size"].as_f64().unwrap_or(1.0).max(1.0)
+        })
+        .collect();
+    sample_ms.sort_by(f64::total_cmp);
+    1e3 / sample_ms[sample_ms.len() / 2]
 }
 
 /// One short run to its end; its throughput.

@@ -69,7 +69,7 @@ fn write_json(
 const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,h2d_ms,\
     h2d_bytes,compute_ms,loss,correct,warmup,interval_ms,train_loss,train_accuracy,eval_loss,\
     eval_accuracy,pid,rss_bytes,peak_rss_bytes,cpu_percent,gpu_index,utilization_percent,\
-    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank";
+    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank,profiled";
 
 fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
     let mut csv = csv::WriterBuilder::new()
@@ -92,7 +92,13 @@ fn write_csv(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io:
         }
         // A record's flat JSON form names its fields as the columns do, so every kind maps onto
         // the columns without a hand-written mapping that could drift from the schema.
-        let fields = serde_json::to_value(&record)?;
+        let mut fields = serde_json::to_value(&record)?;
+        if matches!(record.body, Body::Step(_) | Body::OptimizerStep(_))
+            && let Value::Object(map) = &mut fields
+        {
+            // The schema leaves `profiled` out when false; a column that filters steps says so in every step's row.
+            map.entry("profiled").or_insert(Value::Bool(false));
+        }
         for column in &columns {
             // `gpu_index` is the records' `index`, renamed to say of what; no other column is.
             let key = column.strip_prefix("gpu_").unwrap_or(column);
@@ -779,12 +785,12 @@ mod tests {
         let text = exported(Format::Csv);
         assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
         let rows = parse_csv(&text);
-        assert_eq!(rows[0].len(), 31);
+        assert_eq!(rows[0].len(), 32);
         assert_eq!(
-            (rows[0][0].as_str(), rows[0][30].as_str()),
-            ("t_ms", "rank")
+            (rows[0][0].as_str(), rows[0][31].as_str()),
+            ("t_ms", "profiled")
         );
-        assert!(rows.iter().all(|row| row.len() == 31));
+        assert!(rows.iter().all(|row| row.len() == 32));
         // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
         assert_eq!(rows.len(), 1 + 2 * 13 + 1);
         let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();

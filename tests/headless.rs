@@ -755,17 +755,7 @@ fn a_flood_of_events_while_recording_stays_in_bounded_memory() {
     let mut child = headless(tmp.path(), &["--cmd", &flood, "--record", "flood.golow"])
         .spawn()
         .unwrap();
-    let status = format!("/proc/{}/status", child.id());
-    let mut peak_kib = 0u64;
-    while child.try_wait().unwrap().is_none() {
-        let high_water = std::fs::read_to_string(&status).ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        });
-        peak_kib = peak_kib.max(high_water.unwrap_or(0));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let peak_kib = common::peak_kib_until_exit(&mut child);
     let out = child.wait_with_output().unwrap();
     let stderr = text(&out.stderr);
     // Millions of events arrived (the unbounded queues grew by about 400 MB a second of this).

@@ -84,7 +84,21 @@ fn a_replayed_summary_equals_the_live_one() {
     let live = std::fs::read_to_string(s.dir.path().join("summary.json")).unwrap();
     assert_eq!(std::fs::read_to_string(&replayed).unwrap(), live);
     // The table on stdout is the live run's too.
-    assert!(common::text(&out.stdout).contains("libtorch"));
+    let table = common::text(&out.stdout);
+    assert!(table.contains("libtorch"));
+    // Its time per sample and its samples per second order the workers alike.
+    let figures: Vec<(f64, f64)> = table
+        .lines()
+        .filter(|l| l.starts_with("libtorch ") || l.starts_with("pytorch "))
+        .map(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            (cells[3].parse().unwrap(), cells[7].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(figures.len(), 2, "{table}");
+    let ((ms_a, rate_a), (ms_b, rate_b)) = (figures[0], figures[1]);
+    assert_eq!(ms_a < ms_b, rate_a > rate_b, "{table}");
+    assert!((1e3 / ms_a / rate_a - 1.0).abs() < 2e-3, "{table}");
 }
 
 #[test]
@@ -172,11 +186,51 @@ fn export_writes_a_chrome_trace_csv_and_json() {
     assert!(out.status.success(), "{}", common::text(&out.stderr));
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut rows = text.lines();
-    let columns = rows.next().unwrap().split(',').count();
-    assert_eq!(columns, 31);
-    let rows: Vec<&str> = rows.collect();
-    assert!(rows.iter().all(|r| r.split(',').count() == columns));
-    assert_eq!(rows.iter().filter(|r| r.contains(",step,")).count(), 48);
+    let columns: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert_eq!(columns.len(), 32);
+    let rows: Vec<Vec<&str>> = rows.map(|r| r.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == columns.len()));
+    let steps: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "step").collect();
+    assert_eq!(steps.len(), 48);
+    // The median golow gives is the one a reader gets from the CSV: measured steps, neither warm-up nor profiled.
+    let cell = |row: &[&str], column: &str| {
+        row[columns.iter().position(|c| *c == column).unwrap()].to_string()
+    };
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    for worker in ["libtorch", "pytorch"] {
+        let mut sample_ms: Vec<f64> = steps
+            .iter()
+            .filter(|r| {
+                r[1] == worker && cell(r, "warmup") == "false" && cell(r, "profiled") == "false"
+            })
+            .map(|r| {
+                let ms = |c: &str| cell(r, c).parse::<f64>().unwrap_or(0.0);
+                (ms("h2d_ms") + ms("compute_ms")) / ms("batch_size")
+            })
+            .collect();
+        assert!(
+            steps
+                .iter()
+                .any(|r| r[1] == worker && cell(r, "profiled") == "true"),
+            "{worker} had no profiled step"
+        );
+        sample_ms.sort_by(f64::total_cmp);
+        let from_csv = sample_ms[(sample_ms.len() - 1) / 2];
+        let golow = summary["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["impl"] == worker)
+            .unwrap()["sample_time_ms"]["p50"]
+            .as_f64()
+            .unwrap();
+        assert!(
+            (golow / from_csv - 1.0).abs() < 2e-3,
+            "{worker}: {golow} vs {from_csv}"
+        );
+    }
 
     let json = s.dir.path().join("all.json");
     let out = common::golow(
@@ -446,6 +500,174 @@ fn compare_passes_a_recording_against_itself_and_fails_a_regression() {
         ],
     );
     assert_eq!(bad.status.code(), Some(2));
+}
+
+/// Every row's B/A lies inside its printed interval.
+fn assert_estimates_inside_intervals(table: &str) {
+    let mut checked = 0;
+    for line in table.lines() {
+        let Some((before, interval)) = line.split_once('[') else {
+            continue;
+        };
+        let Some((low, high)) = interval
+            .split_once(']')
+            .and_then(|(i, _)| i.split_once(", "))
+        else {
+            continue;
+        };
+        let ratio: f64 = before.split_whitespace().last().unwrap().parse().unwrap();
+        let (low, high): (f64, f64) = (low.parse().unwrap(), high.parse().unwrap());
+        assert!(low <= ratio && ratio <= high, "{line}\n{table}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{table}");
+}
+
+#[test]
+fn compare_judges_neither_other_work_nor_a_worker_on_one_side_and_keeps_its_estimates_inside_intervals()
+ {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let (eval, renamed) = (
+        dir.path().join("eval.golow"),
+        dir.path().join("renamed.golow"),
+    );
+    let factor = 1.5 * spread(&s.recording, "pytorch");
+    rewritten(
+        &s.recording,
+        &eval,
+        |h| h.config.mode = golow_protocol::config::Mode::Eval,
+        |record| {
+            if let Body::Step(step) = &mut record.body {
+                step.compute_ms *= factor;
+            }
+        },
+    );
+    let out = common::golow(dir.path(), &["compare", &path(&s.recording), &path(&eval)]);
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("setups differ: mode train vs eval"),
+        "{table}"
+    );
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("pytorch") || l.starts_with("libtorch"))
+        .collect();
+    assert!(
+        rows.len() >= 6
+            && rows
+                .iter()
+                .all(|l| l.contains("not judged: mode train vs eval")),
+        "{table}"
+    );
+    assert_estimates_inside_intervals(&table);
+
+    let rename = |workers: &mut Vec<String>| {
+        for w in workers.iter_mut().filter(|w| *w == "pytorch") {
+            *w = "eager".into();
+        }
+    };
+    rewritten(
+        &s.recording,
+        &renamed,
+        |h| rename(&mut h.config.workers),
+        |record| {
+            if record.worker.as_deref() == Some("pytorch") {
+                record.worker = Some("eager".into());
+            }
+            if let Body::SessionStart(config) = &mut record.body {
+                rename(&mut config.workers);
+            }
+        },
+    );
+    let out = common::golow(
+        dir.path(),
+        &["compare", &path(&s.recording), &path(&renamed)],
+    );
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("pytorch is not compared: it ran in A only"),
+        "{table}"
+    );
+    assert!(
+        table.contains("eager is not compared: it ran in B only"),
+        "{table}"
+    );
+    assert!(table.lines().any(|l| l.starts_with("libtorch")), "{table}");
+    assert_estimates_inside_intervals(&table);
+}
+
+#[test]
+fn compare_of_hundreds_of_sessions_holds_none_whole_and_says_each_side_s_machine_once() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    // Whatever the machine did while the session was recorded, A and most of B ran on a quiet one.
+    let (quiet, busy) = (
+        dir.path().join("quiet.golow"),
+        dir.path().join("busy.golow"),
+    );
+    for (file, others) in [(&quiet, 1.0), (&busy, 60.0)] {
+        rewritten(
+            &s.recording,
+            file,
+            |_| {},
+            |record| {
+                if let Body::MachineLoad { others_percent, .. } = &mut record.body {
+                    *others_percent = others;
+                }
+            },
+        );
+    }
+    let copies = |side: &str, from: &Path| -> Vec<String> {
+        (0..120)
+            .map(|i| {
+                let to = dir.path().join(format!("{side}-{i}.golow"));
+                std::fs::copy(from, &to).unwrap();
+                path(&to)
+            })
+            .collect()
+    };
+    let mut args = vec!["compare".to_string()];
+    args.extend(copies("a", &quiet));
+    args.push("--vs".into());
+    let mut b = copies("b", &quiet);
+    b[7] = path(&busy);
+    args.extend(b);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_golow"))
+        .args(&args)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reader = {
+        let mut pipe = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut pipe, &mut text).unwrap();
+            text
+        })
+    };
+    let peak_kib = common::peak_kib_until_exit(&mut child);
+    let stdout = reader.join().unwrap();
+    assert!(
+        stdout.contains("between the 120 and 120 sessions"),
+        "{stdout}"
+    );
+    // Each session folded whole held about 2.6 MB: 240 of them, over 600 MB.
+    assert!(peak_kib < 120 * 1024, "peak {peak_kib} KiB");
+    let side_lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("A: ") || l.starts_with("B: "))
+        .collect();
+    assert_eq!(side_lines.len(), 2, "{stdout}");
+    assert!(
+        side_lines[1].contains("1 of them beside a busy machine, the busiest")
+            && side_lines[1].contains("busy.golow"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("during "), "{stdout}");
 }
 
 #[test]

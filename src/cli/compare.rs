@@ -8,10 +8,9 @@ use clap::Args;
 use super::replay::open_player;
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
 use crate::recording::format::Header;
-use crate::state::State;
 use crate::state::conditions::{self, Conditions};
-use crate::state::regression::{self, Judging, Row};
-use crate::state::setup::{self, Setup};
+use crate::state::regression::{self, Judging, Row, WorkerFigures};
+use crate::state::setup::{self, Setup, WorkerVersions};
 use crate::sweep::{Results, cells};
 use crate::ui::report::regression_table;
 use golow_protocol::text::printable;
@@ -85,11 +84,14 @@ fn verdict(regression: bool) -> i32 {
     }
 }
 
-/// A recording read to its end.
+/// A recording read to its end, kept as what a comparison needs of it: its setup, its conditions and each worker's
+/// figures; its state is folded and dropped, so that hundreds of sessions a side stay small.
 struct Session {
     path: PathBuf,
     header: Header,
-    state: State,
+    versions: Vec<WorkerVersions>,
+    conditions: Option<Conditions>,
+    figures: Vec<WorkerFigures>,
 }
 
 impl Session {
@@ -97,10 +99,13 @@ impl Session {
         let mut player = open_player(path)?;
         player.run_to_end();
         let header = player.recording().header.clone();
+        let state = player.into_state();
         Ok(Session {
             path: path.to_path_buf(),
             header,
-            state: player.into_state(),
+            versions: setup::versions(&state),
+            conditions: state.machine.conditions(),
+            figures: regression::figures(&state),
         })
     }
 
@@ -109,7 +114,7 @@ impl Session {
             config: &self.header.config,
             machine: &self.header.machine,
             golow_version: &self.header.golow_version,
-            state: &self.state,
+            versions: &self.versions,
         }
     }
 }
@@ -149,7 +154,7 @@ impl Judged {
 }
 
 /// B's sessions against A's: setups and conditions first, then the rows, judged where that is honest.
-fn judge(a: &[Session], b: &[Session], threshold: f64) -> Judged {
+fn judge<'s>(a: &'s [Session], b: &'s [Session], threshold: f64) -> Judged {
     let mut notes = Vec::new();
     let mut judging = Judging::default();
     let differences = setup::differences(&a[0].setup(), &b[0].setup());
@@ -157,46 +162,26 @@ fn judge(a: &[Session], b: &[Session], threshold: f64) -> Judged {
         let said: Vec<String> = differences.iter().map(|d| d.describe()).collect();
         notes.push(format!("setups differ: {}", said.join(", ")));
     }
-    let step_changes: Vec<String> = differences
-        .iter()
-        .filter(|d| d.changes_steps())
-        .map(|d| d.describe())
-        .collect();
-    if !step_changes.is_empty() {
-        judging.per_step = Some(step_changes.join(", "));
+    let said = |pick: fn(&setup::Difference) -> bool| -> Option<String> {
+        let picked: Vec<String> = differences
+            .iter()
+            .filter(|d| pick(d))
+            .map(|d| d.describe())
+            .collect();
+        (!picked.is_empty()).then(|| picked.join(", "))
+    };
+    if let Some(work) = said(setup::Difference::changes_work) {
+        notes.push(format!(
+            "A and B did different work ({work}): their figures are shown, none is judged"
+        ));
+        judging.all = Some(work);
+    } else if let Some(steps) = said(setup::Difference::changes_steps) {
         notes.push(
             "a step of A and one of B hold different work: per-sample time and throughput are judged, per-step figures are not"
                 .into(),
         );
+        judging.per_step = Some(steps);
     }
-    let side_conditions = |side: &[Session], name: &str, notes: &mut Vec<String>| {
-        let mut all = Vec::new();
-        for s in side {
-            let Some(c) = s.state.machine.conditions() else {
-                continue;
-            };
-            if let Some(busy) = c.busy() {
-                notes.push(format!("during {}: {busy}", s.path.display()));
-            }
-            all.push(c);
-        }
-        let sessions = match side.len() {
-            1 => "1 session".to_string(),
-            n => format!("{n} sessions"),
-        };
-        match Conditions::mean(&all) {
-            Some(c) if all.len() == side.len() => {
-                notes.push(format!("{name}: {sessions} · {}", c.describe()));
-                Some(c)
-            }
-            _ => {
-                notes.push(format!(
-                    "{name}: {sessions} · the machine's load is not recorded (a recording made before golow read it)"
-                ));
-                None
-            }
-        }
-    };
     let (ca, cb) = (
         side_conditions(a, "A", &mut notes),
         side_conditions(b, "B", &mut notes),
@@ -224,12 +209,48 @@ fn judge(a: &[Session], b: &[Session], threshold: f64) -> Judged {
             b.len()
         ));
     }
-    let (sa, sb): (Vec<&State>, Vec<&State>) = (
-        a.iter().map(|s| &s.state).collect(),
-        b.iter().map(|s| &s.state).collect(),
-    );
-    let rows = regression::compare(&sa, &sb, threshold, &judging);
+    let figures = |side: &'s [Session]| {
+        side.iter()
+            .map(|s| s.figures.as_slice())
+            .collect::<Vec<_>>()
+    };
+    let (rows, left_out) = regression::compare(&figures(a), &figures(b), threshold, &judging);
+    notes.extend(left_out);
     Judged { notes, rows }
+}
+
+/// One line for a side's machine: its sessions' mean conditions, and how many of them ran beside a busy machine.
+fn side_conditions(side: &[Session], name: &str, notes: &mut Vec<String>) -> Option<Conditions> {
+    let sessions = match side.len() {
+        1 => "1 session".to_string(),
+        n => format!("{n} sessions"),
+    };
+    let all: Vec<Conditions> = side.iter().filter_map(|s| s.conditions).collect();
+    let mean = Conditions::mean(&all).filter(|_| all.len() == side.len());
+    let Some(mean) = mean else {
+        notes.push(format!(
+            "{name}: {sessions} · the machine's load is not recorded (a recording made before golow read it)"
+        ));
+        return None;
+    };
+    let busy: Vec<(&Session, Conditions)> = side
+        .iter()
+        .filter_map(|s| s.conditions.filter(|c| c.busy().is_some()).map(|c| (s, c)))
+        .collect();
+    let busiest = busy
+        .iter()
+        .max_by(|x, y| x.1.others_percent.total_cmp(&y.1.others_percent))
+        .and_then(|(s, c)| Some((s.path.display(), c.busy()?)));
+    let beside = match (busiest, side.len()) {
+        (None, _) => String::new(),
+        (Some((_, why)), 1) => format!(" · busy: {why}"),
+        (Some((path, why)), _) => format!(
+            " · {} of them beside a busy machine, the busiest {path} ({why})",
+            busy.len()
+        ),
+    };
+    notes.push(format!("{name}: {sessions} · {}{beside}", mean.describe()));
+    Some(mean)
 }
 
 /// The recordings' comparison for every cell both sweeps have, cell by cell.

@@ -50,7 +50,11 @@ impl Ratio {
 }
 
 pub fn ratio_of_medians(a: &Durations, b: &Durations) -> Option<Ratio> {
-    let (a, b) = (median_interval(a)?, median_interval(b)?);
+    ratio_of_intervals(&median_interval(a)?, &median_interval(b)?)
+}
+
+/// a / b from their medians' intervals: the conservative ratio of the extremes.
+pub fn ratio_of_intervals(a: &Interval, b: &Interval) -> Option<Ratio> {
     if b.median <= 0.0 || b.low <= 0.0 {
         return None;
     }

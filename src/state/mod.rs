@@ -144,8 +144,6 @@ pub struct WorkerState {
     pub h2d: Durations,
     pub h2d_bytes_total: u64,
     pub h2d_bytes_steps: u64,
-    /// Time inside the timed regions of measured steps, in milliseconds.
-    pub timed_ms: f64,
     pub first_loss: Option<f64>,
     pub last_step: Option<Step>,
     pub last_epoch: Option<Epoch>,
@@ -256,9 +254,6 @@ impl WorkerState {
                         .push(t, bytes as f64 / (ms / 1e3) / 1e9);
                 }
             }
-            if timed.is_finite() && timed > 0.0 {
-                self.timed_ms += timed;
-            }
             self.gpu_activity.stepped(t, timed / 1e3);
         }
         self.last_step = Some(step.clone());
@@ -291,7 +286,6 @@ impl WorkerState {
         self.gpu_activity.stepped(t, ms / 1e3);
         if samples >= 1.0 && ms.is_finite() && ms > 0.0 {
             self.samples += samples as u64;
-            self.timed_ms += ms;
             self.sample_time.record_ms(ms / samples);
             self.series.sample_ms.push(t, ms / samples);
             self.series.throughput.push(t, samples / (ms / 1e3));
@@ -341,9 +335,13 @@ impl WorkerState {
         }
     }
 
-    /// Measured samples per second of time inside the timed regions.
+    /// Samples per second at the median time per sample: a rate that orders workers as their time per sample does
+    /// (a mean beside a median could order them the other way).
     pub fn throughput(&self) -> Option<f64> {
-        (self.timed_ms > 0.0).then(|| self.samples as f64 / (self.timed_ms / 1e3))
+        self.sample_time
+            .quantile_ms(0.5)
+            .filter(|&ms| ms > 0.0)
+            .map(|ms| 1e3 / ms)
     }
 
     /// Mean host-to-device bytes per measured step.
@@ -833,6 +831,46 @@ mod tests {
         state
     }
 
+    /// Profiled steps are kept out of every median of a `--cmd` worker: its step time, its optimiser's and its
+    /// process's, so that the table and the line under it give one figure.
+    #[test]
+    fn a_script_s_medians_leave_profiled_steps_out_everywhere() {
+        let bodies = (0..40)
+            .map(|i| {
+                Body::OptimizerStep(golow_protocol::event::OptimizerStep {
+                    process: 0,
+                    optimizer: 0,
+                    step: i,
+                    interval_ms: (i > 0).then_some(10.0),
+                    first_step_ms: None,
+                    arrived_ns: None,
+                    // Every other step recorded its operators, at three times the cost.
+                    profiled: i % 2 == 1,
+                })
+            })
+            .map(|body| match body {
+                Body::OptimizerStep(mut step) if step.profiled => {
+                    step.interval_ms = Some(30.0);
+                    Body::OptimizerStep(step)
+                }
+                other => other,
+            })
+            .collect();
+        let state = fold("script", bodies);
+        let summary = Summary::from_state(&state);
+        let w = &summary.workers[0];
+        let script = w.script.as_ref().unwrap();
+        let medians = [
+            w.step_time_ms.unwrap().p50,
+            script.optimizers[0].step_time_ms.unwrap().p50,
+            script.processes[0].step_time_ms.unwrap().p50,
+        ];
+        assert!(
+            medians.iter().all(|m| (m - 10.0).abs() < 0.01),
+            "{medians:?}"
+        );
+    }
+
     #[test]
     fn every_series_that_dropped_points_says_where_memory_starts() {
         let mut state = State::default();
@@ -1002,7 +1040,8 @@ mod tests {
         assert!((compute.max - 9.0).abs() < 0.01, "{compute:?}");
         // (1 ms copy + 9 ms compute) per 10 samples.
         assert!((w.sample_time_ms.unwrap().p50 - 1.0).abs() < 0.01);
-        assert!((w.throughput_samples_per_s.unwrap() - 1000.0).abs() < 0.1);
+        // At the median time per sample, read off a histogram of 3 significant digits.
+        assert!((w.throughput_samples_per_s.unwrap() - 1000.0).abs() < 1.0);
         assert_eq!(w.h2d_bytes_per_step, Some(1000));
         assert_eq!(w.loss.first, Some(2.0));
         assert!((w.loss.last.unwrap() - 1.8).abs() < 1e-9);

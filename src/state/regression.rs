@@ -3,7 +3,9 @@
 //! worse by more than the threshold (TorchBench's 7%) and, where noise can be judged, beyond noise — unless the
 //! sessions' setups or conditions make the metric one not to judge.
 
-use super::compare::{Ratio, ratio_between_sessions, ratio_of_medians};
+use super::compare::{
+    Interval, Ratio, median_interval, ratio_between_sessions, ratio_of_intervals,
+};
 use super::{Durations, State, WorkerState};
 
 /// Which way is worse.
@@ -31,6 +33,8 @@ pub struct Row {
 /// What may not be judged, and why; set from the sessions' setups and conditions.
 #[derive(Debug, Clone, Default)]
 pub struct Judging {
+    /// A and B did different work (training against evaluation): nothing is judged.
+    pub all: Option<String>,
     /// A step of A and one of B hold different work (batch, resolution, model): per-step figures are not judged.
     pub per_step: Option<String>,
     /// The sessions ran under different conditions: no time is judged.
@@ -76,7 +80,8 @@ fn geometric_mean(values: &[Option<f64>]) -> Option<f64> {
 enum Measure {
     /// A distribution over steps: within one session, its median's interval; between sessions, their spread.
     Spread(fn(&WorkerState) -> &Durations),
-    /// Samples per second: B/A goes as A's per-sample time over B's, whose within-session interval it takes.
+    /// Samples per second at the median time per sample, with that median's interval turned over: it orders
+    /// sessions as their time per sample does, and its estimate lies inside its interval.
     Throughput,
     /// A single figure per session (a peak, a mean): judged by the threshold alone.
     Point(fn(&WorkerState) -> Option<f64>),
@@ -142,52 +147,98 @@ const METRICS: [Metric; 7] = [
     },
 ];
 
+/// One metric of one worker in one session: its figure and, for a distribution, its median's interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Figure {
+    value: Option<f64>,
+    interval: Option<Interval>,
+}
+
 impl Metric {
-    fn value(&self, w: &WorkerState) -> Option<f64> {
+    fn figure(&self, w: &WorkerState) -> Figure {
         match self.measure {
-            Measure::Spread(durations) => durations(w).quantile_ms(0.5),
-            Measure::Throughput => w.throughput(),
-            Measure::Point(value) => value(w),
+            Measure::Spread(durations) => Figure {
+                value: durations(w).quantile_ms(0.5),
+                interval: median_interval(durations(w)),
+            },
+            Measure::Throughput => Figure {
+                value: w.throughput(),
+                interval: median_interval(&w.sample_time).and_then(per_second),
+            },
+            Measure::Point(value) => Figure {
+                value: value(w),
+                interval: None,
+            },
         }
     }
 
-    /// B/A over one session each (the spread within them) or several (the spread between them); `va` and `vb` are
-    /// each session's figure.
-    fn ratio(
-        &self,
-        (a, va): (&[&WorkerState], &[Option<f64>]),
-        (b, vb): (&[&WorkerState], &[Option<f64>]),
-    ) -> Option<Ratio> {
+    /// B/A over one session each (the spread within them) or several (the spread between them).
+    fn ratio(&self, a: &[Figure], b: &[Figure]) -> Option<Ratio> {
+        let values = |side: &[Figure]| side.iter().map(|f| f.value).collect::<Vec<_>>();
         match (&self.measure, a, b) {
-            (Measure::Point(_), ..) => point(geometric_mean(va), geometric_mean(vb)),
-            (Measure::Spread(durations), [a], [b]) => ratio_of_medians(durations(b), durations(a)),
-            (Measure::Throughput, [a], [b]) => ratio_of_medians(&a.sample_time, &b.sample_time)
-                .map(|r| Ratio {
-                    ratio: b
-                        .throughput()
-                        .zip(a.throughput())
-                        .map_or(r.ratio, |(b, a)| b / a),
-                    ..r
-                }),
+            (Measure::Point(_), ..) => {
+                point(geometric_mean(&values(a)), geometric_mean(&values(b)))
+            }
+            (_, [a], [b]) => ratio_of_intervals(&b.interval?, &a.interval?),
             _ => {
-                let all = |v: &[Option<f64>]| v.iter().copied().collect::<Option<Vec<f64>>>();
-                ratio_between_sessions(&all(va)?, &all(vb)?)
+                let all =
+                    |side: &[Figure]| side.iter().map(|f| f.value).collect::<Option<Vec<f64>>>();
+                ratio_between_sessions(&all(a)?, &all(b)?)
             }
         }
     }
 }
 
-fn rows_for(a: &[&WorkerState], b: &[&WorkerState], threshold: f64, judging: &Judging) -> Vec<Row> {
+/// A median time per sample's interval as samples per second: the slowest time gives the lowest rate.
+fn per_second(ms: Interval) -> Option<Interval> {
+    (ms.low > 0.0).then(|| Interval {
+        median: 1e3 / ms.median,
+        low: 1e3 / ms.high,
+        high: 1e3 / ms.low,
+    })
+}
+
+/// What the verdicts need of one worker in one session: a figure per metric, a few numbers whatever the session's
+/// length, so that comparing hundreds of sessions holds none of them whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerFigures {
+    pub name: String,
+    figures: [Figure; METRICS.len()],
+}
+
+impl WorkerFigures {
+    pub fn of(w: &WorkerState) -> WorkerFigures {
+        WorkerFigures {
+            name: w.name.clone(),
+            figures: std::array::from_fn(|i| METRICS[i].figure(w)),
+        }
+    }
+}
+
+/// Every worker's figures in one session.
+pub fn figures(state: &State) -> Vec<WorkerFigures> {
+    state.workers.iter().map(WorkerFigures::of).collect()
+}
+
+fn rows_for(
+    a: &[&WorkerFigures],
+    b: &[&WorkerFigures],
+    threshold: f64,
+    judging: &Judging,
+) -> Vec<Row> {
     let name = a.first().map_or_else(String::new, |w| w.name.clone());
     METRICS
         .iter()
-        .map(|metric| {
-            let values = |side: &[&WorkerState]| -> Vec<Option<f64>> {
-                side.iter().map(|w| metric.value(w)).collect()
+        .enumerate()
+        .map(|(i, metric)| {
+            let figures = |side: &[&WorkerFigures]| -> Vec<Figure> {
+                side.iter().map(|w| w.figures[i]).collect()
             };
-            let (va, vb) = (values(a), values(b));
-            let ratio = metric.ratio((a, &va), (b, &vb));
+            let (fa, fb) = (figures(a), figures(b));
+            let ratio = metric.ratio(&fa, &fb);
+            let values = |side: &[Figure]| side.iter().map(|f| f.value).collect::<Vec<_>>();
             let not_judged = [
+                (true, &judging.all),
                 (metric.per_step, &judging.per_step),
                 (metric.time, &judging.times),
             ]
@@ -196,8 +247,8 @@ fn rows_for(a: &[&WorkerState], b: &[&WorkerState], threshold: f64, judging: &Ju
             Row {
                 worker: name.clone(),
                 metric: metric.name,
-                a: geometric_mean(&va),
-                b: geometric_mean(&vb),
+                a: geometric_mean(&values(&fa)),
+                b: geometric_mean(&values(&fb)),
                 ratio,
                 worse: metric.worse,
                 regression: not_judged.is_none() && regressed(ratio, metric.worse, threshold),
@@ -209,22 +260,54 @@ fn rows_for(a: &[&WorkerState], b: &[&WorkerState], threshold: f64, judging: &Ju
 }
 
 /// `name` in each of a side's sessions; `None` when one lacks it.
-fn side<'s>(states: &[&'s State], name: &str) -> Option<Vec<&'s WorkerState>> {
-    states.iter().map(|s| s.worker(name)).collect()
+fn side<'s>(sessions: &[&'s [WorkerFigures]], name: &str) -> Option<Vec<&'s WorkerFigures>> {
+    sessions
+        .iter()
+        .map(|s| s.iter().find(|w| w.name == name))
+        .collect()
 }
 
-/// Every implementation present in every session of both sides, in the order of A's first, B's sessions against
-/// A's.
-pub fn compare(a: &[&State], b: &[&State], threshold: f64, judging: &Judging) -> Vec<Row> {
-    let Some(first) = a.first() else {
-        return Vec::new();
+/// Where an implementation that is not in every session ran: "it ran in A only", or session by session.
+fn presence(a: &[&[WorkerFigures]], b: &[&[WorkerFigures]], name: &str) -> String {
+    let count = |side: &[&[WorkerFigures]]| {
+        side.iter()
+            .filter(|s| s.iter().any(|w| w.name == name))
+            .count()
     };
-    first
-        .workers
-        .iter()
-        .filter_map(|w| Some((side(a, &w.name)?, side(b, &w.name)?)))
-        .flat_map(|(wa, wb)| rows_for(&wa, &wb, threshold, judging))
-        .collect()
+    match (count(a), count(b)) {
+        (0, _) => "it ran in B only".into(),
+        (_, 0) => "it ran in A only".into(),
+        (ia, ib) => format!(
+            "it ran in {ia} of A's {} sessions and {ib} of B's {}",
+            a.len(),
+            b.len()
+        ),
+    }
+}
+
+/// The rows for every implementation present in every session of both sides, in the order of A's first, B's
+/// sessions against A's; and the implementations left out, each with why.
+pub fn compare(
+    a: &[&[WorkerFigures]],
+    b: &[&[WorkerFigures]],
+    threshold: f64,
+    judging: &Judging,
+) -> (Vec<Row>, Vec<String>) {
+    let mut names: Vec<&str> = Vec::new();
+    for w in a.iter().chain(b).flat_map(|s| s.iter()) {
+        if !names.contains(&w.name.as_str()) {
+            names.push(&w.name);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut left_out = Vec::new();
+    for name in names {
+        match (side(a, name), side(b, name)) {
+            (Some(wa), Some(wb)) => rows.extend(rows_for(&wa, &wb, threshold, judging)),
+            _ => left_out.push(format!("{name} is not compared: {}", presence(a, b, name))),
+        }
+    }
+    (rows, left_out)
 }
 
 #[cfg(test)]
@@ -238,17 +321,31 @@ mod tests {
             w.step_time.record_ms(ms);
             w.sample_time.record_ms(ms / 16.0);
             w.samples += 16;
-            w.timed_ms += ms;
         }
         w.peak_rss_bytes = rss;
         w
     }
 
-    fn state(w: WorkerState) -> State {
-        State {
+    fn state(w: WorkerState) -> Vec<WorkerFigures> {
+        figures(&State {
             workers: vec![w],
             ..State::default()
-        }
+        })
+    }
+
+    fn compare(
+        a: &[&Vec<WorkerFigures>],
+        b: &[&Vec<WorkerFigures>],
+        threshold: f64,
+        judging: &Judging,
+    ) -> Vec<Row> {
+        let (sa, sb): (Vec<&[WorkerFigures]>, Vec<&[WorkerFigures]>) = (
+            a.iter().map(|s| s.as_slice()).collect(),
+            b.iter().map(|s| s.as_slice()).collect(),
+        );
+        let (rows, left_out) = super::compare(&sa, &sb, threshold, judging);
+        assert!(left_out.is_empty(), "{left_out:?}");
+        rows
     }
 
     #[test]
@@ -344,7 +441,7 @@ mod tests {
         let slower = state(worker(20.0, 2 << 30));
         let per_step = Judging {
             per_step: Some("batch 16 vs 32".into()),
-            times: None,
+            ..Judging::default()
         };
         let rows = compare(&[&a], &[&slower], 0.07, &per_step);
         let judged = |rows: &[Row], metric: &str| {
@@ -357,8 +454,8 @@ mod tests {
         );
         assert_eq!(judged(&rows, "median time per sample"), (true, None));
         let times = Judging {
-            per_step: None,
             times: Some("conditions differ".into()),
+            ..Judging::default()
         };
         let rows = compare(&[&a], &[&slower], 0.07, &times);
         assert_eq!(
@@ -367,5 +464,102 @@ mod tests {
         );
         // Memory is no time: still judged.
         assert_eq!(judged(&rows, "peak host"), (true, None));
+    }
+
+    /// A worker whose steps are skewed: most at `typical_ms`, a tenth of them `outlier` times as long, so that a mean
+    /// and a median disagree.
+    fn skewed(typical_ms: f64, outlier: f64) -> WorkerState {
+        let mut w = WorkerState::new("libtorch");
+        for i in 0..60 {
+            let ms = if i % 10 == 0 {
+                typical_ms * outlier
+            } else {
+                typical_ms + f64::from(i % 7) * 0.05
+            };
+            w.step_time.record_ms(ms);
+            w.sample_time.record_ms(ms / 8.0);
+            w.samples += 8;
+        }
+        w
+    }
+
+    #[test]
+    fn every_estimate_lies_inside_its_interval() {
+        let sessions: Vec<Vec<WorkerFigures>> = [
+            (10.0, 1.0),
+            (10.0, 6.0),
+            (11.0, 0.2),
+            (9.0, 30.0),
+            (12.5, 3.0),
+        ]
+        .into_iter()
+        .map(|(ms, outlier)| state(skewed(ms, outlier)))
+        .collect();
+        let mut checked = 0;
+        for a in &sessions {
+            for b in &sessions {
+                let sides = [(vec![a], vec![b]), (vec![a, b], vec![b, a, b])];
+                for (sa, sb) in &sides {
+                    for row in compare(sa, sb, 0.07, &Judging::default()) {
+                        let Some(r) = row.ratio else { continue };
+                        assert!(r.low <= r.ratio && r.ratio <= r.high, "{row:?}");
+                        let (va, vb) = (row.a.unwrap(), row.b.unwrap());
+                        assert!((vb / va - r.ratio).abs() <= 1e-9 * r.ratio, "{row:?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 5 * 5 * 2 * 3, "{checked}");
+    }
+
+    #[test]
+    fn throughput_orders_workers_as_time_per_sample_does() {
+        // A's mean is dragged up by its outliers, B's median is higher: the per-sample time says A is faster, and
+        // so must the throughput.
+        let (a, b) = (skewed(10.0, 30.0), skewed(10.5, 1.0));
+        let rows = compare(&[&state(a)], &[&state(b)], 0.07, &Judging::default());
+        let ratio = |metric: &str| {
+            rows.iter()
+                .find(|r| r.metric.starts_with(metric))
+                .unwrap()
+                .ratio
+                .unwrap()
+                .ratio
+        };
+        assert!(ratio("median time per sample") > 1.0);
+        assert!(ratio("throughput") < 1.0);
+        assert!((ratio("median time per sample") * ratio("throughput") - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn work_that_differs_is_not_judged_and_a_worker_on_one_side_is_named() {
+        let a = state(worker(10.0, 1 << 30));
+        let slower = state(worker(20.0, 2 << 30));
+        let all = Judging {
+            all: Some("mode train vs eval".into()),
+            ..Judging::default()
+        };
+        let rows = compare(&[&a], &[&slower], 0.07, &all);
+        assert!(!rows.is_empty());
+        assert!(
+            rows.iter()
+                .all(|r| !r.regression && r.not_judged.as_deref() == Some("mode train vs eval")),
+            "{rows:?}"
+        );
+        let mut other = WorkerState::new("pytorch");
+        other.peak_rss_bytes = 1;
+        let both = figures(&State {
+            workers: vec![worker(10.0, 1 << 30), other],
+            ..State::default()
+        });
+        let (rows, left_out) = super::compare(&[&both], &[&a], 0.07, &Judging::default());
+        assert!(rows.iter().all(|r| r.worker == "libtorch"));
+        assert_eq!(left_out, ["pytorch is not compared: it ran in A only"]);
+        let (_, left_out) = super::compare(&[&a, &both], &[&both], 0.07, &Judging::default());
+        assert_eq!(
+            left_out,
+            ["pytorch is not compared: it ran in 1 of A's 2 sessions and 1 of B's 1"]
+        );
     }
 }

@@ -214,10 +214,12 @@ impl ScriptState {
         }
     }
 
+    /// The hook numbers a process's optimisers 0, 1, 2… in the order of their first steps: a number past the next
+    /// one (or past the cap) is no optimiser the hook announced, and is refused rather than filled in with empty ones.
     fn optimizer_mut(&mut self, index: u32) -> Option<&mut OptimizerState> {
-        let index = index.min(MAX_OPTIMIZERS - 1) as usize;
-        if self.optimizers.len() <= index {
-            self.optimizers.resize_with(index + 1, Default::default);
+        let index = usize::try_from(index).ok()?;
+        if index == self.optimizers.len() && index < MAX_OPTIMIZERS as usize {
+            self.optimizers.push(OptimizerState::default());
         }
         self.optimizers.get_mut(index)
     }
@@ -237,7 +239,10 @@ impl ScriptState {
         let mut measured = false;
         if let Some(p) = self.process_mut(step.process).filter(|_| lead) {
             p.steps += 1;
-            if let Some(ms) = step.interval_ms.filter(|_| p.steps > warmup) {
+            if let Some(ms) = step
+                .interval_ms
+                .filter(|_| p.steps > warmup && !step.profiled)
+            {
                 p.step_interval.record_ms(ms);
                 p.series.step_ms.push(t, ms);
                 measured = true;
@@ -263,7 +268,10 @@ impl ScriptState {
         }
         if let Some(o) = self.optimizer_mut(step.optimizer) {
             o.steps += 1;
-            if let Some(ms) = step.interval_ms.filter(|_| o.steps > warmup) {
+            if let Some(ms) = step
+                .interval_ms
+                .filter(|_| o.steps > warmup && !step.profiled)
+            {
                 o.interval.record_ms(ms);
             }
         }
@@ -516,7 +524,14 @@ mod tests {
         assert_eq!(s.scalars.len(), MAX_SCALARS);
         assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
         assert!(!s.scalar(0, "loss", f64::NAN));
+        // A number past the next optimiser is none the hook announced: no empty optimisers fill the gap.
+        s.step(&step(0, u32::MAX, 0, None), 0, 0.0, None);
         s.step(&step(0, 1000, 0, None), 0, 0.0, None);
+        assert!(s.optimizers.is_empty());
+        for index in 0..100 {
+            s.step(&step(0, index, 0, None), 0, 0.0, None);
+        }
         assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
+        assert!(s.optimizers.iter().all(|o| o.steps == 1));
     }
 }

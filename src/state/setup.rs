@@ -1,18 +1,31 @@
 //! What two sessions ran and where — configuration, library versions, machine — and how they differ, so that a
 //! comparison says what it compares before it gives a verdict.
 
+use std::collections::BTreeMap;
+
 use golow_protocol::config::SessionConfig;
 
 use super::State;
 use crate::contracts::Machine;
 
-/// A session's setup: its configuration, the machine it ran on, golow's version, and its folded state (for the
-/// versions each worker reported).
+/// A worker's name and the library versions its hello reported.
+pub type WorkerVersions = (String, BTreeMap<String, String>);
+
+/// What each worker of a session reported of its libraries, in the session's order.
+pub fn versions(state: &State) -> Vec<WorkerVersions> {
+    state
+        .workers
+        .iter()
+        .filter_map(|w| Some((w.name.clone(), w.hello.as_ref()?.versions.clone())))
+        .collect()
+}
+
+/// A session's setup: its configuration, the machine it ran on, golow's version, and its workers' library versions.
 pub struct Setup<'a> {
     pub config: &'a SessionConfig,
     pub machine: &'a Machine,
     pub golow_version: &'a str,
-    pub state: &'a State,
+    pub versions: &'a [WorkerVersions],
 }
 
 /// One difference: what differs, A's value and B's.
@@ -31,6 +44,12 @@ impl Difference {
     /// Whether it makes a step of A and one of B hold different work, so that per-step figures do not compare.
     pub fn changes_steps(&self) -> bool {
         matches!(self.what.as_str(), "batch" | "resolution" | "model")
+    }
+
+    /// Whether A and B did different work altogether (training against evaluation), so that none of their figures
+    /// compare.
+    pub fn changes_work(&self) -> bool {
+        self.what == "mode"
     }
 }
 
@@ -98,17 +117,14 @@ pub fn differences(a: &Setup, b: &Setup) -> Vec<Difference> {
     };
     differ("GPUs", gpus(a.machine), gpus(b.machine));
     differ("golow", a.golow_version.into(), b.golow_version.into());
-    for wa in &a.state.workers {
-        let (Some(ha), Some(hb)) = (
-            wa.hello.as_ref(),
-            b.state.worker(&wa.name).and_then(|w| w.hello.as_ref()),
-        ) else {
+    for (name, va) in a.versions {
+        let Some((_, vb)) = b.versions.iter().find(|(other, _)| other == name) else {
             continue;
         };
-        for (library, version) in &ha.versions {
-            if let Some(other) = hb.versions.get(library) {
+        for (library, version) in va {
+            if let Some(other) = vb.get(library) {
                 differ(
-                    &format!("{}'s {library}", wa.name),
+                    &format!("{name}'s {library}"),
                     version.clone(),
                     other.clone(),
                 );
@@ -142,19 +158,19 @@ mod tests {
 
     #[test]
     fn the_same_setup_has_no_differences() {
-        let (c, m, s) = (config(), machine(), State::default());
+        let (c, m, s) = (config(), machine(), Vec::new());
         let setup = Setup {
             config: &c,
             machine: &m,
             golow_version: "0.1.0",
-            state: &s,
+            versions: &s,
         };
         assert!(differences(&setup, &setup).is_empty());
     }
 
     #[test]
     fn a_different_batch_threads_compile_mode_and_host_are_each_said() {
-        let (ca, m, s) = (config(), machine(), State::default());
+        let (ca, m, s) = (config(), machine(), Vec::new());
         let cb = SessionConfig {
             batch_size: ca.batch_size * 2,
             threads: 1,
@@ -169,13 +185,13 @@ mod tests {
             config: &ca,
             machine: &m,
             golow_version: "0.1.0",
-            state: &s,
+            versions: &s,
         };
         let b = Setup {
             config: &cb,
             machine: &mb,
             golow_version: "0.1.0",
-            state: &s,
+            versions: &s,
         };
         let said: Vec<String> = differences(&a, &b)
             .iter()

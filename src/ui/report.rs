@@ -134,7 +134,7 @@ pub fn table(summary: &Summary) -> String {
             w.peak_host_rss_bytes / (1 << 20),
         ));
     }
-    out.push_str("medians over measured steps (warm-up excluded); compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
+    out.push_str("medians over measured steps (warm-up and profiled steps excluded); samples/s = 1000 / median ms/sample; compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
@@ -160,8 +160,12 @@ pub fn table(summary: &Summary) -> String {
         if let Some(line) = compile_line(w, eager) {
             out.push_str(&line);
         }
-        if let Some(script) = &w.script {
-            out.push_str(&script_line(&w.implementation, script));
+        if let Some(line) = w
+            .script
+            .as_ref()
+            .and_then(|s| script_line(&w.implementation, s))
+        {
+            out.push_str(&line);
         }
         if let Some(notice) = &w.notice {
             out.push_str(&format!("{}: {notice}\n", w.implementation));
@@ -221,8 +225,9 @@ fn compile_line(w: &WorkerSummary, eager: Option<&WorkerSummary>) -> Option<Stri
     Some(format!("{}: {}\n", w.implementation, parts.join("; ")))
 }
 
-/// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes.
-fn script_line(name: &str, s: &ScriptSummary) -> String {
+/// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes; nothing when its
+/// script has said nothing of these (a process that only said hello).
+fn script_line(name: &str, s: &ScriptSummary) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(t) = s.time_to_first_step_s {
         let first = s
@@ -275,7 +280,7 @@ fn script_line(name: &str, s: &ScriptSummary) -> String {
     if let Some(threads) = s.threads {
         parts.push(format!("torch threads {threads}"));
     }
-    format!("{name}: {}\n", parts.join("; "))
+    (!parts.is_empty()).then(|| format!("{name}: {}\n", parts.join("; ")))
 }
 
 /// `golow compare`'s table: one line per implementation and metric, B against A.
@@ -380,6 +385,46 @@ mod tests {
             "{table}"
         );
         assert!(table.contains(" 12.5000 "), "{table}");
+    }
+
+    #[test]
+    fn a_script_that_only_said_hello_gets_no_empty_line() {
+        use golow_protocol::event::{Body, OptimizerStep, Record, ScriptProcess};
+        let table = |stepped: bool| {
+            let mut state = crate::state::State::default();
+            let mut bodies = vec![Body::ScriptProcess(ScriptProcess {
+                process: 0,
+                pid: 42,
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                python: "3.11.7".into(),
+                torch: None,
+                threads: Some(4),
+            })];
+            if stepped {
+                bodies.push(Body::OptimizerStep(OptimizerStep {
+                    process: 0,
+                    optimizer: 0,
+                    step: 0,
+                    interval_ms: None,
+                    first_step_ms: None,
+                    arrived_ns: None,
+                    profiled: false,
+                }));
+            }
+            for body in bodies {
+                state.apply(&Record::new(0.0, Some("x".into()), body));
+            }
+            super::table(&crate::state::Summary::from_state(&state))
+        };
+        let silent = table(false);
+        assert!(!silent.lines().any(|l| l.starts_with("x:")), "{silent}");
+        let stepped = table(true);
+        assert!(
+            stepped.contains("x: optimizer: 1 steps, median - ms; torch threads 4\n"),
+            "{stepped}"
+        );
     }
 
     /// Where NVML's per-process readings could not be given to the workers, the summary and the table say why.
