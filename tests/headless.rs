@@ -38,6 +38,8 @@ fn every_implementation_trains_and_agrees_on_the_first_step() {
             "1",
             "--seed",
             "11",
+            "--threads",
+            "2",
         ],
     )
     .output()
@@ -45,6 +47,14 @@ fn every_implementation_trains_and_agrees_on_the_first_step() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let s = summary_of(tmp.path());
     assert_eq!(s["golow_summary"], 1);
+    // --threads sets nothing for --cmd workers where there are none, and says nothing of them.
+    assert!(s["config"].get("command_env").is_none(), "{}", s["config"]);
+    let (stderr, stdout) = (text(&out.stderr), text(&out.stdout));
+    assert!(!stderr.contains("--cmd"), "{stderr}");
+    assert!(
+        !stdout.lines().next().unwrap().contains("--cmd"),
+        "{stdout}"
+    );
     assert_eq!(s["config"]["model"], "resnet50");
     assert_eq!(s["config"]["device"], "cpu");
     assert_eq!(s["config"]["schedule"], "alternate");
@@ -1076,4 +1086,100 @@ fn a_detached_descendant_neither_delays_the_workers_end_nor_speaks_for_it() {
             .is_some_and(|l| l.starts_with("golow: a process that outlived the worker"))),
         "nothing said why the worker's output was cut"
     );
+}
+
+#[test]
+fn bidirectional_controls_from_a_worker_are_shown_not_obeyed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // U+202E, the right-to-left override, then U+2066 (an isolate): on stdout, on stderr, and as the last line.
+    let flip = r"flip=printf 'invoice\342\200\256fdp.exe\n'; printf 'x\342\201\246y\n' >&2; exit 3";
+    let out = headless(tmp.path(), &["--cmd", flip]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    for printed in [&stdout, &stderr] {
+        assert!(
+            !printed.contains('\u{202e}') && !printed.contains('\u{2066}'),
+            "{printed:?}"
+        );
+    }
+    assert!(
+        format!("{stdout}{stderr}").contains(r"invoice\u{202e}fdp.exe"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        format!("{stdout}{stderr}").contains(r"x\u{2066}y"),
+        "{stdout}{stderr}"
+    );
+}
+
+/// Too few file descriptors (`ulimit -n 12`) is bad input, said in one line before anything is written: no
+/// header-only recording, no session directory, never a panic in the runtime's signal set-up.
+#[test]
+fn too_few_open_files_are_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    for limit in [8, 12, 40] {
+        let record = format!("r{limit}.golow");
+        let mut command = common::golow_command(tmp.path());
+        command
+            .args([
+                "run",
+                "--headless",
+                "--cmd",
+                "x=echo hi",
+                "--record",
+                &record,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        // SAFETY: setrlimit is async-signal-safe, the one call between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+                let l = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let out = command.output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!("this shell allows {limit} (ulimit -n)")),
+            "{stderr}"
+        );
+        assert!(!tmp.path().join(&record).exists());
+    }
+    assert!(session_dirs(tmp.path()).is_empty());
+    // A soft limit below the need is raised within the hard one: the session runs.
+    let mut command = common::golow_command(tmp.path());
+    command.args([
+        "run",
+        "--headless",
+        "--cmd",
+        "x=echo hi",
+        "--record",
+        "soft.golow",
+    ]);
+    // SAFETY: as above.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            let mut l = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut l);
+            l.rlim_cur = 12;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+            Ok(())
+        });
+    }
+    let out = command.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(tmp.path().join("soft.golow").exists());
 }

@@ -1,13 +1,21 @@
 //! Text bound for the terminal that came from outside (worker lines, names and messages in recordings, paths, and
 //! the parser's own messages, which quote what a worker sent): its control characters are shown as escapes, never
 //! sent raw, so that nothing golow prints can move the cursor, clear the screen, retitle the window or write the
-//! clipboard (OSC 52). The TUI needs none of this: ratatui's buffer drops control characters.
+//! clipboard (OSC 52); nor can it reorder what follows on the line with the bidirectional controls (U+202E, the
+//! right-to-left override, makes `exe.txt` of `txt.exe`). The TUI needs none of this: ratatui's buffer drops
+//! control characters, and these take no cell.
 
 use std::borrow::Cow;
 
-/// `text` with every control character but the line break shown as its escape (`\u{1b}`).
+/// The bidirectional formatting characters: marks, embeddings, overrides and isolates.
+fn bidirectional(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every control character but the line break, and every bidirectional control, shown as its escape
+/// (`\u{1b}`, `\u{202e}`).
 pub fn printable(text: &str) -> Cow<'_, str> {
-    let raw = |c: char| c.is_control() && c != '\n';
+    let raw = |c: char| (c.is_control() && c != '\n') || bidirectional(c);
     if !text.chars().any(raw) {
         return Cow::Borrowed(text);
     }
@@ -36,5 +44,18 @@ mod tests {
             printable("\u{1b}]0;pwned\u{7}\u{1b}[2J\tx\u{9b}y\n"),
             "\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\tx\\u{9b}y\n"
         );
+        for c in [
+            '\u{061c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}',
+        ] {
+            let name = format!("report{c}fdp.exe");
+            assert_eq!(
+                printable(&name),
+                format!("report{}fdp.exe", c.escape_default())
+            );
+        }
+        assert!(matches!(
+            printable("naïve → ok ✓"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

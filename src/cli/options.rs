@@ -207,9 +207,13 @@ impl SessionOptions {
     }
 
     /// What `--threads` sets for `--cmd` workers, the way torch reads it: the variables golow's own environment
-    /// leaves unset (a user's own setting wins), and nothing without `--threads`.
-    fn command_env(&self, threads: u32) -> std::collections::BTreeMap<String, String> {
-        if self.threads.is_none() {
+    /// leaves unset (a user's own setting wins), and nothing without `--threads` or without a `--cmd` worker.
+    fn command_env(
+        &self,
+        threads: u32,
+        workload: &Workload,
+    ) -> std::collections::BTreeMap<String, String> {
+        if self.threads.is_none() || workload.commands.is_empty() {
             return Default::default();
         }
         ["OMP_NUM_THREADS", "MKL_NUM_THREADS"]
@@ -220,13 +224,14 @@ impl SessionOptions {
     }
 
     /// The plan of a session running `workload` with `threads` per worker, after checking what it needs of this
-    /// machine: the device, the python of the Python workers, the collector and `golow-worker`.
+    /// machine: open files, the device, the python of the Python workers, the collector and `golow-worker`.
     pub fn plan(
         &self,
         dataset: DatasetSpec,
         workload: Workload,
         threads: u32,
     ) -> Result<Plan, BadInput> {
+        open_files_for(workload.workers().len())?;
         let device = resolve_device(&self.device, crate::telemetry::cuda::device_count)?;
         if device == "cpu"
             && let Some(gpu_only) = workload.impls.iter().find(|i| i.needs_gpu())
@@ -309,7 +314,7 @@ impl SessionOptions {
                 tf32: self.tf32 == Switch::On,
             }),
             compile_mode: compiles.then_some(self.compile_mode),
-            command_env: self.command_env(threads),
+            command_env: self.command_env(threads, &workload),
             stall_after_s: self.stall_after.max(1) as u64,
             monotonic_origin_ns: None,
             ops_every: if self.no_ops {
@@ -562,6 +567,45 @@ fn load_theme(name_or_path: &str) -> Result<Theme, theme::ThemeError> {
         ))
     })?;
     theme::parse(&source, name_or_path)
+}
+
+/// Open files a session needs: those open already (a parent may have left some open to golow), golow's own (its
+/// runtime, signals, recording, sockets) and, per worker, its pipes, its event socket and its processes' connections.
+fn open_files_needed(workers: usize) -> u64 {
+    let open = std::fs::read_dir("/proc/self/fd").map_or(3, |entries| entries.count() as u64);
+    open + 32 + 16 * workers as u64
+}
+
+/// Makes sure a session of `workers` can open the files it needs before anything is written: a soft limit below
+/// that is raised as far as the hard limit allows; a hard limit below it is bad input, said in one line (a session
+/// short of descriptors would fail half-started, or in the async runtime's signal set-up, which cannot fail softly).
+fn open_files_for(workers: usize) -> Result<(), BadInput> {
+    let needed = open_files_needed(workers);
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed
+    {
+        return Ok(());
+    }
+    if limit.rlim_max >= needed {
+        let raised = libc::rlimit {
+            rlim_cur: needed,
+            ..limit
+        };
+        // SAFETY: setrlimit reads one rlimit through a valid pointer; raising the soft limit up to the hard one is
+        // always permitted.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Ok(());
+        }
+    }
+    Err(BadInput(format!(
+        "a session of {workers} worker{} needs {needed} open files and this shell allows {} (ulimit -n); raise it, e.g. ulimit -n 1024",
+        if workers == 1 { "" } else { "s" },
+        limit.rlim_cur
+    )))
 }
 
 #[cfg(test)]

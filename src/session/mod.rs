@@ -131,15 +131,30 @@ impl Session {
         let state = hub::run_blocking(session, workers, interval, &mut (observer, sink), controls);
         orphans::end_adopted(&mark);
         // The sink went with the hub: the recorder writes what is queued and its index.
-        let recorded = recorder.map(Recorder::finish);
+        let mut recorded = recorder.map(Recorder::finish);
         drop(session_dir);
         drop(keeper);
-        Finished {
-            summary: state
-                .map(|state| Summary::from_state(&state))
-                .map_err(|e| format!("the session failed: {e}")),
-            recorded,
-        }
+        let summary = match state {
+            Ok(state) => Ok(Summary::from_state(&state)),
+            Err(e) => Err(match recorded.take() {
+                // A session that failed before its first record leaves no header-only recording behind.
+                Some(Ok(written)) if written.events == 0 => {
+                    match std::fs::remove_file(&written.path) {
+                        Ok(()) => format!("the session failed: {e}"),
+                        Err(_) => format!(
+                            "the session failed: {e}; {} holds no record",
+                            written.path.display()
+                        ),
+                    }
+                }
+                Some(Ok(written)) => format!(
+                    "the session failed: {e}; what it recorded is in {}",
+                    written.path.display()
+                ),
+                Some(Err(_)) | None => format!("the session failed: {e}"),
+            }),
+        };
+        Finished { summary, recorded }
     }
 
     /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on

@@ -261,11 +261,21 @@ impl WorkerState {
 
     /// A `--cmd` worker's optimiser step: one of the worker's steps when it is its primary process's first
     /// optimiser's (see `script`), timed by its interval once past the warm-up; else counted where it belongs.
-    fn apply_optimizer_step(&mut self, t: f64, step: &OptimizerStep, warmup: u64) {
+    fn apply_optimizer_step(
+        &mut self,
+        t: f64,
+        step: &OptimizerStep,
+        warmup: u64,
+        origin_ns: Option<u64>,
+    ) {
         self.last_progress_s = Some(t);
         let since_start = self.started_s.map(|start| t - start);
+        let clock = origin_ns.map(|origin_ns| script::MonitorClock {
+            origin_ns,
+            now_ns: origin_ns.saturating_add((t.max(0.0) * 1e9) as u64),
+        });
         let script = self.script.get_or_insert_with(Default::default);
-        if let script::StepRole::Other = script.step(step, warmup, t, since_start) {
+        if let script::StepRole::Other = script.step(step, warmup, t, since_start, clock) {
             return;
         }
         let samples = std::mem::take(&mut script.pending_samples);
@@ -616,7 +626,7 @@ fn apply_worker_event(
             worker.apply_step(t, step);
         }
         Body::TurnEnd(_) => worker.awaiting_turn = true,
-        Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup),
+        Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup, origin_ns),
         Body::ForwardPass(pass) => worker.apply_forward_pass(t, pass, warmup),
         Body::Scalar(scalar) => worker.apply_scalar(t, scalar),
         Body::ScriptProcess(hello) => worker

@@ -57,6 +57,9 @@ pub struct Arrivals {
     pub complete: u64,
     /// Steps given up with ranks missing.
     pub incomplete: u64,
+    /// Arrivals refused because they cannot be true (before the session, after the monitor heard of them, or before
+    /// the same rank's previous one): a clock the hook misread, or a script that stamps its own.
+    pub implausible: u64,
     /// The latest complete steps: the rank that was last, and every rank's lateness (by rank).
     recent: VecDeque<(u32, Vec<f64>)>,
     /// The verdict as it stands after the latest complete step.

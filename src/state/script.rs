@@ -43,6 +43,28 @@ pub struct ProcessState {
     pub series: RankSeries,
     pub peak_rss_bytes: u64,
     pub peak_gpu_memory_bytes: Option<u64>,
+    /// Its latest believed arrival (start of a backward pass), on the host's monotonic clock.
+    last_arrived_ns: Option<u64>,
+}
+
+/// The monitor's own reading of the host's monotonic clock: the session's start on it, and now (as the record being
+/// folded was stamped). A rank's arrival must lie between the two.
+#[derive(Debug, Clone, Copy)]
+pub struct MonitorClock {
+    pub origin_ns: u64,
+    pub now_ns: u64,
+}
+
+/// How far a stamp may run ahead of the monitor's reading: the rank's clock and golow's are one clock, read on
+/// different CPUs, and golow stamps a record a little after it arrives.
+const CLOCK_SLACK_NS: u64 = 1_000_000_000;
+
+/// Whether a rank's arrival at `ns` can be true: not before the session started, not after the monitor heard of it,
+/// and not before the same rank's previous arrival.
+fn plausible(ns: u64, previous: Option<u64>, clock: Option<MonitorClock>) -> bool {
+    let within_session =
+        clock.is_none_or(|c| (c.origin_ns..=c.now_ns.saturating_add(CLOCK_SLACK_NS)).contains(&ns));
+    within_session && previous.is_none_or(|before| ns >= before)
 }
 
 /// Points kept per rank's series: ranks are many, and a pane shows them over minutes, not the whole run.
@@ -225,13 +247,15 @@ impl ScriptState {
     }
 
     /// Counts a step where it belongs, and says whether it is one of the worker's. `warmup` steps of each optimiser
-    /// are counted but not timed; `t` is the session's time, `since_start_s` the time since the worker started.
+    /// are counted but not timed; `t` is the session's time, `since_start_s` the time since the worker started;
+    /// `clock`, where the session has one, is what a rank's arrival is checked against.
     pub fn step(
         &mut self,
         step: &OptimizerStep,
         warmup: u64,
         t: f64,
         since_start_s: Option<f64>,
+        clock: Option<MonitorClock>,
     ) -> StepRole {
         let primary = self.is_primary(step.process);
         let lead = step.optimizer == 0;
@@ -248,11 +272,18 @@ impl ScriptState {
                 measured = true;
             }
             if let (Some(rank), Some(world), Some(ns)) = (p.rank, p.world_size, step.arrived_ns) {
-                arrival = Some((rank, world, ns, p.step_interval.quantile_ms(0.5)));
+                arrival = Some(plausible(ns, p.last_arrived_ns, clock).then(|| {
+                    p.last_arrived_ns = Some(ns);
+                    (rank, world, ns, p.step_interval.quantile_ms(0.5))
+                }));
             }
         }
-        if let Some((rank, world, ns, step_ms)) = arrival {
-            self.arrivals.arrive(rank, world, step.step, ns, step_ms, t);
+        match arrival {
+            Some(Some((rank, world, ns, step_ms))) => {
+                self.arrivals.arrive(rank, world, step.step, ns, step_ms, t);
+            }
+            Some(None) => self.arrivals.implausible += 1,
+            None => {}
         }
         if !primary {
             return StepRole::Other;
@@ -455,11 +486,11 @@ mod tests {
         s.hello(&hello(0, Some(1)));
         s.hello(&hello(1, Some(0)));
         assert!(matches!(
-            s.step(&step(0, 0, 0, None), 0, 0.0, None),
+            s.step(&step(0, 0, 0, None), 0, 0.0, None, None),
             StepRole::Other
         ));
         assert!(matches!(
-            s.step(&step(1, 0, 0, None), 0, 0.0, Some(3.0)),
+            s.step(&step(1, 0, 0, None), 0, 0.0, Some(3.0), None),
             StepRole::Iteration
         ));
         assert_eq!(s.primary, Some(1));
@@ -476,11 +507,11 @@ mod tests {
         for i in 0..30u64 {
             let interval = (i > 0).then_some(10.0);
             assert!(matches!(
-                s.step(&step(0, 0, i, interval), 2, i as f64, None),
+                s.step(&step(0, 0, i, interval), 2, i as f64, None, None),
                 StepRole::Iteration
             ));
             assert!(matches!(
-                s.step(&step(0, 1, i, interval), 2, i as f64, None),
+                s.step(&step(0, 1, i, interval), 2, i as f64, None, None),
                 StepRole::Other
             ));
         }
@@ -525,13 +556,65 @@ mod tests {
         assert!(s.scalars.keys().all(|k| k.len() <= MAX_NAME_BYTES));
         assert!(!s.scalar(0, "loss", f64::NAN));
         // A number past the next optimiser is none the hook announced: no empty optimisers fill the gap.
-        s.step(&step(0, u32::MAX, 0, None), 0, 0.0, None);
-        s.step(&step(0, 1000, 0, None), 0, 0.0, None);
+        s.step(&step(0, u32::MAX, 0, None), 0, 0.0, None, None);
+        s.step(&step(0, 1000, 0, None), 0, 0.0, None, None);
         assert!(s.optimizers.is_empty());
         for index in 0..100 {
-            s.step(&step(0, index, 0, None), 0, 0.0, None);
+            s.step(&step(0, index, 0, None), 0, 0.0, None, None);
         }
         assert_eq!(s.optimizers.len(), MAX_OPTIMIZERS as usize);
         assert!(s.optimizers.iter().all(|o| o.steps == 1));
+    }
+
+    /// Arrival stamps a monitor could not have seen (0, 2^64−1, a rank going back) are refused and counted: they
+    /// would otherwise name a rank 1.8e13 ms late a straggler.
+    #[test]
+    fn impossible_arrival_stamps_are_refused() {
+        let origin_ns = 5_000_000_000_000;
+        let mut s = ScriptState::default();
+        s.hello(&hello(0, Some(0)));
+        s.hello(&hello(1, Some(1)));
+        let at = |i: u64| origin_ns + i * 100_000_000;
+        for i in 0..30u64 {
+            let t = i as f64 * 0.1 + 0.05;
+            let clock = Some(MonitorClock {
+                origin_ns,
+                now_ns: origin_ns + (t * 1e9) as u64,
+            });
+            let arrived = |process: u32, ns: u64| OptimizerStep {
+                arrived_ns: Some(ns),
+                ..step(process, 0, i, Some(100.0))
+            };
+            s.step(&arrived(0, at(i)), 0, t, None, clock);
+            // Rank 1 arrives 1 ms after rank 0, but for three steps stamps what cannot be.
+            let bad = match i {
+                10 => Some(0),
+                20 => Some(u64::MAX),
+                25 => Some(at(3)),
+                _ => None,
+            };
+            s.step(
+                &arrived(1, bad.unwrap_or(at(i) + 1_000_000)),
+                0,
+                t,
+                None,
+                clock,
+            );
+        }
+        assert_eq!(s.arrivals.implausible, 3);
+        assert_eq!(s.arrivals.complete, 27);
+        let late = s.arrivals.skew.percentiles().unwrap().max;
+        assert!(late < 1.1, "{late} ms");
+        // Without the monitor's clock (a recording made before golow kept one) only going back is caught.
+        let mut unclocked = ScriptState::default();
+        unclocked.hello(&hello(0, Some(0)));
+        for (i, ns) in [(0, 10), (1, 5), (2, 20)] {
+            let stamped = OptimizerStep {
+                arrived_ns: Some(ns),
+                ..step(0, 0, i, Some(1.0))
+            };
+            unclocked.step(&stamped, 0, 0.0, None, None);
+        }
+        assert_eq!(unclocked.arrivals.implausible, 1);
     }
 }

@@ -322,6 +322,9 @@ pub struct StragglerSummary {
     /// Steps every rank arrived for, and steps given up with ranks missing.
     pub steps: u64,
     pub incomplete_steps: u64,
+    /// Arrival stamps refused as impossible (before the session began, after golow heard of them, or going back).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub implausible_arrivals: u64,
     /// Per step, the last rank's arrival after the first's.
     pub skew_ms: Option<Percentiles>,
     /// The rank named a straggler at the end, over the latest steps; `null` when none is beyond noise.
@@ -359,9 +362,10 @@ fn ranks(s: &ScriptState) -> Vec<RankSummary> {
 
 fn stragglers(s: &ScriptState) -> Option<StragglerSummary> {
     let a = &s.arrivals;
-    (a.complete + a.incomplete > 0).then(|| StragglerSummary {
+    (a.complete + a.incomplete + a.implausible > 0).then(|| StragglerSummary {
         steps: a.complete,
         incomplete_steps: a.incomplete,
+        implausible_arrivals: a.implausible,
         skew_ms: a.skew.percentiles(),
         verdict: a.verdict.map(|v| VerdictSummary {
             rank: v.rank,

@@ -170,6 +170,15 @@ impl Ranks {
                     Style::default().fg(view.theme.warning),
                 ));
             }
+            if a.implausible > 0 {
+                text.push(Line::styled(
+                    format!(
+                        "  {} arrival stamps refused: before the session, after golow heard of them, or going back",
+                        a.implausible
+                    ),
+                    Style::default().fg(view.theme.warning),
+                ));
+            }
         }
         let rows = (text.len() as u16).min(area.height.saturating_sub(3));
         let [plot, numbers] =
