@@ -49,7 +49,7 @@ const PER_WORKER: [(&str, &str, &str, Of); 10] = [
     (
         "golow_throughput_samples_per_second",
         "gauge",
-        "Measured samples per second of timed step.",
+        "Samples per second at the median time per sample.",
         WorkerState::throughput,
     ),
     (
@@ -68,7 +68,8 @@ const PER_WORKER: [(&str, &str, &str, Of); 10] = [
         "golow_samples_total",
         "counter",
         "Samples of measured steps.",
-        |w| Some(w.samples as f64),
+        // A --cmd worker that reports no samples has no such count, rather than one that stays 0.
+        |w| (w.samples > 0).then_some(w.samples as f64),
     ),
     (
         "golow_worker_running",
@@ -201,8 +202,10 @@ fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
     }
 }
 
-/// Each series' durations as a cumulative histogram in seconds.
+/// Each series' durations as a cumulative histogram in seconds; a series with none yet is left out, and a family
+/// with no series.
 fn histogram(out: &mut Exposition, name: &str, help: &str, series: &[Labelled]) {
+    let series: Vec<&Labelled> = series.iter().filter(|(_, d)| d.len() > 0).collect();
     if series.is_empty() {
         return;
     }
@@ -662,6 +665,36 @@ mod tests {
         );
         // No GPU was read: no GPU family at all, rather than empty ones.
         assert!(!text.contains("golow_gpu_"), "{text}");
+    }
+
+    /// A `--cmd` worker whose script reports no samples has steps and step times, and no sample families at all:
+    /// neither a count that stays 0 nor a histogram with no observation.
+    #[test]
+    fn a_worker_without_samples_has_no_empty_sample_families() {
+        let optimizer_step = |n: u64| {
+            Body::OptimizerStep(golow_protocol::event::OptimizerStep {
+                process: 0,
+                optimizer: 0,
+                step: n,
+                interval_ms: (n > 0).then_some(20.0),
+                first_step_ms: None,
+                arrived_ns: None,
+                profiled: false,
+            })
+        };
+        let state = state((0..6).map(|n| ("script", optimizer_step(n))).collect());
+        let text = render(&state, "node-1", &mut KernelNames::default());
+        assert!(
+            samples(&text, "golow_step_seconds_count")[0].ends_with(" 5"),
+            "{text}"
+        );
+        for absent in [
+            "golow_sample_seconds",
+            "golow_samples_total",
+            "golow_throughput",
+        ] {
+            assert!(!text.contains(absent), "{absent} in {text}");
+        }
     }
 
     /// Go's float syntax, which Prometheus parses: no value spells out hundreds of digits (a reported -1e308 did).
