@@ -1183,3 +1183,32 @@ fn too_few_open_files_are_refused_before_anything_is_written() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(tmp.path().join("soft.golow").exists());
 }
+
+/// Other processes taking the CPUs while a session runs are said while it happens, not only by `compare` afterwards.
+#[test]
+fn a_busy_machine_is_said_while_it_is_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut hogs: Vec<std::process::Child> = (0..cores)
+        .map(|_| {
+            std::process::Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let out = headless(tmp.path(), &["--cmd", "idle=sleep 8"]).output();
+    for hog in &mut hogs {
+        let _ = hog.kill();
+        let _ = hog.wait();
+    }
+    let out = out.unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("golow: other processes are using "))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].ends_with("% of the CPUs: times measured now are not a quiet machine's"));
+}

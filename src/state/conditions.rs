@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::Mean;
 
 /// Other processes' share of the CPUs (100 = every core) above which a session's machine was busy.
-const BUSY_OTHERS_PERCENT: f64 = 10.0;
+pub const BUSY_OTHERS_PERCENT: f64 = 10.0;
 /// Differences between two sessions beyond which their conditions differ.
 const OTHERS_DIFFER_POINTS: f64 = 10.0;
 const STEAL_DIFFER_POINTS: f64 = 2.0;
@@ -39,10 +39,15 @@ impl LoadReading {
     }
 }
 
+/// Readings that say whether the machine is busy now: a few seconds' worth, so that one busy second says nothing.
+const RECENT_READINGS: usize = 5;
+
 /// Every reading of a session, in constant memory.
 #[derive(Debug, Clone, Default)]
 pub struct MachineLoad {
     pub latest: Option<LoadReading>,
+    /// Other processes' share in the latest readings.
+    recent_others: std::collections::VecDeque<f64>,
     readings: u64,
     load_1m: Mean,
     busy: Mean,
@@ -56,6 +61,10 @@ impl MachineLoad {
     pub fn apply(&mut self, reading: LoadReading) {
         let Some(r) = reading.checked() else { return };
         self.latest = Some(r);
+        if self.recent_others.len() == RECENT_READINGS {
+            self.recent_others.pop_front();
+        }
+        self.recent_others.push_back(r.others_percent);
         self.readings += 1;
         self.load_1m.add(r.load_1m);
         self.busy.add(r.busy_percent);
@@ -65,6 +74,14 @@ impl MachineLoad {
         if let Some(mhz) = r.cpu_mhz {
             self.mhz.add(mhz);
         }
+    }
+
+    /// Other processes' share of the CPUs over the latest readings, when it makes the machine busy now: what the live
+    /// header and headless progress say while it lasts, so that times measured meanwhile are read as such.
+    pub fn busy_now(&self) -> Option<f64> {
+        let n = self.recent_others.len();
+        let mean = self.recent_others.iter().sum::<f64>() / n.max(1) as f64;
+        (n >= 3 && mean > BUSY_OTHERS_PERCENT).then_some(mean)
     }
 
     /// The session's conditions; `None` for a session recorded without readings (by a golow that did not take them).
@@ -238,5 +255,23 @@ mod tests {
         assert_eq!(mean.others_percent, 18.0);
         assert_eq!(mean.others_percent_max, 35.0);
         assert!(Conditions::mean(&[]).is_none());
+    }
+
+    #[test]
+    fn the_machine_is_busy_now_while_other_processes_keep_a_share() {
+        let mut load = MachineLoad::default();
+        load.apply(reading(90.0, 0.0, 2600.0));
+        load.apply(reading(90.0, 0.0, 2600.0));
+        assert_eq!(load.busy_now(), None, "two readings are too few to say");
+        load.apply(reading(90.0, 0.0, 2600.0));
+        assert_eq!(load.busy_now(), Some(90.0));
+        for _ in 0..3 {
+            load.apply(reading(2.0, 0.0, 2600.0));
+        }
+        // 90, 90, 2, 2, 2 → still above 10% on average; one more quiet second clears it.
+        assert!(load.busy_now().is_some());
+        load.apply(reading(2.0, 0.0, 2600.0));
+        load.apply(reading(2.0, 0.0, 2600.0));
+        assert_eq!(load.busy_now(), None);
     }
 }

@@ -622,7 +622,11 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
     } else if marks.quitting {
         shown.push("stopping workers…");
     }
-    for mark in shown {
+    let busy = state
+        .machine
+        .busy_now()
+        .map(|others| format!("BUSY: other processes use {others:.0}% of the CPUs"));
+    for mark in shown.into_iter().chain(busy.as_deref()) {
         first.push(Span::styled(
             format!("  [{mark}]"),
             Style::default().fg(view.theme.warning),

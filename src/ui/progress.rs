@@ -29,6 +29,8 @@ pub struct Progress {
     stall_told: Vec<bool>,
     /// Whether what `--cmd` workers print is passed through, prefixed with their names.
     pass_output: bool,
+    /// Whether the machine was last said to be busy (other processes taking a share of the CPUs).
+    busy_told: bool,
 }
 
 impl Progress {
@@ -50,6 +52,7 @@ impl Progress {
             reported_tenths: Vec::new(),
             stall_told: Vec::new(),
             pass_output: false,
+            busy_told: false,
         }
     }
 
@@ -78,6 +81,17 @@ impl Progress {
         for notice in notices {
             self.say(&notice);
         }
+    }
+
+    /// Says when other processes start taking a share of the CPUs, and when they stop: times measured meanwhile
+    /// are not a quiet machine's.
+    fn tell_busy(&mut self) {
+        let busy = self.state.machine.busy_now();
+        if busy.is_some() == self.busy_told {
+            return;
+        }
+        self.busy_told = busy.is_some();
+        self.say(&busy_notice(busy));
     }
 
     fn total(&self) -> u64 {
@@ -124,6 +138,19 @@ impl Progress {
                 eprintln!("{}", line(&self.state, w, total));
             }
         }
+    }
+}
+
+/// What is said when the machine becomes busy (other processes' share of the CPUs) or quiet again.
+fn busy_notice(busy: Option<f64>) -> String {
+    match busy {
+        Some(others) => format!(
+            "golow: other processes are using {others:.0}% of the CPUs: times measured now are not a quiet machine's"
+        ),
+        None => format!(
+            "golow: the machine is quiet again (other processes under {:.0}% of the CPUs)",
+            crate::state::conditions::BUSY_OTHERS_PERCENT
+        ),
     }
 }
 
@@ -199,6 +226,9 @@ impl Observer for Progress {
             _ => {}
         }
         self.tell_stalls();
+        if matches!(record.body, Body::MachineLoad { .. }) {
+            self.tell_busy();
+        }
         let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
