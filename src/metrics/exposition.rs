@@ -205,7 +205,7 @@ fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
 /// Each series' durations as a cumulative histogram in seconds; a series with none yet is left out, and a family
 /// with no series.
 fn histogram(out: &mut Exposition, name: &str, help: &str, series: &[Labelled]) {
-    let series: Vec<&Labelled> = series.iter().filter(|(_, d)| d.len() > 0).collect();
+    let series: Vec<&Labelled> = series.iter().filter(|(_, d)| !d.is_empty()).collect();
     if series.is_empty() {
         return;
     }
