@@ -344,3 +344,91 @@ fn a_terminated_sweep_keeps_its_finished_cells() {
         "a later cell ran"
     );
 }
+
+/// `--repeat 3`: each cell runs three sessions; its rows give their median with the min–max range, in
+/// results.json and results.csv, the figures draw the range, and compare weighs the spread between the sessions.
+#[test]
+fn a_repeated_sweep_gives_each_cell_s_median_and_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = sweep(
+        tmp.path(),
+        &[
+            "--batch-sizes",
+            "2,4",
+            "--resolutions",
+            "32",
+            "--repeat",
+            "3",
+            "--out",
+            "r",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dir = tmp.path().join("r");
+    assert_eq!(results(&dir)["config"]["repeat"], 3);
+    let rows = rows(&dir);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["repeats"], 3, "{row}");
+        let recordings: Vec<String> = row["recordings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(recordings.len(), 3, "{row}");
+        // Each session's own median, from its recording's summary: the row's is their median, within their range.
+        let mut medians: Vec<f64> = recordings
+            .iter()
+            .map(|r| {
+                let replayed = tmp.path().join("replayed.json");
+                let _ = std::fs::remove_file(&replayed);
+                let out = golow(
+                    tmp.path(),
+                    &[
+                        "replay",
+                        &dir.join(r).display().to_string(),
+                        "--headless",
+                        "--summary-json",
+                        &replayed.display().to_string(),
+                    ],
+                );
+                assert!(out.status.success(), "{}", text(&out.stderr));
+                let s = summary(&replayed);
+                let w = common::worker(&s, row["impl"].as_str().unwrap());
+                w["sample_time_ms"]["p50"].as_f64().unwrap()
+            })
+            .collect();
+        medians.sort_by(f64::total_cmp);
+        let f = |key: &str| row[key].as_f64().unwrap();
+        assert_eq!(f("sample_time_p50_ms"), medians[1], "{row}");
+        assert_eq!(
+            (f("sample_time_p50_min_ms"), f("sample_time_p50_max_ms")),
+            (medians[0], medians[2]),
+            "{row}"
+        );
+        assert!(f("throughput_min") <= f("throughput_samples_per_s"));
+        assert!(f("throughput_samples_per_s") <= f("throughput_max"));
+    }
+    let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    let header = csv.lines().next().unwrap();
+    for column in [
+        "repeats",
+        "sample_time_p50_min_ms",
+        "sample_time_p50_max_ms",
+        "throughput_min",
+        "throughput_max",
+    ] {
+        assert!(header.split(',').any(|c| c == column), "{header}");
+    }
+    let figure = std::fs::read_to_string(dir.join("sample_time-vs-batch-at-32px.svg")).unwrap();
+    assert!(figure.contains("<line") || figure.contains("<polyline"));
+    // A sweep against itself, each cell's three sessions a side: judged by the spread between them.
+    let compared = golow(tmp.path(), &["compare", "r", "r"]);
+    let stdout = text(&compared.stdout);
+    assert_eq!(compared.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("between the 3 and 3 sessions"), "{stdout}");
+    assert!(!stdout.contains("REGRESSION"), "{stdout}");
+}

@@ -302,23 +302,40 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
     );
 }
 
+/// Below 60×16 (README: "Any terminal size works; below 60×16 the view says how much room it needs"), one column or
+/// one row short is enough for the notice; at 60×16 and beyond, the dashboard.
 #[test]
 fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {
     let state = session(true, 80);
     let mut app = app();
-    for (w, h) in [
-        (1, 1),
-        (10, 3),
-        (59, 40),
-        (200, 15),
-        (60, 16),
-        (61, 17),
-        (300, 100),
-    ] {
+    // The notice as words, however it wraps.
+    let words = |screen: &str| screen.split_whitespace().collect::<Vec<_>>().join(" ");
+    for (w, h) in [(1, 1), (10, 3), (300, 100)] {
         let screen = render(&mut app, &state, w, h);
         assert_eq!(screen.lines().count(), h as usize);
     }
-    assert!(render(&mut app, &state, 80, 10).contains("at least 60×16"));
+    for (w, h) in [(59, 40), (200, 15), (59, 16), (60, 15), (80, 10)] {
+        let screen = render(&mut app, &state, w, h);
+        assert_eq!(screen.lines().count(), h as usize);
+        assert_eq!(
+            words(&screen),
+            format!("golow needs a terminal of at least 60×16; this one is {w}×{h}"),
+            "{w}×{h}:\n{screen}"
+        );
+    }
+    for (w, h) in [(60, 16), (61, 17)] {
+        let screen = render(&mut app, &state, w, h);
+        assert_eq!(screen.lines().count(), h as usize);
+        assert!(
+            !screen.contains("needs a terminal of at least"),
+            "{w}×{h}:\n{screen}"
+        );
+        // The dashboard itself: its header and the panes' titles.
+        assert!(
+            screen.contains("golow") && screen.contains("sample time"),
+            "{w}×{h}:\n{screen}"
+        );
+    }
 }
 
 #[test]
@@ -518,6 +535,7 @@ fn sweep_results() -> golow::sweep::Results {
         seed: 0,
         batch_sizes: vec![8, 16, 32, 64],
         resolutions: vec![32],
+        repeat: 1,
     };
     let mut results = Results::new(config);
     for (i, batch) in [8u32, 16, 32, 64].into_iter().enumerate() {
@@ -535,9 +553,14 @@ fn sweep_results() -> golow::sweep::Results {
                     batch_size: batch,
                     resolution: 32,
                     status: if oom { RowStatus::Oom } else { RowStatus::Ok },
+                    repeats: 1,
                     sample_time_p50_ms: (!oom).then_some((4.0 - i as f64 * 0.5) * slower),
+                    sample_time_p50_min_ms: None,
+                    sample_time_p50_max_ms: None,
                     sample_time_p90_ms: (!oom).then_some((4.5 - i as f64 * 0.5) * slower),
                     throughput_samples_per_s: (!oom).then(|| 250.0 * (1.0 + i as f64) / slower),
+                    throughput_min: None,
+                    throughput_max: None,
                     peak_host_rss_bytes: Some((400 + 100 * i as u64) << 20),
                     peak_gpu_mem_bytes: None,
                     gpu_util_mean_percent: None,
@@ -547,6 +570,7 @@ fn sweep_results() -> golow::sweep::Results {
                     top_operator: None,
                     top_operator_share: None,
                     recording: Some(format!("cells/b{batch}-r32.golow")),
+                    recordings: Vec::new(),
                     error: oom.then(|| "DefaultCPUAllocator: can't allocate memory".to_string()),
                 }
             })

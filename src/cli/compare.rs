@@ -262,18 +262,27 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
     let mut compared = 0;
     let mut regression = false;
     for cell in cells(&ra.config.batch_sizes, &ra.config.resolutions) {
-        let recording = |dir: &Path, results: &Results| {
-            results
+        // Every session of the cell: one, or with --repeat all of them, so that the verdict weighs their spread.
+        let sessions = |dir: &Path, results: &Results| -> Result<Vec<Session>, BadInput> {
+            let Some(row) = results
                 .rows
                 .iter()
                 .find(|r| r.cell() == cell && r.recording.is_some())
-                .and_then(|r| r.recording.as_ref())
-                .map(|rel| dir.join(rel))
+            else {
+                return Ok(Vec::new());
+            };
+            let files: Vec<&String> = if row.recordings.is_empty() {
+                row.recording.iter().collect()
+            } else {
+                row.recordings.iter().collect()
+            };
+            files.iter().map(|f| Session::open(&dir.join(f))).collect()
         };
-        let (Some(fa), Some(fb)) = (recording(a, &ra), recording(b, &rb)) else {
+        let (sa, sb) = (sessions(a, &ra)?, sessions(b, &rb)?);
+        if sa.is_empty() || sb.is_empty() {
             continue;
-        };
-        let judged = judge(&[Session::open(&fa)?], &[Session::open(&fb)?], threshold);
+        }
+        let judged = judge(&sa, &sb, threshold);
         if judged.rows.is_empty() {
             continue;
         }

@@ -52,7 +52,14 @@ pub struct SweepArgs {
     /// Continue the sweep in --out, skipping the cells it finished.
     #[arg(long, requires = "out")]
     resume: bool,
+    /// Sessions per cell, one after another (each alternating the implementations): the results and figures give
+    /// their median with the min–max range.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    repeat: i64,
 }
+
+/// Sessions per cell at most: a sweep of a few cells repeated this often already runs for hours.
+const MAX_REPEAT: i64 = 20;
 
 /// A comma-separated list of positive integers, sorted and without repeats.
 fn parse_list(flag: &str, list: &str) -> Result<Vec<u32>, BadInput> {
@@ -130,6 +137,14 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let earlier = check_out(&dir, args.resume)?;
     let impls = parse_impls(&args.impls)?;
     let steps = positive("--steps", args.steps)?;
+    if !(1..=MAX_REPEAT).contains(&args.repeat) {
+        return Err(BadInput(format!(
+            "--repeat {} is not a number of sessions per cell between 1 and {MAX_REPEAT}",
+            args.repeat
+        ))
+        .into());
+    }
+    let repeat = args.repeat as u32;
     args.session.check()?;
     // Every cell runs the session of the first, at its own batch size and resolution.
     let workload = Workload {
@@ -159,6 +174,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         seed: s.seed,
         batch_sizes: batch_sizes.clone(),
         resolutions: resolutions.clone(),
+        repeat,
     };
     let mut results = match earlier {
         Some(earlier) => {
@@ -183,11 +199,12 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         interval,
         command_line: super::command_line(),
         metrics: metrics.as_ref().map(crate::metrics::Endpoint::observer),
+        repeat,
     };
     let tracker = Tracker::new(
         &crate::sweep::run::todo(&sweep, &results),
         results.config.impls.len(),
-        steps,
+        steps * u64::from(repeat),
     );
     let asked: Vec<Cell> = sweep.cells.clone();
     let (outcome, results) = if args.headless {

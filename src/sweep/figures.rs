@@ -1,6 +1,7 @@
 //! The seed paper's figures from a sweep's rows: each metric against batch size at every resolution, and against
 //! resolution at every batch size, one line per implementation (cells that failed or ran out of memory leave a gap).
-//! An axis with a single value gives no figure.
+//! An axis with a single value gives no figure. A sweep that ran each cell several times (`--repeat`) draws each
+//! point at the sessions' median, with a bar from their least to their greatest.
 
 use std::path::Path;
 
@@ -45,6 +46,11 @@ fn figure(
                 .curve(implementation, axis, held, metric)
                 .into_iter()
                 .map(|(x, y)| (f64::from(x), y))
+                .collect(),
+            ranges: results
+                .ranges(implementation, axis, held, metric)
+                .into_iter()
+                .map(|(x, lo, hi)| (f64::from(x), lo, hi))
                 .collect(),
         })
         .collect();

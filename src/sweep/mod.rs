@@ -1,6 +1,7 @@
 //! Sweeps: the same session over a grid of batch sizes and resolutions, one cell at a time, each cell a recording,
 //! their summaries gathered into one results table (`results.json`, `results.csv`) and the seed paper's scaling
-//! figures. A sweep stopped half-way resumes from its results file.
+//! figures. With `--repeat N` each cell runs N sessions, and its rows hold their median with the min–max range. A sweep
+//! stopped half-way resumes from its results file.
 
 pub mod figures;
 pub mod plot;
@@ -26,9 +27,17 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// The cell's recording, relative to the sweep directory.
-    pub fn recording(&self) -> PathBuf {
-        PathBuf::from("cells").join(format!("b{}-r{}.golow", self.batch_size, self.resolution))
+    /// The recording of the cell's session `k` (from 1) of `repeats`, relative to the sweep directory.
+    pub fn recording(&self, k: u32, repeats: u32) -> PathBuf {
+        let repeat = if repeats > 1 {
+            format!("-{k}")
+        } else {
+            String::new()
+        };
+        PathBuf::from("cells").join(format!(
+            "b{}-r{}{repeat}.golow",
+            self.batch_size, self.resolution
+        ))
     }
 
     /// Work relative to other cells, for the ETA: samples times pixels.
@@ -79,6 +88,8 @@ pub struct Metric {
     /// Decimals of the sweep view's axis label.
     pub decimals: usize,
     pub value: fn(&Row) -> Option<f64>,
+    /// The least and the greatest of the cell's sessions' values, where it ran several (`--repeat`).
+    pub range: fn(&Row) -> Option<(f64, f64)>,
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -92,6 +103,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "ms per sample (median)",
         decimals: 2,
         value: |r| r.sample_time_p50_ms,
+        range: |r| r.sample_time_p50_min_ms.zip(r.sample_time_p50_max_ms),
     },
     Metric {
         file: "throughput",
@@ -100,6 +112,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "samples/s",
         decimals: 0,
         value: |r| r.throughput_samples_per_s,
+        range: |r| r.throughput_min.zip(r.throughput_max),
     },
     Metric {
         file: "host_memory",
@@ -108,6 +121,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "peak host RSS (MiB)",
         decimals: 0,
         value: |r| r.peak_host_rss_bytes.map(|b| b as f64 / MIB),
+        range: |_| None,
     },
     Metric {
         file: "gpu_memory",
@@ -116,6 +130,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "peak GPU memory (MiB)",
         decimals: 0,
         value: |r| r.peak_gpu_mem_bytes.map(|b| b as f64 / MIB),
+        range: |_| None,
     },
     Metric {
         file: "gpu_utilisation",
@@ -124,6 +139,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "GPU utilisation (%)",
         decimals: 0,
         value: |r| r.gpu_util_mean_percent,
+        range: |_| None,
     },
     Metric {
         file: "top_operator_share",
@@ -132,6 +148,7 @@ pub const METRICS: [Metric; 6] = [
         pane: "top operator (% of step)",
         decimals: 0,
         value: |r| r.top_operator_share.map(|s| s * 100.0),
+        range: |_| None,
     },
 ];
 
@@ -149,6 +166,13 @@ pub struct SweepConfig {
     pub seed: u64,
     pub batch_sizes: Vec<u32>,
     pub resolutions: Vec<u32>,
+    /// Sessions per cell (`--repeat`); 1 in sweeps written before it.
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl SweepConfig {
@@ -162,7 +186,7 @@ impl SweepConfig {
         (strip(self) != strip(other)).then(|| {
             let describe = |c: &SweepConfig| {
                 format!(
-                    "{} {} {} on {}, {} steps ({} warm-up), {}{}, seed {}",
+                    "{} {} {} on {}, {} steps ({} warm-up), {}{}, seed {}, {} session{} a cell",
                     c.impls.join(","),
                     c.model.name(),
                     c.dataset,
@@ -171,7 +195,9 @@ impl SweepConfig {
                     c.warmup,
                     c.mode.name(),
                     if c.pinned { ", pinned" } else { "" },
-                    c.seed
+                    c.seed,
+                    c.repeat,
+                    if c.repeat == 1 { "" } else { "s" }
                 )
             };
             format!(
@@ -200,9 +226,21 @@ pub struct Row {
     pub batch_size: u32,
     pub resolution: u32,
     pub status: RowStatus,
+    /// Sessions the row's figures come from (`--repeat`): their median, and for time per sample and throughput the
+    /// least and greatest (absent from a single session).
+    #[serde(default = "one")]
+    pub repeats: u32,
     pub sample_time_p50_ms: Option<f64>,
+    #[serde(default)]
+    pub sample_time_p50_min_ms: Option<f64>,
+    #[serde(default)]
+    pub sample_time_p50_max_ms: Option<f64>,
     pub sample_time_p90_ms: Option<f64>,
     pub throughput_samples_per_s: Option<f64>,
+    #[serde(default)]
+    pub throughput_min: Option<f64>,
+    #[serde(default)]
+    pub throughput_max: Option<f64>,
     pub peak_host_rss_bytes: Option<u64>,
     pub peak_gpu_mem_bytes: Option<u64>,
     pub gpu_util_mean_percent: Option<f64>,
@@ -218,20 +256,29 @@ pub struct Row {
     pub top_operator: Option<String>,
     #[serde(default)]
     pub top_operator_share: Option<f64>,
-    /// The cell's recording, relative to the sweep directory; absent when the cell could not start.
+    /// The cell's recording, relative to the sweep directory (its first session's, with `--repeat`); absent when
+    /// the cell could not start.
     pub recording: Option<String>,
+    /// With `--repeat`, every session's recording, the first included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<String>,
     pub error: Option<String>,
 }
 
 /// The CSV's columns, in order; `Row::csv_fields` follows them.
-pub const CSV_COLUMNS: [&str; 17] = [
+pub const CSV_COLUMNS: [&str; 23] = [
     "impl",
     "batch_size",
     "resolution",
     "status",
+    "repeats",
     "sample_time_p50_ms",
+    "sample_time_p50_min_ms",
+    "sample_time_p50_max_ms",
     "sample_time_p90_ms",
     "throughput_samples_per_s",
+    "throughput_min",
+    "throughput_max",
     "peak_host_rss_bytes",
     "peak_gpu_mem_bytes",
     "gpu_util_mean_percent",
@@ -241,6 +288,7 @@ pub const CSV_COLUMNS: [&str; 17] = [
     "top_operator",
     "top_operator_share",
     "recording",
+    "recordings",
     "error",
 ];
 
@@ -252,7 +300,7 @@ impl Row {
         }
     }
 
-    fn csv_fields(&self) -> [String; 17] {
+    fn csv_fields(&self) -> [String; 23] {
         let f = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
         let u = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let status = match self.status {
@@ -265,9 +313,14 @@ impl Row {
             self.batch_size.to_string(),
             self.resolution.to_string(),
             status.into(),
+            self.repeats.to_string(),
             f(self.sample_time_p50_ms),
+            f(self.sample_time_p50_min_ms),
+            f(self.sample_time_p50_max_ms),
             f(self.sample_time_p90_ms),
             f(self.throughput_samples_per_s),
+            f(self.throughput_min),
+            f(self.throughput_max),
             u(self.peak_host_rss_bytes),
             u(self.peak_gpu_mem_bytes),
             f(self.gpu_util_mean_percent),
@@ -277,6 +330,7 @@ impl Row {
             self.top_operator.clone().unwrap_or_default(),
             f(self.top_operator_share),
             self.recording.clone().unwrap_or_default(),
+            self.recordings.join(" "),
             self.error.clone().unwrap_or_default(),
         ]
     }
@@ -290,9 +344,14 @@ impl Row {
                 batch_size: cell.batch_size,
                 resolution: cell.resolution,
                 status: status_of_error(error),
+                repeats: 1,
                 sample_time_p50_ms: None,
+                sample_time_p50_min_ms: None,
+                sample_time_p50_max_ms: None,
                 sample_time_p90_ms: None,
                 throughput_samples_per_s: None,
+                throughput_min: None,
+                throughput_max: None,
                 peak_host_rss_bytes: None,
                 peak_gpu_mem_bytes: None,
                 gpu_util_mean_percent: None,
@@ -302,6 +361,7 @@ impl Row {
                 top_operator: None,
                 top_operator_share: None,
                 recording: None,
+                recordings: Vec::new(),
                 error: Some(error.to_string()),
             })
             .collect()
@@ -328,9 +388,14 @@ impl Row {
                     batch_size: cell.batch_size,
                     resolution: cell.resolution,
                     status,
+                    repeats: 1,
                     sample_time_p50_ms: w.sample_time_ms.as_ref().map(|p| p.p50),
+                    sample_time_p50_min_ms: None,
+                    sample_time_p50_max_ms: None,
                     sample_time_p90_ms: w.sample_time_ms.as_ref().map(|p| p.p90),
                     throughput_samples_per_s: w.throughput_samples_per_s,
+                    throughput_min: None,
+                    throughput_max: None,
                     peak_host_rss_bytes: Some(w.peak_host_rss_bytes),
                     peak_gpu_mem_bytes: w.peak_gpu_mem_bytes,
                     gpu_util_mean_percent: w.gpu_sm_percent_mean,
@@ -340,10 +405,85 @@ impl Row {
                     top_operator: top.map(|o| o.name.clone()),
                     top_operator_share: top.zip(compute).map(|(o, c)| o.self_ms_per_step / c),
                     recording: Some(recording.display().to_string()),
+                    recordings: Vec::new(),
                     error: w.error.clone(),
                 }
             })
             .collect()
+    }
+}
+
+/// The median of the values present; `None` without one.
+fn median(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let mut v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The least and greatest of the values present, where there are two or more: a spread.
+fn range(values: impl Iterator<Item = Option<f64>>) -> (Option<f64>, Option<f64>) {
+    let v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return (None, None);
+    }
+    (
+        v.iter().copied().reduce(f64::min),
+        v.iter().copied().reduce(f64::max),
+    )
+}
+
+impl Row {
+    /// One implementation's rows from several sessions of one cell, as one: the median of each figure, the range
+    /// of time per sample and throughput, the peaks' highest, the worst status (and its error), every recording.
+    pub fn across(sessions: &[Row]) -> Option<Row> {
+        let first = sessions.first()?;
+        let worst = sessions
+            .iter()
+            .find(|r| r.status == RowStatus::Failed)
+            .or_else(|| sessions.iter().find(|r| r.status == RowStatus::Oom))
+            .unwrap_or(first);
+        let of = |f: fn(&Row) -> Option<f64>| sessions.iter().map(f);
+        let peak = |f: fn(&Row) -> Option<u64>| sessions.iter().filter_map(f).max();
+        let (sample_min, sample_max) = range(of(|r| r.sample_time_p50_ms));
+        let (rate_min, rate_max) = range(of(|r| r.throughput_samples_per_s));
+        let top = sessions.iter().find_map(|r| r.top_operator.clone());
+        Some(Row {
+            implementation: first.implementation.clone(),
+            batch_size: first.batch_size,
+            resolution: first.resolution,
+            status: worst.status,
+            repeats: sessions.len() as u32,
+            sample_time_p50_ms: median(of(|r| r.sample_time_p50_ms)),
+            sample_time_p50_min_ms: sample_min,
+            sample_time_p50_max_ms: sample_max,
+            sample_time_p90_ms: median(of(|r| r.sample_time_p90_ms)),
+            throughput_samples_per_s: median(of(|r| r.throughput_samples_per_s)),
+            throughput_min: rate_min,
+            throughput_max: rate_max,
+            peak_host_rss_bytes: peak(|r| r.peak_host_rss_bytes),
+            peak_gpu_mem_bytes: peak(|r| r.peak_gpu_mem_bytes),
+            gpu_util_mean_percent: median(of(|r| r.gpu_util_mean_percent)),
+            h2d_bytes_per_step: peak(|r| r.h2d_bytes_per_step),
+            h2d_ms_p50: median(of(|r| r.h2d_ms_p50)),
+            compile_ms: median(of(|r| r.compile_ms)),
+            top_operator_share: median(
+                sessions
+                    .iter()
+                    .map(|r| r.top_operator_share.filter(|_| r.top_operator == top)),
+            ),
+            top_operator: top,
+            recording: first.recording.clone(),
+            recordings: sessions
+                .iter()
+                .filter_map(|r| r.recording.clone())
+                .collect(),
+            error: worst.error.clone(),
+        })
     }
 }
 
@@ -425,6 +565,29 @@ impl Results {
         points
     }
 
+    /// The ranges of `implementation`'s finished cells along `axis` (as `curve`), where the metric has one:
+    /// (x, least, greatest).
+    pub fn ranges(
+        &self,
+        implementation: &str,
+        axis: Axis,
+        held: u32,
+        metric: &Metric,
+    ) -> Vec<(u32, f64, f64)> {
+        self.rows
+            .iter()
+            .filter(|r| r.implementation == implementation && r.status == RowStatus::Ok)
+            .filter_map(|r| match axis.of(r) {
+                (x, other) if other == held => {
+                    let (lo, hi) = (metric.range)(r)?;
+                    Some((x, lo, hi))
+                }
+                _ => None,
+            })
+            .filter(|(_, lo, hi)| lo.is_finite() && hi.is_finite())
+            .collect()
+    }
+
     pub fn has(&self, cell: Cell) -> bool {
         self.rows.iter().any(|r| r.cell() == cell)
     }
@@ -478,6 +641,7 @@ pub(crate) mod tests {
             seed: 0,
             batch_sizes: vec![8, 16],
             resolutions: vec![32],
+            repeat: 1,
         }
     }
 
@@ -486,7 +650,11 @@ pub(crate) mod tests {
         let got = cells(&[8, 16], &[32, 64]);
         let pairs: Vec<(u32, u32)> = got.iter().map(|c| (c.batch_size, c.resolution)).collect();
         assert_eq!(pairs, [(8, 32), (16, 32), (8, 64), (16, 64)]);
-        assert_eq!(got[3].recording(), PathBuf::from("cells/b16-r64.golow"));
+        assert_eq!(got[3].recording(1, 1), PathBuf::from("cells/b16-r64.golow"));
+        assert_eq!(
+            got[3].recording(2, 3),
+            PathBuf::from("cells/b16-r64-2.golow")
+        );
     }
 
     #[test]
@@ -529,10 +697,76 @@ pub(crate) mod tests {
         let csv = results.to_csv();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines[0].split(',').count(), CSV_COLUMNS.len());
-        assert_eq!(lines[1], "libtorch,16,32,oom,,,,,,,,,,,,,out of memory");
+        assert_eq!(
+            lines[1],
+            "libtorch,16,32,oom,1,,,,,,,,,,,,,,,,,,out of memory"
+        );
         results.record(cell, Row::unstarted(cell, &impls, "a, \"b\""));
         assert!(results.to_csv().contains(",\"a, \"\"b\"\"\"\n"));
         let back: Results = serde_json::from_str(&results.to_json()).unwrap();
         assert_eq!(back, results);
+    }
+
+    #[test]
+    fn a_cell_s_sessions_give_one_row_their_median_with_its_range() {
+        let cell = Cell {
+            batch_size: 8,
+            resolution: 32,
+        };
+        let session = |k: u32, ms: f64, rss: u64| Row {
+            status: RowStatus::Ok,
+            sample_time_p50_ms: Some(ms),
+            sample_time_p90_ms: Some(ms * 1.1),
+            throughput_samples_per_s: Some(1e3 / ms),
+            peak_host_rss_bytes: Some(rss),
+            recording: Some(cell.recording(k, 3).display().to_string()),
+            error: None,
+            ..Row::unstarted(cell, &["libtorch".into()], "").remove(0)
+        };
+        let rows = [
+            session(1, 2.0, 100),
+            session(2, 3.0, 300),
+            session(3, 2.5, 200),
+        ];
+        let one = Row::across(&rows).unwrap();
+        assert_eq!(one.repeats, 3);
+        assert_eq!(one.status, RowStatus::Ok);
+        assert_eq!(one.sample_time_p50_ms, Some(2.5));
+        assert_eq!(
+            (one.sample_time_p50_min_ms, one.sample_time_p50_max_ms),
+            (Some(2.0), Some(3.0))
+        );
+        assert_eq!(one.throughput_samples_per_s, Some(400.0));
+        assert_eq!(
+            (one.throughput_min, one.throughput_max),
+            (Some(1e3 / 3.0), Some(500.0))
+        );
+        assert_eq!(one.peak_host_rss_bytes, Some(300), "the peak of the peaks");
+        assert_eq!(one.recording.as_deref(), Some("cells/b8-r32-1.golow"));
+        assert_eq!(one.recordings.len(), 3);
+        // One failed session fails the cell's row, its error kept.
+        let mut failed = rows.to_vec();
+        failed[1].status = RowStatus::Failed;
+        failed[1].error = Some("Segmentation fault".into());
+        let one = Row::across(&failed).unwrap();
+        assert_eq!(
+            (one.status, one.error.as_deref()),
+            (RowStatus::Failed, Some("Segmentation fault"))
+        );
+        // The CSV carries the spread.
+        let mut results = Results::new(config());
+        results.record(cell, vec![Row::across(&rows).unwrap()]);
+        let csv = results.to_csv();
+        let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+        let cell_of = |name: &str| row[header.iter().position(|c| *c == name).unwrap()];
+        assert_eq!(
+            (
+                cell_of("repeats"),
+                cell_of("sample_time_p50_min_ms"),
+                cell_of("throughput_max")
+            ),
+            ("3", "2", "500")
+        );
     }
 }

@@ -16,6 +16,8 @@ pub struct Series {
     pub label: String,
     pub color: (u8, u8, u8),
     pub points: Vec<(f64, f64)>,
+    /// Where a point stands for several sessions: (x, least, greatest), drawn as a bar through it.
+    pub ranges: Vec<(f64, f64, f64)>,
 }
 
 pub struct Figure {
@@ -108,6 +110,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
 struct Curve<'a> {
     series: &'a Series,
     points: Vec<(f64, f64)>,
+    ranges: Vec<(f64, f64, f64)>,
 }
 
 fn curves(figure: &Figure) -> Vec<Curve<'_>> {
@@ -122,7 +125,17 @@ fn curves(figure: &Figure) -> Vec<Curve<'_>> {
                 .copied()
                 .collect();
             points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            Curve { series, points }
+            let ranges = series
+                .ranges
+                .iter()
+                .filter(|(x, lo, hi)| x.is_finite() && *x > 0.0 && lo.is_finite() && hi.is_finite())
+                .copied()
+                .collect();
+            Curve {
+                series,
+                points,
+                ranges,
+            }
         })
         .collect()
 }
@@ -188,6 +201,15 @@ fn render<DB: DrawingBackend>(
                 .iter()
                 .map(|&p| Circle::new(p, 4, color.filled())),
         )?;
+        // A point's range of sessions, through its median; where the median is not drawn, through the range's middle.
+        chart.draw_series(curve.ranges.iter().map(|&(x, lo, hi)| {
+            let y = curve
+                .points
+                .iter()
+                .find(|p| p.0 == x)
+                .map_or((lo + hi) / 2.0, |p| p.1);
+            ErrorBar::new_vertical(x, lo, y, hi, color.stroke_width(2), 10)
+        }))?;
     }
 
     draw_legend(&legend_area, &curves)?;
@@ -330,7 +352,12 @@ impl YAxis {
     fn new(curves: &[Curve<'_>]) -> Option<Self> {
         let (min, max) = curves
             .iter()
-            .flat_map(|c| c.points.iter().map(|p| p.1))
+            .flat_map(|c| {
+                c.points
+                    .iter()
+                    .map(|p| p.1)
+                    .chain(c.ranges.iter().flat_map(|r| [r.1, r.2]))
+            })
             .fold(None, |acc: Option<(f64, f64)>, y| match acc {
                 None => Some((y, y)),
                 Some((lo, hi)) => Some((lo.min(y), hi.max(y))),
@@ -437,6 +464,7 @@ mod tests {
                             (x, x * (i as f64 + 1.0) * 0.37 + 5.0)
                         })
                         .collect(),
+                    ranges: Vec::new(),
                 })
                 .collect(),
         )
@@ -528,17 +556,50 @@ mod tests {
                     (-4.0, 2.0),
                     (128.0, 5.0),
                 ],
+                ranges: vec![(16.0, f64::NAN, 4.0), (0.0, 1.0, 2.0), (128.0, 4.0, 6.0)],
             },
             Series {
                 label: "empty".into(),
                 color: COLORS[1],
                 points: vec![],
+                ranges: Vec::new(),
             },
         ]);
         let [svg, png] = write(&fig, &dir.join("holes")).unwrap();
         let texts = svg_texts(&svg);
         assert!(texts.iter().any(|t| t == "empty (no data)"));
         png_pixels(&png);
+        fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn ranges_are_drawn_through_their_points_and_widen_the_axis() {
+        let dir = scratch_dir("ranges");
+        let series = |ranges: Vec<(f64, f64, f64)>| Series {
+            label: "repeated".into(),
+            color: COLORS[0],
+            points: vec![(8.0, 10.0), (16.0, 12.0), (32.0, 11.0)],
+            ranges,
+        };
+        let drawn = |ranges| {
+            let [svg, _] = write(&figure(vec![series(ranges)]), &dir.join("r")).unwrap();
+            fs::read_to_string(svg).unwrap()
+        };
+        let (without, with) = (
+            drawn(Vec::new()),
+            drawn(vec![
+                (8.0, 9.0, 11.0),
+                (16.0, 11.0, 30.0),
+                (32.0, 10.5, 11.5),
+            ]),
+        );
+        let lines = |svg: &str| svg.matches("<line").count() + svg.matches("<polyline").count();
+        assert!(lines(&with) >= lines(&without) + 3, "{with}");
+        // The highest range end (30) is on the axis: its label reaches past the points' 12.
+        assert!(
+            with.contains("\n30\n") && !without.contains("\n30\n"),
+            "{with}"
+        );
         fs::remove_dir_all(dir).unwrap();
     }
 
@@ -551,6 +612,7 @@ mod tests {
                 label: "only nan".into(),
                 color: COLORS[2],
                 points: vec![(8.0, f64::NAN)],
+                ranges: Vec::new(),
             }]),
         ] {
             let [svg, png] = write(&fig, &dir.join("nothing")).unwrap();
@@ -567,6 +629,7 @@ mod tests {
             label: "one size".into(),
             color: COLORS[0],
             points: vec![(64.0, 12.0), (64.0, 14.0)],
+            ranges: Vec::new(),
         }]);
         let [svg, png] = write(&fig, &dir.join("single")).unwrap();
         let texts = svg_texts(&svg);

@@ -55,6 +55,8 @@ pub struct Sweep {
     pub command_line: Vec<String>,
     /// `--metrics-addr`'s endpoint, which serves the running cell.
     pub metrics: Option<MetricsObserver>,
+    /// Sessions per cell (`--repeat`).
+    pub repeat: u32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -189,17 +191,62 @@ impl Reporter for Forward {
     }
 }
 
-/// One cell's rows; `None` when the user stopped it.
+/// One cell's rows: of its one session, or with `--repeat` of its sessions one after another, each implementation's
+/// taken across them; `None` when the user stopped it.
 fn run_cell(
     sweep: &Sweep,
     cell: Cell,
+    reporter: &mut dyn Reporter,
+    stop: &StopHandle,
+) -> Result<Option<Vec<Row>>, String> {
+    let mut sessions: Vec<Vec<Row>> = Vec::new();
+    for k in 1..=sweep.repeat {
+        let Some(rows) = run_session(sweep, cell, k, reporter, stop)? else {
+            return Ok(None);
+        };
+        // A cell that could not even start would not on a second try either.
+        let unstarted = rows.iter().all(|r| r.recording.is_none());
+        sessions.push(rows);
+        if unstarted {
+            break;
+        }
+    }
+    if sessions.len() == 1 {
+        return Ok(sessions.pop());
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for row in sessions.iter().flatten() {
+        if !names.contains(&row.implementation.as_str()) {
+            names.push(&row.implementation);
+        }
+    }
+    let rows = names
+        .iter()
+        .filter_map(|name| {
+            let each: Vec<Row> = sessions
+                .iter()
+                .flatten()
+                .filter(|r| r.implementation == *name)
+                .cloned()
+                .collect();
+            Row::across(&each)
+        })
+        .collect();
+    Ok(Some(rows))
+}
+
+/// The rows of the cell's session `k`; `None` when the user stopped it.
+fn run_session(
+    sweep: &Sweep,
+    cell: Cell,
+    k: u32,
     mut reporter: &mut dyn Reporter,
     stop: &StopHandle,
 ) -> Result<Option<Vec<Row>>, String> {
     let mut plan = sweep.plan.clone();
     plan.session.batch_size = cell.batch_size;
     plan.session.resolution = cell.resolution;
-    let relative = cell.recording();
+    let relative = cell.recording(k, sweep.repeat);
     let path = sweep.dir.join(&relative);
     // Only an unfinished cell leaves its recording behind; its rerun replaces it.
     remove_stale(&path)?;
