@@ -675,3 +675,33 @@ fn the_live_view_redraws_only_what_changed_and_shows_the_same_as_whole_frames() 
         .collect();
     redrawn_parts_match_whole_frames(&records, (160, 48), &[], true);
 }
+
+/// While other processes keep a share of the CPUs, the header says so; once they stop, it no longer does.
+#[test]
+fn the_header_says_while_the_machine_is_busy() {
+    use golow_protocol::event::{Body, Record};
+    let mut state = session(false, 80);
+    let load = |others: f64| Body::MachineLoad {
+        load_1m: 3.5,
+        busy_percent: 97.0,
+        steal_percent: 0.5,
+        others_percent: others,
+        cpu_mhz: Some(2600.0),
+    };
+    let quiet = render(&mut app(), &state, 200, 60);
+    assert!(!quiet.contains("BUSY"), "{quiet}");
+    let t = state.t_ms;
+    for i in 0..5 {
+        state.apply(&Record::new(t + f64::from(i) * 1e3, None, load(60.0)));
+    }
+    let busy = render(&mut app(), &state, 200, 60);
+    let header = busy.lines().next().unwrap();
+    assert!(
+        header.contains("[BUSY: other processes use 60% of the CPUs]"),
+        "{header}"
+    );
+    for i in 5..10 {
+        state.apply(&Record::new(t + f64::from(i) * 1e3, None, load(2.0)));
+    }
+    assert!(!render(&mut app(), &state, 200, 60).contains("BUSY"));
+}
