@@ -330,9 +330,28 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
 }
 /// One line per implementation and cell of a sweep.
 pub fn sweep_table(results: &crate::sweep::Results) -> String {
+    // With --repeat, each time per sample is a median over sessions, and their range is worth its column.
+    let repeated = results.rows.iter().any(|r| r.repeats > 1);
+    let range = |r: &crate::sweep::Row| match (r.sample_time_p50_min_ms, r.sample_time_p50_max_ms) {
+        (Some(lo), Some(hi)) => format!("{}–{}", number(lo, 3), number(hi, 3)),
+        _ => "-".into(),
+    };
     let mut out = format!(
-        "{:<12} {:>6} {:>6} {:<7} {:>11} {:>11} {:>10} {:>10} {:>10}\n",
-        "impl", "batch", "px", "status", "ms/sample", "p90", "samples/s", "peak RSS", "peak GPU"
+        "{:<12} {:>6} {:>6} {:<7} {:>11} {}{:>11} {:>10} {:>10} {:>10}\n",
+        "impl",
+        "batch",
+        "px",
+        "status",
+        "ms/sample",
+        if repeated {
+            format!("{:>17} ", "range")
+        } else {
+            String::new()
+        },
+        "p90",
+        "samples/s",
+        "peak RSS",
+        "peak GPU"
     );
     let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{}M", b >> 20));
     for r in &results.rows {
@@ -342,16 +361,27 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
             crate::sweep::RowStatus::Failed => "FAILED",
         };
         out.push_str(&format!(
-            "{:<12} {:>6} {:>6} {:<7} {:>11} {:>11} {:>10} {:>10} {:>10}\n",
+            "{:<12} {:>6} {:>6} {:<7} {:>11} {}{:>11} {:>10} {:>10} {:>10}\n",
             r.implementation,
             r.batch_size,
             r.resolution,
             status,
             opt(r.sample_time_p50_ms, 3),
+            if repeated {
+                format!("{:>17} ", range(r))
+            } else {
+                String::new()
+            },
             opt(r.sample_time_p90_ms, 3),
             opt(r.throughput_samples_per_s, 1),
             mib(r.peak_host_rss_bytes),
             mib(r.peak_gpu_mem_bytes),
+        ));
+    }
+    if repeated {
+        out.push_str(&format!(
+            "medians over {} sessions a cell; range: the least and greatest session's median ms/sample\n",
+            results.config.repeat
         ));
     }
     out
