@@ -1212,3 +1212,25 @@ fn a_busy_machine_is_said_while_it_is_busy() {
     assert_eq!(said.len(), 1, "{stderr}");
     assert!(said[0].ends_with("% of the CPUs: times measured now are not a quiet machine's"));
 }
+
+/// The session's directory (weights, configs, the event sockets) is its user's alone.
+#[test]
+fn the_session_directory_is_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = headless(
+        tmp.path(),
+        &[
+            "--no-record",
+            "--cmd",
+            r#"x=stat -c 'mode %a' "$(dirname "$GOLOW_EVENT_SOCKET")""#,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("x | mode 700"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -155,6 +155,56 @@ fn a_live_session_serves_what_promtool_accepts_and_a_bad_scraper_holds_up_nothin
     trickle.join().unwrap();
 }
 
+/// A thousand idle or trickling connections held open (a slowloris, a port scanner, a stuck proxy) do not keep a
+/// real scrape waiting: it is answered within a second, and golow's memory stays bounded.
+#[test]
+fn a_crowd_of_idle_connections_does_not_silence_a_scrape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let served = Served::start(tmp.path(), "libtorch", "400");
+    let steps = r#"golow_steps_total{worker="libtorch"}"#;
+    served.wait_for(steps, 2.0);
+    let status = format!("/proc/{}/status", served.golow.id());
+    let high_water = || {
+        std::fs::read_to_string(&status)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    let before_kib = high_water();
+    let mut crowd: Vec<TcpStream> = Vec::new();
+    for i in 0..1000 {
+        let Ok(mut stream) = TcpStream::connect(&served.addr) else {
+            continue;
+        };
+        // A third trickle the start of a request; the rest say nothing.
+        if i % 3 == 0 {
+            let _ = stream.write_all(b"GET /met");
+        }
+        crowd.push(stream);
+    }
+    assert!(crowd.len() >= 990, "{} connections opened", crowd.len());
+    for round in 0..3 {
+        let asked = Instant::now();
+        let (status_line, body) = served.get("/metrics");
+        let waited = asked.elapsed();
+        assert_eq!(status_line, "HTTP/1.1 200 OK");
+        assert!(body.contains(steps), "{body}");
+        assert!(
+            waited < Duration::from_secs(1),
+            "round {round}: a scrape waited {waited:?} behind 1000 idle connections"
+        );
+        for stream in crowd.iter_mut().step_by(7) {
+            let _ = stream.write_all(b"r");
+        }
+    }
+    let grew_kib = high_water().saturating_sub(before_kib);
+    assert!(grew_kib < 32 * 1024, "golow grew by {grew_kib} KiB");
+    drop(crowd);
+    served.wait_for(steps, 3.0);
+}
+
 /// Two ranks of a DDP job on gloo that step until stopped.
 const DDP: &str = "\
 import time, torch, torch.distributed as dist

@@ -1,17 +1,19 @@
 //! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of a state the session
-//! folds into as it goes (the observer), one connection at a time. A scrape locks the state only to render it; the
-//! answer is written after. Each connection has 2 s in all to send its request and take the answer, however it
-//! trickles, so a scraper that is slow, silent or never reads holds up other scrapes for at most that, and the
-//! session not at all.
+//! folds into as it goes (the observer). Connections are served concurrently on the thread's own async runtime, up to
+//! `MAX_CONNECTIONS`; past it the oldest is dropped for the newest, so a crowd of idle or trickling clients (a
+//! slowloris, a port scanner, a stuck proxy) cannot keep a real scrape waiting. Each connection has 2 s in all to
+//! send its request and take the answer. A scrape locks the state only to render it; the answer is written after.
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use golow_protocol::event::{Body, Record};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exposition::{self, KernelNames};
 use crate::contracts::{Observer, PlayerReply};
@@ -19,6 +21,9 @@ use crate::state::State;
 
 /// How long a scraper may take, in all, to send its request and take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connections served at once: a few KB each, and well within the open files a session leaves the endpoint.
+const MAX_CONNECTIONS: usize = 256;
 
 /// After a failed accept (out of descriptors, say), the listener waits this long before the next, rather than spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -64,9 +69,16 @@ impl Endpoint {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop) = (state.clone(), stop.clone());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the metrics endpoint: {e}"))?;
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| bind_error(addr, &e))?;
             std::thread::Builder::new()
                 .name("golow-metrics".into())
-                .spawn(move || serve(&listener, &state, &stop, &hostname))
+                .spawn(move || runtime.block_on(serve(listener, state, stop, hostname.into())))
                 .map_err(|e| format!("cannot start the metrics endpoint's thread: {e}"))?
         };
         Ok(Endpoint {
@@ -158,24 +170,48 @@ impl Observer for MetricsObserver {
     }
 }
 
-fn serve(listener: &TcpListener, state: &Mutex<Served>, stop: &AtomicBool, hostname: &str) {
-    for stream in listener.incoming() {
+async fn serve(
+    listener: TcpListener,
+    state: Arc<Mutex<Served>>,
+    stop: Arc<AtomicBool>,
+    hostname: Arc<str>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    // Oldest first: when full, the connection that has waited longest makes room.
+    let mut open: VecDeque<tokio::task::JoinHandle<()>> = VecDeque::new();
+    loop {
+        let accepted = listener.accept().await;
         if stop.load(Ordering::SeqCst) {
+            open.iter().for_each(tokio::task::JoinHandle::abort);
             return;
         }
-        match stream {
-            Ok(stream) => {
-                let _ = answer(stream, state, hostname);
-            }
-            Err(_) => std::thread::sleep(ACCEPT_BACKOFF),
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
+            continue;
+        };
+        open.retain(|connection| !connection.is_finished());
+        if open.len() >= MAX_CONNECTIONS
+            && let Some(oldest) = open.pop_front()
+        {
+            oldest.abort();
         }
+        let (state, hostname) = (state.clone(), hostname.clone());
+        open.push_back(tokio::spawn(async move {
+            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &state, &hostname)).await;
+        }));
     }
 }
 
-/// One connection: its request read and its answer written within `CLIENT_TIMEOUT` in all, then closed.
-fn answer(mut stream: TcpStream, state: &Mutex<Served>, hostname: &str) -> io::Result<()> {
-    let deadline = Instant::now() + CLIENT_TIMEOUT;
-    let route = match read_head(&mut stream, deadline)? {
+/// One connection: its request read and its answer written (within `CLIENT_TIMEOUT` in all, which the caller
+/// keeps), then closed.
+async fn answer(
+    mut stream: tokio::net::TcpStream,
+    state: &Mutex<Served>,
+    hostname: &str,
+) -> io::Result<()> {
+    let route = match read_head(&mut stream).await? {
         Some(head) => route(&head),
         None => Route::TooLong,
     };
@@ -200,52 +236,28 @@ fn answer(mut stream: TcpStream, state: &Mutex<Served>, hostname: &str) -> io::R
         "HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    write_by(&mut stream, response.as_bytes(), deadline)?;
+    stream.write_all(response.as_bytes()).await?;
     if route != (Route::Metrics { head_only: true }) {
-        write_by(&mut stream, body.as_bytes(), deadline)?;
+        stream.write_all(body.as_bytes()).await?;
     }
-    stream.shutdown(Shutdown::Both)
-}
-
-/// The time left until `deadline`, as a socket timeout; an error once none is left.
-fn left(deadline: Instant) -> io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(io::ErrorKind::TimedOut.into());
-    }
-    Ok(left)
+    stream.shutdown().await
 }
 
 /// The request's head, up to its blank line (or the client's end of sending); `None` past `MAX_REQUEST_BYTES`.
-fn read_head(stream: &mut TcpStream, deadline: Instant) -> io::Result<Option<Vec<u8>>> {
+async fn read_head(stream: &mut tokio::net::TcpStream) -> io::Result<Option<Vec<u8>>> {
     let mut head = Vec::new();
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         if head.len() > MAX_REQUEST_BYTES {
             return Ok(None);
         }
-        stream.set_read_timeout(Some(left(deadline)?))?;
-        let n = stream.read(&mut chunk)?;
+        let n = stream.read(&mut chunk).await?;
         if n == 0 {
             break;
         }
         head.extend_from_slice(&chunk[..n]);
     }
     Ok(Some(head))
-}
-
-/// All of `bytes`, unless the client takes them slower than `deadline` allows.
-fn write_by(stream: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
-    while !bytes.is_empty() {
-        stream.set_write_timeout(Some(left(deadline)?))?;
-        match stream.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 #[derive(Debug, PartialEq)]

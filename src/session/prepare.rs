@@ -111,7 +111,10 @@ impl SessionDir {
             .unwrap_or(0);
         let path =
             std::env::temp_dir().join(format!("golow-session-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&path)?;
+        // The session's own (weights, configs, the event sockets): readable by its user alone, and never a directory
+        // someone else made at that name beforehand.
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&path)?;
         Ok(SessionDir { path })
     }
 
