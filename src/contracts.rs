@@ -4,18 +4,13 @@
 //! - a running session hands every record it stamps to an [`Observer`] (the recorder, a progress display, the
 //!   channel to the UI), and takes [`Control`]s (from the UI or a sweep) to stop workers;
 //! - a viewer of a recording asks its player, over a [`PlayerLink`], for records up to a time or the state at one;
-//! - a running sweep tells whoever follows it what happened, as [`SweepUpdate`]s;
-//! - the recorder is handed the [`Machine`] a session runs on, as the telemetry found it;
 //! - whatever feeds a full-screen view (a session, a player, a sweep) rings the view's [`Bell`] once it has sent
 //!   something, so that the view sleeps until then.
 
 use std::sync::{Arc, mpsc};
 
 use golow_protocol::event::Record;
-use serde::{Deserialize, Serialize};
-
 use crate::state::State;
-use crate::sweep::{Cell, Results};
 
 /// What the UI (or a sweep being stopped) may ask of a running session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,39 +199,6 @@ pub enum PlayerReply {
 pub struct PlayerLink {
     pub requests: mpsc::Sender<PlayerRequest>,
     pub replies: mpsc::Receiver<PlayerReply>,
-}
-
-/// What a running sweep tells whoever follows it.
-pub enum SweepUpdate {
-    /// A cell starts.
-    Started(Cell),
-    /// A worker of the running cell took a step.
-    Step,
-    /// The cell ended with this verdict ("ok", "pytorch oom", …); the results now hold its rows.
-    Ended(String, Results),
-    /// The sweep could not go on (its results could not be written, say).
-    Failed(String),
-}
-
-/// The machine a session runs on, as a recording's header states it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Machine {
-    pub host: String,
-    pub cpu: String,
-    pub cores: usize,
-    /// The GPUs NVML reported when the session started; empty without one.
-    pub gpus: Vec<MachineGpu>,
-    /// Why there are no GPUs, as NVML said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_unavailable: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MachineGpu {
-    pub index: u32,
-    pub name: String,
-    pub driver: String,
-    pub memory_total_bytes: u64,
 }
 
 #[cfg(test)]

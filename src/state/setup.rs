@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use golow_protocol::config::SessionConfig;
 
 use super::State;
-use crate::contracts::Machine;
+use crate::recording::format::Machine;
 
 /// A worker's name and the library versions its hello reported.
 pub type WorkerVersions = (String, BTreeMap<String, String>);

@@ -12,10 +12,22 @@ use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::contracts::{Bell, Control, Feed, Observer, SweepUpdate};
+use crate::contracts::{Bell, Control, Feed, Observer};
 use crate::metrics::MetricsObserver;
 use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
 use crate::state::WorkerStatus;
+
+/// What a running sweep tells whoever follows it.
+pub enum SweepUpdate {
+    /// A cell starts.
+    Started(Cell),
+    /// A worker of the running cell took a step.
+    Step,
+    /// The cell ended with this verdict ("ok", "pytorch oom", …); the results now hold its rows.
+    Ended(String, Results),
+    /// The sweep could not go on (its results could not be written, say).
+    Failed(String),
+}
 
 /// Who follows a sweep: the progress bar of a headless sweep, or the sweep view. Records of the running cell
 /// reach it as to any session observer.

@@ -1,6 +1,6 @@
 //! The machine a session runs on, read once when it starts: for the recording's header.
 
-use crate::contracts::{Machine, MachineGpu};
+use crate::recording::format::{Machine, MachineGpu};
 use crate::telemetry::gpu::{GpuSource, NvmlSource};
 
 /// The host, its CPU and cores, and the GPUs NVML reports (or why it reports none).

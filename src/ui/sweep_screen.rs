@@ -14,7 +14,7 @@ use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
 use super::keys::{self, Command};
 use super::sweep_view::SweepView;
-use crate::contracts::SweepUpdate;
+use crate::sweep::run::SweepUpdate;
 use crate::sweep::progress::Tracker;
 use crate::sweep::run::StopHandle;
 
