@@ -43,10 +43,12 @@ monitor-alone:
 		echo "golow links torch or carries a RUNPATH"; exit 1; fi
 	@echo "golow builds and links without torch"
 
-# The #[ignore]d tests that need an NVIDIA GPU: tests/gpu.rs (sessions, with the CUPTI collector in every worker) and
-# the worker's (the cudnn backend against aten, op by op, with TF32 off as those tests need).
+# The #[ignore]d tests that need an NVIDIA GPU: tests/gpu.rs (sessions, with the CUPTI collector in every worker),
+# bad input on a GPU machine (tests/bad_input.rs) and the worker's (the cudnn backend against aten, op by op, with
+# TF32 off as those tests need).
 gpu-test: build
 	cargo test --release --test gpu -- --ignored --test-threads 1
+	cargo test --release --test bad_input -- --ignored
 	NVIDIA_TF32_OVERRIDE=0 cargo test --release -p golow-worker --lib -- --ignored --test-threads 1
 
 # Everything a GPU machine needs and nothing else, within the 64 MiB the device carries: the binaries stripped, the

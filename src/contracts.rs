@@ -9,8 +9,8 @@
 
 use std::sync::{Arc, mpsc};
 
-use golow_protocol::event::Record;
 use crate::state::State;
+use golow_protocol::event::Record;
 
 /// What the UI (or a sweep being stopped) may ask of a running session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -252,15 +252,52 @@ fn batch_larger_than_the_dataset() {
     );
 }
 
+/// Why this machine has no GPU, as golow's own check of the CUDA driver says: `Some(why)` without a driver that
+/// starts, `None` when the driver reports no device. The tests of a machine without a GPU fail on a machine with one
+/// rather than pass unchecked; their twins there are the `#[ignore]`d ones, run with `--ignored` on a GPU machine.
+fn no_gpu_here() -> Option<String> {
+    match golow::telemetry::cuda::device_count() {
+        Err(why) => Some(why),
+        Ok(0) => None,
+        Ok(n) => panic!(
+            "this test checks a machine without an NVIDIA GPU, and this one has {n}: run the #[ignore]d GPU \
+             variants here (cargo test --release --test bad_input -- --ignored)"
+        ),
+    }
+}
+
+/// The number of GPUs of a machine with one; the `#[ignore]`d variants fail without.
+fn gpus_here() -> usize {
+    match golow::telemetry::cuda::device_count() {
+        Ok(n) if n > 0 => n,
+        other => panic!("this test needs an NVIDIA GPU: {other:?}"),
+    }
+}
+
 #[test]
 fn cuda_without_a_gpu() {
-    if Path::new("/dev/nvidiactl").exists() {
-        return;
+    let why = no_gpu_here();
+    for (args, index) in [
+        (&["--device", "cuda"][..], 0),
+        (&["--device", "cuda:1", "--impl", "libtorch"], 1),
+    ] {
+        let expected = match &why {
+            Some(why) => format!("no NVIDIA GPU here ({why})"),
+            None => format!("this machine has 0 CUDA device(s), so cuda:{index} does not exist"),
+        };
+        rejects(args, &expected);
     }
-    rejects(&["--device", "cuda"], "no NVIDIA GPU here");
+}
+
+/// The GPU machine's twin of `cuda_without_a_gpu`: a device beyond the GPUs there is refused, naming how many there
+/// are.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cuda_beyond_the_gpus() {
+    let n = gpus_here();
     rejects(
-        &["--device", "cuda:1", "--impl", "libtorch"],
-        "no NVIDIA GPU here",
+        &["--device", &format!("cuda:{n}"), "--impl", "libtorch"],
+        &format!("this machine has {n} CUDA device(s), so cuda:{n} does not exist"),
     );
 }
 
@@ -490,12 +527,13 @@ fn a_metrics_address_that_cannot_be_served_says_so() {
 /// Without an NVIDIA GPU the raw cuDNN implementation cannot run: said at once, before anything is prepared.
 #[test]
 fn cudnn_without_a_gpu_says_so() {
-    if golow::telemetry::cuda::device_count().is_ok_and(|n| n > 0) {
-        return;
-    }
+    let why = match no_gpu_here() {
+        Some(why) => format!("this machine has none ({why})"),
+        None => "the CUDA driver reports none".into(),
+    };
     rejects(
         &["--impl", "libtorch,cudnn"],
-        "--impl cudnn needs an NVIDIA GPU",
+        &format!("--impl cudnn needs an NVIDIA GPU, and {why}"),
     );
     let tmp = tempfile::tempdir().unwrap();
     let out = golow(
@@ -504,11 +542,23 @@ fn cudnn_without_a_gpu_says_so() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("libcuda not found"),
+        text(&out.stderr).contains(&format!("--impl cudnn needs an NVIDIA GPU, and {why}")),
         "{}",
         text(&out.stderr)
     );
     assert!(!tmp.path().join("s").exists());
+}
+
+/// The GPU machine's twin of `cudnn_without_a_gpu_says_so`: there the cuDNN implementation is taken, but not on the
+/// CPU.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn cudnn_on_the_cpu_of_a_gpu_machine_says_so() {
+    gpus_here();
+    rejects(
+        &["--impl", "libtorch,cudnn", "--device", "cpu"],
+        "--impl cudnn runs only on an NVIDIA GPU, and this session's device is the CPU",
+    );
 }
 
 /// A sweep's bad input: one line, exit 2, no directory made.

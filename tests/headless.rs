@@ -334,6 +334,12 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
             report.contains("GPU runs: not possible here; missing NVIDIA driver (libcuda), NVML"),
             "{report}"
         );
+    } else {
+        // A GPU machine: its driver's NVML is found, not skipped over.
+        assert!(
+            report.contains("  ok       NVML (libnvidia-ml): "),
+            "{report}"
+        );
     }
 }
 

@@ -198,7 +198,10 @@ fn a_cmd_scripts_steps_are_broken_down_through_the_hook() {
     let shapes = conv["shapes"].as_str().unwrap();
     assert!(shapes.starts_with("[16, "), "the batch's shapes: {conv}");
     assert_eq!(w["steps"], 14, "{w}");
-    // The operators explain most of a profiled step; the rest is the script's Python between them.
+    // The operators explain most of a profiled step; the rest is the script's Python between them. On a 2-core
+    // machine they explained 0.83 to 0.89 of it when it was quiet, 0.92 to 0.99 when busy (the operators slow down,
+    // the Python between them hardly does): 0.6 leaves room for a noisier machine, or one with more cores, whose
+    // operators are quicker. A breakdown without the backward pass's operators explained 0.27 to 0.40.
     let explained = ops["explained"].as_f64().unwrap();
-    assert!((0.3..=1.15).contains(&explained), "{explained}: {w}");
+    assert!((0.6..=1.15).contains(&explained), "{explained}: {w}");
 }

@@ -107,13 +107,21 @@ fn a_sweep_s_rows_are_its_cells_summaries_and_its_figures_decode() {
     let csv = std::fs::read_to_string(dir.join("results.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), rows.len() + 1);
+    let columns: Vec<&str> = lines[0].split(',').collect();
+    let column = |name: &str| columns.iter().position(|c| *c == name).unwrap();
     for (line, row) in lines[1..].iter().zip(&rows) {
         let fields: Vec<&str> = line.split(',').collect();
-        assert_eq!(fields[0], row["impl"]);
-        assert_eq!(fields[1], row["batch_size"].to_string());
+        assert_eq!(fields[column("impl")], row["impl"]);
+        assert_eq!(fields[column("batch_size")], row["batch_size"].to_string());
+        assert_eq!(fields[column("repeats")], "1");
         assert_eq!(
-            fields[4].parse::<f64>().unwrap(),
+            fields[column("sample_time_p50_ms")].parse::<f64>().unwrap(),
             row["sample_time_p50_ms"].as_f64().unwrap()
+        );
+        assert_eq!(
+            fields[column("sample_time_p50_min_ms")],
+            "",
+            "one session has no range"
         );
     }
     let mut pngs = 0;
@@ -283,32 +291,213 @@ fn an_interrupted_sweep_resumes_where_it_stopped() {
     assert!(text(&again.stderr).contains("already holds a sweep"));
 }
 
+/// One row of a `golow compare` table, as printed: its metric, B/A and verdict.
+struct Compared {
+    metric: String,
+    ratio: String,
+    verdict: String,
+}
+
+/// Each cell's table in `golow compare`'s output: the cell's line ("batch 4 at 32 px") and `worker`'s rows.
+fn compared_cells(stdout: &str, worker: &str) -> Vec<(String, Vec<Compared>)> {
+    let mut cells: Vec<(String, Vec<Compared>)> = Vec::new();
+    for line in stdout.lines() {
+        if line.starts_with("batch ") {
+            cells.push((line.to_string(), Vec::new()));
+        } else if line.starts_with(&format!("{worker} ")) {
+            // impl, metric, A, B, B/A, 95% interval, verdict: columns two spaces apart or more.
+            let fields: Vec<&str> = line
+                .split("  ")
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .collect();
+            assert_eq!(fields.len(), 7, "{line}");
+            let (_, rows) = cells.last_mut().expect("a cell's line before its rows");
+            rows.push(Compared {
+                metric: fields[1].to_string(),
+                ratio: fields[4].to_string(),
+                verdict: fields[6].to_string(),
+            });
+        }
+    }
+    cells
+}
+
+/// The metrics that are times (and throughput, a time turned over): what a slower step changes.
+fn is_time(metric: &str) -> bool {
+    metric.contains("time") || metric.contains("throughput")
+}
+
+/// Every session's recording of every cell of a sweep (its `recording`, or with `--repeat` its `recordings`), relative
+/// to its directory.
+fn recordings(sweep: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    for row in rows(sweep) {
+        match row["recordings"].as_array() {
+            Some(several) => all.extend(several.iter().map(|r| r.as_str().unwrap().to_string())),
+            None => all.extend(row["recording"].as_str().map(str::to_string)),
+        }
+    }
+    assert!(!all.is_empty(), "{}: no recordings", sweep.display());
+    all
+}
+
+/// A copy of the sweep in `from`, at `to`, whose every step took `factor` times as long: each cell's recording read
+/// back and written again by golow's own player and recorder, with its steps' measured times (data, host-to-device,
+/// compute) and every record's time stretched by `factor`, and all else (the header, the machine's load) as it was.
+/// results.json is copied as it is: `compare` reads each cell's recording.
+fn slowed_copy(from: &Path, to: &Path, factor: f64) {
+    use golow::contracts::Observer;
+    use golow_protocol::event::Body;
+    std::fs::create_dir_all(to.join("cells")).unwrap();
+    std::fs::copy(from.join("results.json"), to.join("results.json")).unwrap();
+    for recording in recordings(from) {
+        let mut player = golow::recording::Player::open(&from.join(&recording)).unwrap();
+        let header = player.recording().header.clone();
+        let records: Vec<_> = player.records().collect();
+        let (recorder, mut sink) =
+            golow::recording::Recorder::create(&to.join(&recording), &header).unwrap();
+        for mut record in records.clone() {
+            record.t_ms *= factor;
+            if let Body::Step(step) = &mut record.body {
+                step.data_ms *= factor;
+                step.compute_ms *= factor;
+                step.h2d_ms = step.h2d_ms.map(|ms| ms * factor);
+            }
+            sink.on_record(&record);
+        }
+        drop(sink);
+        assert_eq!(recorder.finish().unwrap().events, records.len() as u64);
+    }
+}
+
+/// How much slower than A a copy must be for every step of it to take at least twice A's slowest: twice A's own
+/// spread, its slowest step over its fastest (warm-up and profiled steps left out, as compare leaves them).
+fn twice_the_spread(sweep: &Path) -> f64 {
+    use golow_protocol::event::Body;
+    let mut spread: f64 = 1.0;
+    for recording in recordings(sweep) {
+        let recording = sweep.join(recording);
+        let mut player = golow::recording::Player::open(&recording).unwrap();
+        let times: Vec<f64> = player
+            .records()
+            .filter_map(|r| match r.body {
+                Body::Step(s) if !s.warmup && !s.profiled => {
+                    Some(s.h2d_ms.unwrap_or(0.0) + s.compute_ms)
+                }
+                _ => None,
+            })
+            .collect();
+        let (fastest, slowest) = times.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &t| {
+            (lo.min(t), hi.max(t))
+        });
+        assert!(fastest > 0.0, "{}: {times:?}", recording.display());
+        spread = spread.max(slowest / fastest);
+    }
+    2.0 * spread
+}
+
+/// Two sweeps, cell by cell: a sweep against itself is every ratio 1 and no regression (exit 0); against a copy whose
+/// steps all took longer (by twice the sweep's own spread, so beyond any noise of its own), each cell's times are
+/// that much worse and judged a regression (exit 1); the copy against the sweep is that much better, which is not.
 #[test]
 fn two_sweeps_compare_cell_by_cell_and_replay_as_a_table() {
     let tmp = tempfile::tempdir().unwrap();
-    for out in ["a", "b"] {
-        let run = sweep_of(
-            tmp.path(),
-            "libtorch",
-            "3",
-            &["--batch-sizes", "4,8", "--resolutions", "32", "--out", out],
-        )
-        .output()
-        .unwrap();
-        assert!(run.status.success(), "{}", text(&run.stderr));
-    }
-    let compared = golow(tmp.path(), &["compare", "a", "b", "--threshold", "0.99"]);
-    let stdout = text(&compared.stdout);
+    // 20 steps a cell: enough measured steps for the medians' intervals (compare gives no ratio of times from fewer
+    // than 5).
+    let run = sweep_of(
+        tmp.path(),
+        "libtorch",
+        "20",
+        &["--batch-sizes", "4,8", "--resolutions", "32", "--out", "a"],
+    )
+    .output()
+    .unwrap();
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let cells = ["batch 4 at 32 px", "batch 8 at 32 px"];
+
+    let itself = golow(tmp.path(), &["compare", "a", "a"]);
+    let stdout = text(&itself.stdout);
     assert_eq!(
-        compared.status.code(),
+        itself.status.code(),
         Some(0),
         "{stdout}{}",
-        text(&compared.stderr)
+        text(&itself.stderr)
     );
-    assert!(
-        stdout.contains("batch 4 at 32 px") && stdout.contains("batch 8 at 32 px"),
+    let compared = compared_cells(&stdout, "libtorch");
+    assert_eq!(
+        compared.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
+        cells,
         "{stdout}"
     );
+    for (_, rows) in &compared {
+        assert!(
+            rows.iter().filter(|r| is_time(&r.metric)).count() >= 3,
+            "{stdout}"
+        );
+        for Compared {
+            metric,
+            ratio,
+            verdict,
+        } in rows
+        {
+            assert_eq!(
+                (ratio.as_str(), verdict.as_str()),
+                ("1.000", "ok"),
+                "{metric}: {stdout}"
+            );
+        }
+    }
+
+    let factor = twice_the_spread(&tmp.path().join("a"));
+    slowed_copy(&tmp.path().join("a"), &tmp.path().join("slower"), factor);
+    for (a, b, worse) in [("a", "slower", true), ("slower", "a", false)] {
+        let out = golow(tmp.path(), &["compare", a, b]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(if worse { 1 } else { 0 }),
+            "{a} against {b}, {factor:.3} times slower: {stdout}{}",
+            text(&out.stderr)
+        );
+        let compared = compared_cells(&stdout, "libtorch");
+        assert_eq!(compared.len(), cells.len(), "{stdout}");
+        for (_, rows) in &compared {
+            assert!(
+                rows.iter().filter(|r| is_time(&r.metric)).count() >= 3,
+                "{stdout}"
+            );
+            for Compared {
+                metric,
+                ratio,
+                verdict,
+            } in rows
+            {
+                if !is_time(metric) {
+                    assert_eq!(
+                        (ratio.as_str(), verdict.as_str()),
+                        ("1.000", "ok"),
+                        "{metric}: {stdout}"
+                    );
+                    continue;
+                }
+                // B/A of a time is the factor when B is the copy, its inverse when A is; of throughput the other way.
+                let above_one = worse != metric.contains("throughput");
+                let expected = if above_one { factor } else { 1.0 / factor };
+                let ratio: f64 = ratio
+                    .parse()
+                    .unwrap_or_else(|_| panic!("{metric}: {stdout}"));
+                // As printed (3 decimals), from medians kept to 0.1%.
+                assert!(
+                    (ratio - expected).abs() <= 0.0005 + 0.01 * expected,
+                    "{metric}: B/A {ratio}, expected {expected:.4}: {stdout}"
+                );
+                let judged = if worse { "REGRESSION" } else { "ok" };
+                assert_eq!(verdict, judged, "{metric}: {stdout}");
+            }
+        }
+    }
+
     let replayed = golow(tmp.path(), &["replay", "a", "--headless"]);
     assert!(replayed.status.success());
     assert_eq!(
@@ -366,6 +555,12 @@ fn a_repeated_sweep_gives_each_cell_s_median_and_range() {
     .output()
     .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.lines().next().unwrap().contains("range")
+            && table.contains("medians over 3 sessions a cell"),
+        "{table}"
+    );
     let dir = tmp.path().join("r");
     assert_eq!(results(&dir)["config"]["repeat"], 3);
     let rows = rows(&dir);

@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use golow_protocol::config::SessionConfig;
 
-
 /// What the header's `format` field says.
 pub const FORMAT_NAME: &str = "golow-recording";
 /// Bumped on any change a reader of older files could misread.

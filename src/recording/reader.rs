@@ -120,12 +120,16 @@ impl Recording {
 
     /// Adds a frame unless it goes back in time: the session's clock only moves forward, so a frame that begins
     /// before the last kept one ends holds records already read (or another session's), which would count its steps
-    /// twice.
+    /// twice. A copy of the last kept frame is skipped too: a frame of one record (a session's end, say) begins where
+    /// it ends, so its copy does not go back.
     fn keep(&mut self, frame: FrameInfo) {
-        let back = self
-            .frames
-            .last()
-            .is_some_and(|last| frame.first_t_ms < last.last_t_ms);
+        let back = self.frames.last().is_some_and(|last| {
+            frame.first_t_ms < last.last_t_ms
+                || FrameInfo {
+                    offset: last.offset,
+                    ..frame
+                } == *last
+        });
         if back {
             self.out_of_order.0 += 1;
             self.out_of_order.1.get_or_insert(frame.offset);

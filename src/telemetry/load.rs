@@ -159,8 +159,12 @@ mod tests {
             "the first call sets the baseline"
         );
         assert!(sampler.sample(0).is_none(), "not a second later");
-        // The kernel counts CPU time in ticks of 10 ms per CPU: let some pass.
-        std::thread::sleep(Duration::from_millis(200));
+        // The kernel counts CPU time in ticks of 10 ms per CPU: let some pass, this thread busy through them.
+        let busy_until = Instant::now() + Duration::from_millis(200);
+        let mut spins = 0u64;
+        while Instant::now() < busy_until {
+            spins = std::hint::black_box(spins + 1);
+        }
         sampler.last = sampler.last.map(|(at, t, s)| (at - EVERY, t, s));
         match sampler.sample(0) {
             Some(Body::MachineLoad {
@@ -169,8 +173,14 @@ mod tests {
                 others_percent,
                 ..
             }) => {
-                assert!(load_1m >= 0.0);
-                assert!((0.0..=100.0).contains(&busy_percent));
+                // What /proc/loadavg says (it moves every 5 s, by little).
+                let now = parse_load(&std::fs::read_to_string("/proc/loadavg").unwrap()).unwrap();
+                assert!((load_1m - now).abs() < 1.0, "{load_1m} against {now}");
+                // This thread kept a CPU busy.
+                assert!(
+                    busy_percent > 0.0 && busy_percent <= 100.0,
+                    "{busy_percent}"
+                );
                 assert!(others_percent <= busy_percent);
             }
             other => panic!("{other:?}"),

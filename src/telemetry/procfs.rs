@@ -805,7 +805,12 @@ mod tests {
         let mut sampler = ProcSampler::default();
         let me = std::process::id();
         let first = sampler.sample(&Watching::of(&[(7, me)]));
-        std::thread::sleep(Duration::from_millis(20));
+        // Busy for a while, in ticks of 10 ms: a CPU share of this process that must show.
+        let busy_until = Instant::now() + Duration::from_millis(200);
+        let mut spins = 0u64;
+        while Instant::now() < busy_until {
+            spins = std::hint::black_box(spins + 1);
+        }
         let second = sampler.sample(&Watching::of(&[(7, me), (8, u32::MAX)]));
         assert_eq!(
             second.len(),
@@ -832,7 +837,8 @@ mod tests {
                 ),
             ) => {
                 assert!(*rss_bytes > 0 && peak_rss_bytes >= rss_bytes);
-                assert!(*cpu >= 0.0);
+                // A spinning thread is a core's worth; under a loaded machine's scheduler, still a visible share.
+                assert!(*cpu > 10.0 && *cpu < 100.0 * 64.0, "{cpu}% after spinning");
             }
             other => panic!("unexpected {other:?}"),
         }

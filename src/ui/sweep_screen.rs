@@ -14,9 +14,9 @@ use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
 use super::keys::{self, Command};
 use super::sweep_view::SweepView;
-use crate::sweep::run::SweepUpdate;
 use crate::sweep::progress::Tracker;
 use crate::sweep::run::StopHandle;
+use crate::sweep::run::SweepUpdate;
 
 /// The clock in the status line moves even when nothing else does.
 const CLOCK: Duration = Duration::from_secs(1);
