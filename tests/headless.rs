@@ -946,7 +946,8 @@ fn refused_worker_lines_are_counted_and_the_first_reason_said() {
 }
 
 /// A headless run of libtorch that would go on for ever, recording to `run.golow`, its worker's pid once it runs;
-/// `ignore_hangups` starts it as `nohup` would.
+/// `ignore_hangups` starts it as `nohup` would, and otherwise SIGHUP is set to its default whatever the test itself
+/// inherited (a suite run under `nohup` would leave it ignored, which golow rightly keeps).
 fn endless_run(tmp: &std::path::Path, ignore_hangups: bool) -> (std::process::Child, i32) {
     let mut command = headless(
         tmp,
@@ -965,12 +966,17 @@ fn endless_run(tmp: &std::path::Path, ignore_hangups: bool) -> (std::process::Ch
             "run.golow",
         ],
     );
-    if ignore_hangups {
+    let hangups = if ignore_hangups {
+        libc::SIG_IGN
+    } else {
+        libc::SIG_DFL
+    };
+    {
         use std::os::unix::process::CommandExt;
         // SAFETY: only signal(2) between fork and exec.
         unsafe {
-            command.pre_exec(|| {
-                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            command.pre_exec(move || {
+                libc::signal(libc::SIGHUP, hangups);
                 Ok(())
             });
         }
