@@ -1,0 +1,60 @@
+//! `csv`: one row per numeric record in fixed columns.
+
+use std::borrow::Cow;
+use std::io::{self, Write};
+
+use serde_json::Value;
+
+use golow_protocol::event::{Body, Record};
+
+/// The columns of every row, whatever kinds of record the recording holds.
+const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,h2d_ms,\
+    h2d_bytes,compute_ms,loss,correct,warmup,interval_ms,train_loss,train_accuracy,eval_loss,\
+    eval_accuracy,pid,rss_bytes,peak_rss_bytes,cpu_percent,gpu_index,utilization_percent,\
+    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank,profiled";
+
+pub fn write(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
+    let mut csv = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(out);
+    let columns: Vec<&str> = CSV_COLUMNS.split(',').collect();
+    csv.write_record(&columns)?;
+    for record in records {
+        let numeric = matches!(
+            record.body,
+            Body::Step(_)
+                | Body::Epoch(_)
+                | Body::OptimizerStep(_)
+                | Body::Process { .. }
+                | Body::GpuDevice { .. }
+                | Body::GpuProcess { .. }
+        );
+        if !numeric {
+            continue;
+        }
+        // A record's flat JSON form names its fields as the columns do, so every kind maps onto
+        // the columns without a hand-written mapping that could drift from the schema.
+        let mut fields = serde_json::to_value(&record)?;
+        if matches!(record.body, Body::Step(_) | Body::OptimizerStep(_))
+            && let Value::Object(map) = &mut fields
+        {
+            // The schema leaves `profiled` out when false; a column that filters steps says so in every step's row.
+            map.entry("profiled").or_insert(Value::Bool(false));
+        }
+        for column in &columns {
+            // `gpu_index` is the records' `index`, renamed to say of what; no other column is.
+            let key = column.strip_prefix("gpu_").unwrap_or(column);
+            csv.write_field(csv_cell(fields.get(key)).as_bytes())?;
+        }
+        csv.write_record(None::<&[u8]>)?;
+    }
+    csv.flush()
+}
+
+fn csv_cell(cell: Option<&Value>) -> Cow<'_, str> {
+    match cell {
+        None | Some(Value::Null) => Cow::Borrowed(""),
+        Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+        Some(other) => Cow::Owned(other.to_string()),
+    }
+}

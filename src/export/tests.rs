@@ -1,0 +1,601 @@
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Value, json};
+
+use super::*;
+use golow_protocol::config::{
+    GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig, WorkerConfig,
+};
+use golow_protocol::event::{
+    Body, Compile, CompileTrigger, Epoch, ExitStatus, Hello, OperatorWindow, Step, Stream,
+    WorkerExit,
+};
+
+const ODD: &str = "my \"fast\", run";
+
+fn header() -> Value {
+    json!({"format": "golow-recording", "version": 1})
+}
+
+fn session_start() -> Body {
+    Body::SessionStart(SessionConfig {
+        workers: vec!["libtorch".into(), ODD.into()],
+        commands: [(ODD.to_string(), "python train.py".to_string())].into(),
+        model: Model::Resnet50,
+        dataset: "synthetic".into(),
+        mode: Mode::Train,
+        batch_size: 16,
+        resolution: 32,
+        steps: 4,
+        warmup: 1,
+        device: "cuda:0".into(),
+        threads: 2,
+        schedule: Schedule::Alternate,
+        seed: 7,
+        pinned: false,
+        optimiser: Optimiser::default(),
+        gpu_policy: Some(GpuPolicy::default()),
+        compile_mode: Default::default(),
+        command_env: Default::default(),
+        stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
+        monotonic_origin_ns: None,
+        ops_every: 10,
+    })
+}
+
+fn hello(name: &str) -> Body {
+    Body::Hello(Hello {
+        implementation: name.into(),
+        pid: 40,
+        versions: [("torch".to_string(), "2.11.0".to_string())].into(),
+        device: "cuda:0".into(),
+        config: WorkerConfig {
+            model: Model::Resnet50,
+            mode: Mode::Train,
+            dataset: "synthetic".into(),
+            data_dir: "/tmp/data".into(),
+            weights: "/tmp/weights.safetensors".into(),
+            torchscript: None,
+            aoti: None,
+            channels: 3,
+            classes: 10,
+            batch_size: 16,
+            resolution: 32,
+            steps: 4,
+            warmup: 1,
+            device: "cuda:0".into(),
+            threads: 2,
+            seed: 7,
+            pinned: false,
+            optimiser: Optimiser::default(),
+            gpu_policy: GpuPolicy::default(),
+            compile_mode: Default::default(),
+            ops_every: 10,
+            ops_library: None,
+        },
+    })
+}
+
+fn step(n: u64, h2d_ms: Option<f64>) -> Body {
+    Body::Step(Step {
+        step: n,
+        epoch: 0,
+        phase: golow_protocol::config::Mode::Train,
+        batch_size: 16,
+        data_ms: 0.1,
+        h2d_ms,
+        h2d_bytes: h2d_ms.map(|_| 196_736),
+        compute_ms: 12.3,
+        loss: 2.25,
+        correct: 4,
+        warmup: n == 0,
+        profiled: false,
+    })
+}
+
+/// Two workers, "libtorch" copying to the GPU and `ODD` not, four steps each (the first a
+/// warm-up). Times are whole tenths of a millisecond: not binary fractions, yet decimals short
+/// enough that JSON parsing gives them back exactly.
+fn session() -> Vec<Record> {
+    let mut records = vec![Record::new(0.0, None, session_start())];
+    let process = Body::Process {
+        pid: 40,
+        rss_bytes: 3 << 29,
+        peak_rss_bytes: 1 << 31,
+        cpu_percent: Some(99.5),
+        rank: None,
+    };
+    let gpu_process = Body::GpuProcess {
+        pid: 40,
+        index: 0,
+        memory_bytes: Some(1 << 30),
+        sm_percent: Some(80),
+        last_seen_us: None,
+        rank: None,
+    };
+    let epoch = Body::Epoch(Epoch {
+        epoch: 0,
+        complete: true,
+        train_loss: Some(2.0),
+        train_accuracy: Some(0.25),
+        eval_loss: None,
+        eval_accuracy: None,
+    });
+    let exited = Body::WorkerExited {
+        exit_code: Some(0),
+        signal: None,
+        stop_requested: false,
+    };
+    let (stream, status) = (Stream::Stderr, ExitStatus::Ok);
+    for (w, name) in ["libtorch", ODD].into_iter().enumerate() {
+        let mut push = |tenths: i64, body| {
+            records.push(Record::new(tenths as f64 / 10.0, Some(name.into()), body));
+        };
+        let command = vec!["golow-worker".into()];
+        push(10, Body::WorkerStarted { pid: 40, command });
+        push(20, hello(name));
+        for n in 0..4 {
+            // Step 3 is stamped early, as if step 2's stamp was late: the slices would overlap.
+            let t = 10_007 + 133 * n - if n == 3 { 90 } else { 0 } + 10 * w as i64;
+            push(t, step(n as u64, (w == 0).then_some(0.2)));
+            push(t + 5, process.clone());
+            push(t + 6, gpu_process.clone());
+        }
+        let line = "Traceback".into();
+        push(10_600, Body::Output { stream, line });
+        push(10_610, epoch.clone());
+        push(
+            10_620,
+            Body::Exit(WorkerExit {
+                status,
+                message: None,
+            }),
+        );
+        push(10_630, exited.clone());
+    }
+    let device = Body::GpuDevice {
+        index: 0,
+        utilization_percent: Some(97),
+        memory_used_bytes: Some(2 << 30),
+        power_watts: Some(250.5),
+        sm_clock_mhz: None,
+    };
+    records.push(Record::new(1100.0, None, device));
+    let message = "bad line".into();
+    let error = Body::ProtocolError { message };
+    records.push(Record::new(1101.0, Some("libtorch".into()), error));
+    records.push(Record::new(1200.0, None, Body::SessionEnd));
+    records.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    records
+}
+
+fn chrome_trace(records: Vec<Record>) -> Value {
+    let mut out = Vec::new();
+    export(
+        &header(),
+        records.into_iter(),
+        Format::ChromeTrace,
+        &mut out,
+    )
+    .unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn exported(format: Format) -> String {
+    let mut out = Vec::new();
+    export(&header(), session().into_iter(), format, &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// RFC 4180: quoted fields may hold commas, doubled quotes and line breaks; rows end in CRLF.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let (mut rows, mut row, mut field, mut quoted) = (vec![], vec![], String::new(), false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => field.push(chars.next().unwrap()),
+            (true, '"') => quoted = false,
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\r') => {
+                assert_eq!(chars.next(), Some('\n'), "a bare CR");
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, '\n') => panic!("a row ended by LF alone"),
+            (_, c) => field.push(c),
+        }
+    }
+    assert!(
+        !quoted && row.is_empty() && field.is_empty(),
+        "an unterminated row"
+    );
+    rows
+}
+
+#[test]
+fn json_holds_the_header_and_every_record() {
+    let value: Value = serde_json::from_str(&exported(Format::Json)).unwrap();
+    assert_eq!(value["header"], header());
+    let records: Vec<Record> = serde_json::from_value(value["records"].clone()).unwrap();
+    assert_eq!(records, session());
+}
+
+#[test]
+fn csv_has_fixed_columns_and_quotes_worker_names() {
+    let text = exported(Format::Csv);
+    assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
+    let rows = parse_csv(&text);
+    assert_eq!(rows[0].len(), 32);
+    assert_eq!(
+        (rows[0][0].as_str(), rows[0][31].as_str()),
+        ("t_ms", "profiled")
+    );
+    assert!(rows.iter().all(|row| row.len() == 32));
+    // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
+    assert_eq!(rows.len(), 1 + 2 * 13 + 1);
+    let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
+    assert_eq!(odd.len(), 13);
+    let cell = |row: &Vec<String>, column: &str| {
+        row[rows[0].iter().position(|c| c == column).unwrap()].clone()
+    };
+    let step = odd.iter().find(|row| row[2] == "step").unwrap();
+    assert_eq!(
+        (cell(step, "data_ms"), cell(step, "h2d_ms")),
+        ("0.1".into(), "".into())
+    );
+    let device = rows.iter().find(|row| row[2] == "gpu_device").unwrap();
+    assert_eq!(
+        (cell(device, "worker"), cell(device, "gpu_index")),
+        ("".into(), "0".into())
+    );
+}
+
+#[test]
+fn chrome_trace_nests_regions_in_steps_and_names_workers() {
+    let trace: Value = serde_json::from_str(&exported(Format::ChromeTrace)).unwrap();
+    assert_eq!(trace["metadata"]["golow"], header());
+    let mut steps: HashMap<_, Vec<(f64, f64)>> = HashMap::new();
+    let (mut regions, mut instants, mut processes) = (0, 0, vec![]);
+    let mut counters = BTreeSet::new();
+    for event in trace["traceEvents"].as_array().unwrap() {
+        let ph = event["ph"].as_str().unwrap();
+        let name = event["name"].as_str().unwrap();
+        let thread = (
+            event["pid"].as_u64().unwrap(),
+            event["tid"].as_u64().unwrap(),
+        );
+        assert!(ph == "M" || event["ts"].is_number(), "{event}");
+        let ts = event["ts"].as_f64().unwrap_or(0.0);
+        let dur = event["dur"].as_f64().unwrap_or(0.0);
+        assert!(dur >= 0.0, "{event}");
+        match ph {
+            "X" if name.starts_with("step ") => {
+                let earlier = steps.entry(thread).or_default();
+                assert!(earlier.last().is_none_or(|p| ts >= p.1), "overlap: {event}");
+                earlier.push((ts, ts + dur));
+            }
+            "X" => {
+                let parent = steps[&thread].last().unwrap();
+                assert!(parent.0 <= ts && ts + dur <= parent.1, "{event}");
+                regions += 1;
+            }
+            "C" => {
+                assert!(
+                    event["args"]
+                        .as_object()
+                        .unwrap()
+                        .values()
+                        .all(Value::is_number)
+                );
+                counters.insert((thread.0, name.to_string()));
+            }
+            "i" => instants += 1,
+            "M" if name == "process_name" => processes.push(event["args"]["name"].clone()),
+            "M" => assert_eq!(name, "thread_name"),
+            _ => panic!("unexpected {event}"),
+        }
+    }
+    assert_eq!(
+        processes,
+        [json!("golow monitor"), json!("libtorch"), json!(ODD)]
+    );
+    // Step 1 of "libtorch" ends at its stamp; step 3, stamped early, right after step 2.
+    let libtorch = &steps[&(1, 1)];
+    assert_eq!(
+        (libtorch[1].1, libtorch[3].0),
+        (1014.0 * 1000.0, libtorch[2].1)
+    );
+    assert_eq!((libtorch.len(), steps[&(2, 1)].len()), (4, 4));
+    assert_eq!(regions, 4 * 3 + 4 * 2);
+    assert_eq!(instants, 2 * 3 + 1);
+    let names = [
+        "loss",
+        "cpu %",
+        "host RSS MiB",
+        "GPU 0 memory MiB",
+        "GPU 0 SM %",
+    ];
+    let device = ["GPU 0 util %", "GPU 0 memory MiB", "GPU 0 power W"];
+    let workers = [1, 2]
+        .into_iter()
+        .flat_map(|pid| names.map(|n| (pid, n.to_string())));
+    let expected: BTreeSet<_> = workers.chain(device.map(|n| (0, n.to_string()))).collect();
+    assert_eq!(counters, expected);
+    let text = trace.to_string();
+    assert!(text.contains("step 0 (warm-up)") && !text.contains("Traceback"));
+}
+
+#[test]
+fn each_of_many_workers_keeps_its_own_track() {
+    let workers = 2_000;
+    let record = |i: usize| {
+        Record::new(
+            i as f64,
+            Some(format!("w{}", i % workers)),
+            Body::Process {
+                pid: 1,
+                rss_bytes: 1 << 20,
+                peak_rss_bytes: 1 << 20,
+                cpu_percent: Some(1.0),
+                rank: None,
+            },
+        )
+    };
+    let mut out = Vec::new();
+    export(
+        &header(),
+        (0..3 * workers).map(record),
+        Format::ChromeTrace,
+        &mut out,
+    )
+    .unwrap();
+    let trace: Value = serde_json::from_slice(&out).unwrap();
+    let mut tracks = std::collections::HashMap::new();
+    for event in trace["traceEvents"].as_array().unwrap() {
+        if event["name"] == "process_name" {
+            let name = event["args"]["name"].as_str().unwrap().to_owned();
+            assert!(
+                tracks.insert(name, event["pid"].clone()).is_none(),
+                "{event}"
+            );
+        } else if event["ph"] == "C" && event["name"] == "cpu %" {
+            let ts = event["ts"].as_f64().unwrap() / 1000.0;
+            let worker = format!("w{}", ts as usize % workers);
+            assert_eq!(tracks[&worker], event["pid"], "{event}");
+        }
+    }
+    assert_eq!(tracks.len(), workers + 1);
+}
+
+/// Every slice of the trace, as (name, start, end) in µs, each checked to lie on the thread named `thread`.
+fn slices_on_thread<'t>(trace: &'t Value, thread: &str) -> Vec<(&'t str, f64, f64)> {
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = events
+        .iter()
+        .find(|e| e["name"] == "thread_name" && e["args"]["name"] == thread)
+        .unwrap_or_else(|| panic!("no thread named {thread}"));
+    events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            assert_eq!((&e["pid"], &e["tid"]), (&named["pid"], &named["tid"]));
+            let ts = e["ts"].as_f64().unwrap();
+            (
+                e["name"].as_str().unwrap(),
+                ts,
+                ts + e["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn compilations_are_slices_on_a_thread_of_their_own() {
+    let compile = |t_ms: f64, recompile: bool, ms: f64| {
+        let body = Body::Compile(Compile {
+            step: Some(0),
+            phase: golow_protocol::config::Mode::Train,
+            trigger: golow_protocol::event::CompileTrigger::LazyBackward,
+            recompile,
+            ms,
+            cache_hits: 0,
+            cache_misses: 1,
+        });
+        Record::new(t_ms, Some("compile".into()), body)
+    };
+    let records = vec![
+        Record::new(0.0, None, session_start()),
+        compile(3_000.0, false, 2_500.0),
+        compile(9_000.0, true, 500.0),
+    ];
+    let trace = chrome_trace(records);
+    assert_eq!(
+        slices_on_thread(&trace, "compilation"),
+        [
+            ("compile (lazy backward)", 500_000.0, 3_000_000.0),
+            ("recompile (lazy backward)", 8_500_000.0, 9_000_000.0)
+        ]
+    );
+}
+
+#[test]
+fn operator_windows_break_a_profiled_step_down_on_a_thread_of_their_own() {
+    let op = |name: &str, self_ms: u64| golow_protocol::event::OperatorStats {
+        name: name.into(),
+        calls: 106,
+        self_ns: self_ms * 1_000_000,
+        total_ns: self_ms * 1_500_000,
+        shapes: "[16, 3, 32, 32]".into(),
+    };
+    let window = OperatorWindow {
+        process: 0,
+        steps: 2,
+        compute_ms: 100.0,
+        every: 10,
+        operators: vec![op("aten::convolution_backward", 60), op("aten::add_", 30)],
+        dropped: 0,
+    };
+    let records = vec![
+        Record::new(0.0, None, session_start()),
+        Record::new(5_000.0, Some("libtorch".into()), Body::Operators(window)),
+    ];
+    let trace = chrome_trace(records);
+    // Per step: 50 ms of compute ending at the stamp, 30 ms and 15 ms of operators in it.
+    assert_eq!(
+        slices_on_thread(&trace, "operators (per profiled step)"),
+        [
+            ("operators: 2 profiled steps", 4_950_000.0, 5_000_000.0),
+            ("aten::convolution_backward", 4_950_000.0, 4_980_000.0),
+            ("aten::add_", 4_980_000.0, 4_995_000.0),
+        ]
+    );
+    let conv = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "aten::convolution_backward")
+        .unwrap();
+    assert_eq!(conv["args"]["calls_per_step"], 53.0);
+    assert_eq!(conv["args"]["total_ms_per_step"], 45.0);
+}
+
+#[test]
+fn a_package_made_before_the_session_is_marked_not_drawn_over_its_steps() {
+    let packaging = Body::Compile(Compile {
+        step: None,
+        phase: golow_protocol::config::Mode::Eval,
+        trigger: CompileTrigger::Package,
+        recompile: false,
+        ms: 27_250.0,
+        cache_hits: 0,
+        cache_misses: 0,
+    });
+    let records = vec![
+        Record::new(0.0, None, session_start()),
+        Record::new(400.0, Some("aoti".into()), packaging),
+    ];
+    let trace = chrome_trace(records);
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert!(!events.iter().any(|e| e["ph"] == "X"), "{events:?}");
+    let mark = events
+        .iter()
+        .find(|e| e["ph"] == "i" && e["args"]["type"] == "compile")
+        .expect("a packaging mark");
+    assert_eq!(
+        mark["name"],
+        "compiled ahead of time, before the session (27.2 s)"
+    );
+    assert_eq!(mark["ts"].as_f64(), Some(400_000.0));
+}
+
+#[test]
+fn a_scripts_processes_have_their_real_pids_and_step_slices() {
+    use golow_protocol::event::{ForwardPass, OptimizerStep};
+    let hello = |process, pid, rank| golow_protocol::samples::rank_hello(process, pid, rank, 2);
+    let step = |process, optimizer, step: u64, interval_ms, first_step_ms| {
+        Body::OptimizerStep(OptimizerStep {
+            process,
+            optimizer,
+            step,
+            interval_ms,
+            first_step_ms,
+            arrived_ns: None,
+            profiled: false,
+        })
+    };
+    let pass = Body::ForwardPass(ForwardPass {
+        process: 0,
+        pass: 0,
+        ms: 40.0,
+        interval_ms: None,
+        grad: true,
+    });
+    let at = |t_ms: f64, body| Record::new(t_ms, Some("ddp".into()), body);
+    let mut records = vec![
+        Record::new(0.0, None, session_start()),
+        at(1.0, hello(0, 4242, 0)),
+        at(2.0, hello(1, 4243, 1)),
+        at(100.0, pass),
+        at(150.0, step(0, 0, 0, None, Some(90.0))),
+        at(151.0, step(1, 0, 0, None, None)),
+    ];
+    for i in 1..5u64 {
+        let t = 150.0 + 20.0 * i as f64;
+        records.push(at(t, step(0, 0, i, Some(20.0), None)));
+        records.push(at(t + 2.0, step(0, 1, i - 1, Some(20.0), None)));
+        records.push(at(t + 1.0, step(1, 0, i, Some(20.0), None)));
+    }
+    let rss = |pid, rank| Body::Process {
+        pid,
+        rss_bytes: 512 << 20,
+        peak_rss_bytes: 512 << 20,
+        cpu_percent: Some(97.0),
+        rank: Some(rank),
+    };
+    records.push(at(300.0, rss(4243, 1)));
+    // A rank reading for a process that never said hello has no track to go on.
+    records.push(at(301.0, rss(9999, 1)));
+    let trace = chrome_trace(records);
+    let counters: Vec<(u64, String)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            (
+                e["pid"].as_u64().unwrap(),
+                e["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counters,
+        [
+            (4243, "cpu %".to_string()),
+            (4243, "host RSS MiB".to_string())
+        ],
+        "a rank's readings on its own process"
+    );
+    let mut names = HashMap::new();
+    type Slices = Vec<(f64, f64, String)>;
+    let mut slices: HashMap<(u64, u64), Slices> = HashMap::new();
+    for event in trace["traceEvents"].as_array().unwrap() {
+        let (pid, tid) = (
+            event["pid"].as_u64().unwrap(),
+            event["tid"].as_u64().unwrap(),
+        );
+        match event["ph"].as_str().unwrap() {
+            "M" if event["name"] == "process_name" => {
+                names.insert(pid, event["args"]["name"].as_str().unwrap().to_string());
+            }
+            "X" => {
+                let ts = event["ts"].as_f64().unwrap();
+                let end = ts + event["dur"].as_f64().unwrap();
+                let name = event["name"].as_str().unwrap().to_string();
+                slices.entry((pid, tid)).or_default().push((ts, end, name));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(names[&4242], "ddp rank 0");
+    assert_eq!(names[&4243], "ddp rank 1");
+    let steps = &slices[&(4242, 1)];
+    assert_eq!(steps.len(), 5, "rank 1's steps are its own");
+    assert_eq!(steps[0], (60_000.0, 150_000.0, "step 0".to_string()));
+    assert!(steps.windows(2).all(|w| w[0].1 <= w[1].0), "{steps:?}");
+    assert_eq!(
+        slices[&(4242, 2)].len(),
+        4,
+        "the second optimiser has a thread of its own"
+    );
+    assert_eq!(
+        slices[&(4243, 1)].len(),
+        4,
+        "rank 1's first step has no duration"
+    );
+    assert_eq!(
+        slices[&(4242, 0)],
+        [(60_000.0, 100_000.0, "forward 0".to_string())]
+    );
+}
