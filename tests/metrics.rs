@@ -163,15 +163,7 @@ fn a_crowd_of_idle_connections_does_not_silence_a_scrape() {
     let served = Served::start(tmp.path(), "libtorch", "400");
     let steps = r#"golow_steps_total{worker="libtorch"}"#;
     served.wait_for(steps, 2.0);
-    let status = format!("/proc/{}/status", served.golow.id());
-    let high_water = || {
-        std::fs::read_to_string(&status)
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .unwrap()
-    };
+    let high_water = || common::high_water_kib(served.golow.id()).unwrap();
     let before_kib = high_water();
     let mut crowd: Vec<TcpStream> = Vec::new();
     for i in 0..1000 {

@@ -63,6 +63,20 @@ pub fn step(step: u64, compute_ms: f64, warmup: bool) -> Step {
     }
 }
 
+/// Step `step` of the first optimiser of a `--cmd` worker's first process, `interval_ms` after the one before, with no
+/// arrival stamp and unprofiled: for tests of scripts.
+pub fn optimizer_step(step: u64, interval_ms: Option<f64>) -> OptimizerStep {
+    OptimizerStep {
+        process: 0,
+        optimizer: 0,
+        step,
+        interval_ms,
+        first_step_ms: None,
+        arrived_ns: None,
+        profiled: false,
+    }
+}
+
 /// A kernel launched `count` times for `total_ns` in all, in one shape: for tests that need kernels of given sizes.
 pub fn kernel(name: &str, count: u64, total_ns: u64) -> KernelStats {
     KernelStats {

@@ -671,17 +671,8 @@ mod tests {
     /// neither a count that stays 0 nor a histogram with no observation.
     #[test]
     fn a_worker_without_samples_has_no_empty_sample_families() {
-        let optimizer_step = |n: u64| {
-            Body::OptimizerStep(golow_protocol::event::OptimizerStep {
-                process: 0,
-                optimizer: 0,
-                step: n,
-                interval_ms: (n > 0).then_some(20.0),
-                first_step_ms: None,
-                arrived_ns: None,
-                profiled: false,
-            })
-        };
+        let optimizer_step =
+            |n: u64| Body::OptimizerStep(samples::optimizer_step(n, (n > 0).then_some(20.0)));
         let state = state((0..6).map(|n| ("script", optimizer_step(n))).collect());
         let text = render(&state, "node-1", &mut KernelNames::default());
         assert!(

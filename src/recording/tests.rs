@@ -515,29 +515,40 @@ fn ten_thousand_damaged_recordings_are_read_or_refused_in_one_line() {
     assert!(with_a_floor > opened / 2, "{with_a_floor} of {opened}");
 }
 
+/// The recording at `path` with a copy of its `frame` (marker and all) after its last frame, and an index naming
+/// both: its bytes, where that index begins, and the copy as the index names it.
+fn with_a_copy_of(
+    path: &Path,
+    frame: super::format::FrameInfo,
+) -> (Vec<u8>, u64, super::format::FrameInfo) {
+    let bytes = std::fs::read(path).unwrap();
+    let recording = Recording::open(path).unwrap();
+    let last = recording.frames.last().unwrap();
+    let index_at = last.offset + u64::from(last.compressed_len);
+    let marker_at = frame.offset as usize - super::format::MARKER_LEN;
+    let end = (frame.offset + u64::from(frame.compressed_len)) as usize;
+    let mut doubled = bytes[..index_at as usize].to_vec();
+    doubled.extend_from_slice(&bytes[marker_at..end]);
+    let copy = super::format::FrameInfo {
+        offset: index_at + super::format::MARKER_LEN as u64,
+        ..frame
+    };
+    let mut frames = recording.frames.clone();
+    frames.push(copy);
+    let new_index_at = doubled.len() as u64;
+    doubled.extend_from_slice(&super::format::encode_index(&frames, new_index_at));
+    (doubled, new_index_at, copy)
+}
+
 /// A file whose busiest frame was written twice (a copy appended after the last, with a valid marker, and an index
 /// naming both) must not count its records twice: the copy goes back in time, and is skipped with a warning that
 /// says where. So is a splice of another session's frames onto the end.
 #[test]
 fn a_frame_that_goes_back_in_time_is_skipped_and_said() {
     let (dir, path, written) = recorded(3, 5);
-    let bytes = std::fs::read(&path).unwrap();
     let recording = Recording::open(&path).unwrap();
     let busiest = *recording.frames.iter().max_by_key(|f| f.events).unwrap();
-    let last = recording.frames.last().unwrap();
-    let index_at = last.offset + u64::from(last.compressed_len);
-    let marker_at = busiest.offset as usize - super::format::MARKER_LEN;
-    let end = (busiest.offset + u64::from(busiest.compressed_len)) as usize;
-    let mut doubled = bytes[..index_at as usize].to_vec();
-    doubled.extend_from_slice(&bytes[marker_at..end]);
-    let copy = super::format::FrameInfo {
-        offset: index_at + super::format::MARKER_LEN as u64,
-        ..busiest
-    };
-    let mut frames = recording.frames.clone();
-    frames.push(copy);
-    let new_index_at = doubled.len() as u64;
-    doubled.extend_from_slice(&super::format::encode_index(&frames, new_index_at));
+    let (doubled, new_index_at, copy) = with_a_copy_of(&path, busiest);
     let file = dir.path().join("doubled.golow");
     std::fs::write(&file, &doubled).unwrap();
     let (player, read) = read_all(&file);
@@ -573,22 +584,10 @@ fn a_copy_of_a_frame_that_begins_where_it_ends_is_skipped_too() {
         .map(|r| Record { t_ms: 1000.0, ..r })
         .collect();
     write(&path, &header(), &written, 7);
-    let bytes = std::fs::read(&path).unwrap();
     let recording = Recording::open(&path).unwrap();
     let last = *recording.frames.last().unwrap();
     assert_eq!(last.first_t_ms, last.last_t_ms);
-    let index_at = last.offset + u64::from(last.compressed_len);
-    let marker_at = last.offset as usize - super::format::MARKER_LEN;
-    let mut doubled = bytes[..index_at as usize].to_vec();
-    doubled.extend_from_slice(&bytes[marker_at..index_at as usize]);
-    let copy = super::format::FrameInfo {
-        offset: index_at + super::format::MARKER_LEN as u64,
-        ..last
-    };
-    let mut frames = recording.frames.clone();
-    frames.push(copy);
-    let new_index_at = doubled.len() as u64;
-    doubled.extend_from_slice(&super::format::encode_index(&frames, new_index_at));
+    let (doubled, _, copy) = with_a_copy_of(&path, last);
     let file = dir.path().join("doubled.golow");
     std::fs::write(&file, &doubled).unwrap();
     let (player, read) = read_all(&file);

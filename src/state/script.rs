@@ -472,11 +472,7 @@ mod tests {
         OptimizerStep {
             process,
             optimizer,
-            step,
-            interval_ms: interval,
-            first_step_ms: None,
-            arrived_ns: None,
-            profiled: false,
+            ..golow_protocol::samples::optimizer_step(step, interval)
         }
     }
 

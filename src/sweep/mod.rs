@@ -292,6 +292,30 @@ pub const CSV_COLUMNS: [&str; 23] = [
     "error",
 ];
 
+/// The median of the values present; `None` without one.
+fn median(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let mut v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The least and greatest of the values present, where there are two or more: a spread.
+fn range(values: impl Iterator<Item = Option<f64>>) -> (Option<f64>, Option<f64>) {
+    let v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return (None, None);
+    }
+    (
+        v.iter().copied().reduce(f64::min),
+        v.iter().copied().reduce(f64::max),
+    )
+}
+
 impl Row {
     pub fn cell(&self) -> Cell {
         Cell {
@@ -411,33 +435,7 @@ impl Row {
             })
             .collect()
     }
-}
 
-/// The median of the values present; `None` without one.
-fn median(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    let mut v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
-/// The least and greatest of the values present, where there are two or more: a spread.
-fn range(values: impl Iterator<Item = Option<f64>>) -> (Option<f64>, Option<f64>) {
-    let v: Vec<f64> = values.flatten().filter(|x| x.is_finite()).collect();
-    if v.len() < 2 {
-        return (None, None);
-    }
-    (
-        v.iter().copied().reduce(f64::min),
-        v.iter().copied().reduce(f64::max),
-    )
-}
-
-impl Row {
     /// One implementation's rows from several sessions of one cell, as one: the median of each figure, the range
     /// of time per sample and throughput, the peaks' highest, the worst status (and its error), every recording.
     pub fn across(sessions: &[Row]) -> Option<Row> {

@@ -419,7 +419,7 @@ mod tests {
 
     #[test]
     fn a_script_that_only_said_hello_gets_no_empty_line() {
-        use golow_protocol::event::{Body, OptimizerStep, Record, ScriptProcess};
+        use golow_protocol::event::{Body, Record, ScriptProcess};
         let table = |stepped: bool| {
             let mut state = crate::state::State::default();
             let mut bodies = vec![Body::ScriptProcess(ScriptProcess {
@@ -433,15 +433,9 @@ mod tests {
                 threads: Some(4),
             })];
             if stepped {
-                bodies.push(Body::OptimizerStep(OptimizerStep {
-                    process: 0,
-                    optimizer: 0,
-                    step: 0,
-                    interval_ms: None,
-                    first_step_ms: None,
-                    arrived_ns: None,
-                    profiled: false,
-                }));
+                bodies.push(Body::OptimizerStep(
+                    golow_protocol::samples::optimizer_step(0, None),
+                ));
             }
             for body in bodies {
                 state.apply(&Record::new(0.0, Some("x".into()), body));

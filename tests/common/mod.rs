@@ -63,17 +63,20 @@ pub fn left_in(tmp: &Path) -> Vec<String> {
     left
 }
 
-/// Waits for `child` to end, reading its resident-set high-water mark (VmHWM) while it runs: its peak, in KiB.
+/// Process `pid`'s resident-set high-water mark (VmHWM), in KiB; `None` once it is gone.
+pub fn high_water_kib(pid: u32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+}
+
+/// Waits for `child` to end, reading its high-water mark while it runs: its peak, in KiB.
 pub fn peak_kib_until_exit(child: &mut std::process::Child) -> u64 {
-    let status = format!("/proc/{}/status", child.id());
     let mut peak_kib = 0u64;
     while child.try_wait().unwrap().is_none() {
-        let high_water = std::fs::read_to_string(&status).ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        });
-        peak_kib = peak_kib.max(high_water.unwrap_or(0));
+        peak_kib = peak_kib.max(high_water_kib(child.id()).unwrap_or(0));
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     peak_kib
