@@ -575,6 +575,12 @@ fn sweep_bad_input_is_one_line() {
         ),
         (&["--resume", "--out", "nothing-here"][..], "holds no sweep"),
         (&["--steps", "0"][..], "--steps"),
+        (
+            &["--repeat", "0"][..],
+            "--repeat 0 is not a number of sessions per cell between 1 and 20",
+        ),
+        (&["--repeat", "21"][..], "between 1 and 20"),
+        (&["--repeat", "-3"][..], "between 1 and 20"),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let out = golow(

@@ -677,6 +677,15 @@ pub(crate) mod tests {
         other.steps = 7;
         let why = other.incompatible_with(&config()).unwrap();
         assert!(why.contains("6 steps") && why.contains("7 steps"), "{why}");
+        let repeated = SweepConfig {
+            repeat: 3,
+            ..config()
+        };
+        let why = repeated.incompatible_with(&config()).unwrap();
+        assert!(
+            why.contains("1 session a cell") && why.contains("3 sessions a cell"),
+            "{why}"
+        );
     }
 
     #[test]
