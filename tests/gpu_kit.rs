@@ -23,7 +23,10 @@ fn kit(tmp: &Path) -> PathBuf {
 }
 
 fn runner(tmp: &Path) -> Command {
-    let mut command = Command::new(kit(tmp));
+    // Through bash, not exec: a copy just written may still be open for writing in a child another test thread
+    // forked meanwhile, and exec of such a file fails with ETXTBSY.
+    let mut command = Command::new("bash");
+    command.arg(kit(tmp));
     // Scratch goes here, so that a run killed before its own clean-up leaves nothing elsewhere.
     command.env("TMPDIR", tmp);
     command
