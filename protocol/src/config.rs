@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The built-in implementations of ResNet, from the highest level of abstraction to the lowest.
@@ -98,7 +99,7 @@ impl Impl {
 
 /// `torch.compile`'s mode for the `compile` level: Inductor's defaults, CUDA graphs over its kernels
 /// (`reduce-overhead`, GPU only), or autotuned kernels and CUDA graphs (`max-autotune`).
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum CompileMode {
@@ -118,7 +119,7 @@ impl CompileMode {
     }
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Model {
@@ -136,7 +137,7 @@ impl Model {
 }
 
 /// Whether a run (or one step of it) trains the model or only evaluates it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -176,7 +177,8 @@ impl Schedule {
 }
 
 /// The optimiser every implementation uses: SGD with momentum and weight decay, constant learning rate.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Optimiser {
     pub lr: f64,
     pub momentum: f64,
@@ -194,7 +196,8 @@ impl Default for Optimiser {
 }
 
 /// What one worker process needs to know; identical for every implementation of a session.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct WorkerConfig {
     pub model: Model,
     pub mode: Mode,
@@ -239,7 +242,8 @@ pub struct WorkerConfig {
 
 /// How every built-in level asks cuDNN and cuBLAS to work on a GPU, one policy for all so that the levels compare on
 /// equal terms (README, "Methodology"). By default both are on, as performance-minded users set them.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[schemars(deny_unknown_fields)]
 pub struct GpuPolicy {
     /// cuDNN times the algorithms of each convolution shape once, on real buffers, and keeps the fastest
     /// (`torch.backends.cudnn.benchmark`); off, its heuristics choose without running any.
@@ -259,7 +263,8 @@ impl Default for GpuPolicy {
 }
 
 /// The model compiled ahead of time, once per session, and what making it cost.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct AotiPackage {
     /// The `.pt2` package `torch._inductor.aoti_compile_and_package` wrote.
     pub package: PathBuf,

@@ -4,6 +4,7 @@
 //! stdout). The hub wraps every event, from a worker or from the monitor itself, in a [`Record`] that carries
 //! the schema version, a monotonic timestamp and the worker it concerns.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::collector::{
@@ -20,7 +21,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub const MAX_WORKER_LINE_BYTES: usize = 1 << 20;
 
 /// First event of every worker: who it is and what it is about to run.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Hello {
     #[serde(rename = "impl")]
     pub implementation: String,
@@ -33,7 +35,8 @@ pub struct Hello {
 }
 
 /// One optimiser step (train) or one forward pass (eval), with its timed regions.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Step {
     /// Counts from 0 over the whole run, warm-up included.
     pub step: u64,
@@ -50,6 +53,7 @@ pub struct Step {
     pub compute_ms: f64,
     /// NaN or infinite in a diverging run: written as "nan", "inf" or "-inf" ([`crate::nonfinite`]).
     #[serde(with = "crate::nonfinite::number")]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
     pub loss: f64,
     /// How many samples of the batch were classified correctly.
     pub correct: u32,
@@ -68,7 +72,8 @@ pub const OTHER_OPERATORS: &str = "(other operators)";
 
 /// What a worker's operators cost over a window (default 1 s) of the steps it profiled: libtorch's operator
 /// callbacks (RecordFunction) for the Rust levels, torch.profiler for the Python ones and `--cmd` scripts.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct OperatorWindow {
     /// The `--cmd` worker's process that profiled them (stamped by the monitor; 0 for a built-in worker).
     #[serde(default)]
@@ -85,7 +90,8 @@ pub struct OperatorWindow {
 }
 
 /// One operator name over a window.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct OperatorStats {
     /// As libtorch names it: `aten::convolution`, `ConvolutionBackward0`, …
     pub name: String,
@@ -100,14 +106,17 @@ pub struct OperatorStats {
 }
 
 /// End of an epoch (or of the run, mid-epoch, with `complete: false`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Epoch {
     pub epoch: u64,
     pub complete: bool,
     #[serde(default, with = "crate::nonfinite::optional")]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
     pub train_loss: Option<f64>,
     pub train_accuracy: Option<f64>,
     #[serde(default, with = "crate::nonfinite::optional")]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
     pub eval_loss: Option<f64>,
     pub eval_accuracy: Option<f64>,
 }
@@ -115,7 +124,8 @@ pub struct Epoch {
 /// Time a level spent compiling (torch.compile's Dynamo and Inductor, CUDA graph recording; AOTInductor's package,
 /// made before the steps): a cost of the level, reported apart and kept out of the step statistics (the step it
 /// fell in is not measured).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Compile {
     /// The step whose timed region it fell in; `None` outside any step (an epoch's evaluation).
     pub step: Option<u64>,
@@ -131,7 +141,8 @@ pub struct Compile {
 }
 
 /// A compilation began (its `compile` event follows when it ends): while it runs, the worker is not stalled.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Compiling {
     pub step: Option<u64>,
     pub phase: Mode,
@@ -139,7 +150,7 @@ pub struct Compiling {
 }
 
 /// What set a compilation off, as torch's compile callbacks name it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum CompileTrigger {
     /// Dynamo traced a frame: the first call, or one whose guards failed.
@@ -170,12 +181,13 @@ impl CompileTrigger {
 }
 
 /// The worker ran the steps it was granted and waits for its next turn (alternating schedule only).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct TurnEnd {
     pub steps_done: u64,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitStatus {
     Ok,
@@ -184,56 +196,11 @@ pub enum ExitStatus {
 }
 
 /// Last event of a worker that ends on its own terms.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct WorkerExit {
     pub status: ExitStatus,
     pub message: Option<String>,
-}
-
-/// What a worker may say. A worker cannot forge monitor events: its lines parse into this type only.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum WorkerEvent {
-    /// Boxed: a worker says it once, and the configuration it carries would size every event.
-    Hello(Box<Hello>),
-    Step(Step),
-    Epoch(Epoch),
-    TurnEnd(TurnEnd),
-    Exit(WorkerExit),
-    OptimizerStep(OptimizerStep),
-    ScriptProcess(ScriptProcess),
-    Optimizer(Optimizer),
-    ForwardPass(ForwardPass),
-    Scalar(Scalar),
-    Phase(Phase),
-    Compiling(Compiling),
-    Compile(Compile),
-    Operators(OperatorWindow),
-}
-
-impl WorkerEvent {
-    /// What a `--cmd` worker's process numbered `process` said, as the monitor records it: only the hook's events,
-    /// stamped with the process the monitor knows it by.
-    pub fn from_script_process(self, process: u32) -> Result<Body, String> {
-        Ok(match self {
-            WorkerEvent::OptimizerStep(e) => Body::OptimizerStep(OptimizerStep { process, ..e }),
-            WorkerEvent::ScriptProcess(e) => Body::ScriptProcess(ScriptProcess { process, ..e }),
-            WorkerEvent::Optimizer(e) => Body::Optimizer(Optimizer { process, ..e }),
-            WorkerEvent::ForwardPass(e) => Body::ForwardPass(ForwardPass { process, ..e }),
-            WorkerEvent::Scalar(e) => Body::Scalar(Scalar { process, ..e }),
-            WorkerEvent::Phase(e) => Body::Phase(Phase { process, ..e }),
-            WorkerEvent::Operators(e) => Body::Operators(OperatorWindow { process, ..e }),
-            WorkerEvent::Hello(_)
-            | WorkerEvent::Step(_)
-            | WorkerEvent::Epoch(_)
-            | WorkerEvent::Compiling(_)
-            | WorkerEvent::Compile(_)
-            | WorkerEvent::TurnEnd(_)
-            | WorkerEvent::Exit(_) => {
-                return Err("a built-in worker's event on a --cmd worker's socket".into());
-            }
-        })
-    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,146 +210,199 @@ pub enum Stream {
     Stderr,
 }
 
-/// Everything that reaches the state, from workers and from the monitor.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Body {
-    /// The session's configuration, first record of every session.
-    SessionStart(crate::config::SessionConfig),
-    /// The launcher started a worker process.
-    WorkerStarted {
-        pid: u32,
-        command: Vec<String>,
-    },
-    Hello(Hello),
-    Step(Step),
-    Epoch(Epoch),
-    TurnEnd(TurnEnd),
-    Exit(WorkerExit),
-    /// A line the worker printed on its stdout or stderr.
-    Output {
-        stream: Stream,
-        line: String,
-    },
-    /// A line on the event channel that is not a valid event.
-    ProtocolError {
-        message: String,
-    },
-    OptimizerStep(OptimizerStep),
-    /// A process of a `--cmd` worker that reports, and the events it reports (see [`crate::script`]).
-    ScriptProcess(ScriptProcess),
-    Optimizer(Optimizer),
-    ForwardPass(ForwardPass),
-    Scalar(Scalar),
-    Phase(Phase),
-    Compiling(Compiling),
-    Compile(Compile),
-    /// A window of the operators of the worker's profiled steps.
-    Operators(OperatorWindow),
-    /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
-    /// (100 = one core busy). With `rank`, of one rank's process (`pid`, which said it is that rank) and its
-    /// descendants, inside a `--cmd` worker's tree; the worker's own reading comes without.
-    Process {
-        pid: u32,
-        rss_bytes: u64,
-        peak_rss_bytes: u64,
-        cpu_percent: Option<f64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rank: Option<u32>,
-    },
-    /// The worker process ended; `signal` is set when a signal killed it.
-    WorkerExited {
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        /// golow asked it to stop (user interrupt); its end is then not a failure.
-        stop_requested: bool,
-    },
-    /// NVML cannot be used on this machine; the GPU panes say why.
-    GpuUnavailable {
-        reason: String,
-    },
-    /// A GPU as NVML names it, once per session before its readings.
-    GpuInfo {
-        index: u32,
-        name: String,
-        memory_total_bytes: u64,
-        driver: String,
-        /// NVML's UUID (`GPU-…`), which DCGM exporter labels its series with; empty in older recordings.
-        #[serde(default)]
-        uuid: String,
-    },
-    /// A reading of a whole GPU. Utilisation is NVML's, averaged by the driver over its own sample
-    /// window (1/6 s to 1 s depending on the product), not over golow's interval.
-    GpuDevice {
-        index: u32,
-        utilization_percent: Option<u32>,
-        memory_used_bytes: Option<u64>,
-        power_watts: Option<f64>,
-        sm_clock_mhz: Option<u32>,
-    },
-    /// PCIe traffic of a whole GPU from NVML (its own 20 ms sample per direction), in bytes per second:
-    /// `rx` into the GPU (host-to-device copies), `tx` out of it.
-    GpuPcie {
-        index: u32,
-        rx_bytes_per_s: Option<u64>,
-        tx_bytes_per_s: Option<u64>,
-    },
-    /// The recording stopped (a full disk, say) while the session went on; the live views and the summary say so.
-    RecordingFailed {
-        reason: String,
-    },
-    /// NVML's per-process readings cannot be attributed to the workers (inside a PID namespace it reports the
-    /// host's process IDs); device readings go on.
-    GpuProcessesUnavailable {
-        reason: String,
-    },
-    /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
-    /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample). With `rank`,
-    /// of one rank's process and its descendants, as for `Process`.
-    GpuProcess {
-        pid: u32,
-        index: u32,
-        memory_bytes: Option<u64>,
-        sm_percent: Option<u32>,
-        last_seen_us: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        rank: Option<u32>,
-    },
-    /// The whole machine once a second, so that a session's conditions can be judged and compared: the 1-minute
-    /// load average, and over the last second the share of all CPUs (100 = every core) busy, stolen by a hypervisor,
-    /// and busy with processes other than golow and its workers; the mean CPU clock, read every 10 s.
-    MachineLoad {
-        load_1m: f64,
-        busy_percent: f64,
-        steal_percent: f64,
-        others_percent: f64,
-        cpu_mhz: Option<f64>,
-    },
-    /// A window of the worker's GPU activity from the CUPTI collector.
-    Kernels(KernelWindow),
-    /// Whether the CUPTI collector inside the worker's process runs, and if not, why.
-    Collector(CollectorStatus),
-    SessionEnd,
+/// Defines [`WorkerEvent`], [`ScriptEvent`] and [`Body`] and the conversions between them from one list of the worker
+/// events, each of which `Body` holds under the same name: a worker event cannot be added to one enum and forgotten
+/// in another. The groups say who may send an event: `boxed` and `built_in` events come from built-in workers
+/// alone (a `boxed` one is boxed in a `WorkerEvent`), `stamped` ones from any worker, a `--cmd` worker's processes
+/// included, which the monitor stamps with the `process` they came from; `monitor` lists `Body`'s own.
+macro_rules! events {
+    (
+        boxed { $( $(#[$boxed_meta:meta])* $boxed:ident($boxed_type:ty), )* }
+        built_in { $( $(#[$built_in_meta:meta])* $built_in:ident($built_in_type:ty), )* }
+        stamped { $( $(#[$stamped_meta:meta])* $stamped:ident($stamped_type:ty), )* }
+        monitor { $($monitor:tt)* }
+    ) => {
+        /// What a worker may say. A worker cannot forge monitor events: its lines parse into this type only.
+        #[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        pub enum WorkerEvent {
+            $( $(#[$boxed_meta])* $boxed(Box<$boxed_type>), )*
+            $( $(#[$built_in_meta])* $built_in($built_in_type), )*
+            $( $(#[$stamped_meta])* $stamped($stamped_type), )*
+        }
+
+        /// What a process of a `--cmd` worker may say on its socket: the worker events that carry a `process`, which
+        /// the monitor stamps. The monitor reads these lines as [`WorkerEvent`]s and refuses the others
+        /// ([`WorkerEvent::from_script_process`]); this type gives the hook's stream its schema.
+        #[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        pub enum ScriptEvent {
+            $( $(#[$stamped_meta])* $stamped($stamped_type), )*
+        }
+
+        /// Everything that reaches the state, from workers and from the monitor.
+        #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        pub enum Body {
+            $( $(#[$boxed_meta])* $boxed($boxed_type), )*
+            $( $(#[$built_in_meta])* $built_in($built_in_type), )*
+            $( $(#[$stamped_meta])* $stamped($stamped_type), )*
+            $($monitor)*
+        }
+
+        impl From<WorkerEvent> for Body {
+            fn from(event: WorkerEvent) -> Self {
+                match event {
+                    $( WorkerEvent::$boxed(e) => Body::$boxed(*e), )*
+                    $( WorkerEvent::$built_in(e) => Body::$built_in(e), )*
+                    $( WorkerEvent::$stamped(e) => Body::$stamped(e), )*
+                }
+            }
+        }
+
+        impl WorkerEvent {
+            /// What a `--cmd` worker's process numbered `process` said, as the monitor records it: only the events
+            /// such a process may say, stamped with the process the monitor knows it by.
+            pub fn from_script_process(self, process: u32) -> Result<Body, String> {
+                match self {
+                    $( WorkerEvent::$stamped(mut e) => {
+                        e.process = process;
+                        Ok(Body::$stamped(e))
+                    } )*
+                    $( WorkerEvent::$boxed(_) )|* $( | WorkerEvent::$built_in(_) )* => {
+                        Err("a built-in worker's event on a --cmd worker's socket".into())
+                    }
+                }
+            }
+        }
+    };
 }
 
-impl From<WorkerEvent> for Body {
-    fn from(event: WorkerEvent) -> Self {
-        match event {
-            WorkerEvent::Hello(e) => Body::Hello(*e),
-            WorkerEvent::Step(e) => Body::Step(e),
-            WorkerEvent::Epoch(e) => Body::Epoch(e),
-            WorkerEvent::TurnEnd(e) => Body::TurnEnd(e),
-            WorkerEvent::Exit(e) => Body::Exit(e),
-            WorkerEvent::OptimizerStep(e) => Body::OptimizerStep(e),
-            WorkerEvent::ScriptProcess(e) => Body::ScriptProcess(e),
-            WorkerEvent::Optimizer(e) => Body::Optimizer(e),
-            WorkerEvent::ForwardPass(e) => Body::ForwardPass(e),
-            WorkerEvent::Scalar(e) => Body::Scalar(e),
-            WorkerEvent::Phase(e) => Body::Phase(e),
-            WorkerEvent::Compiling(e) => Body::Compiling(e),
-            WorkerEvent::Compile(e) => Body::Compile(e),
-            WorkerEvent::Operators(e) => Body::Operators(e),
-        }
+events! {
+    // A worker says hello once, and the configuration it carries would size every `WorkerEvent`.
+    boxed {
+        Hello(Hello),
+    }
+    built_in {
+        Step(Step),
+        Epoch(Epoch),
+        TurnEnd(TurnEnd),
+        Exit(WorkerExit),
+        Compiling(Compiling),
+        Compile(Compile),
+    }
+    stamped {
+        OptimizerStep(OptimizerStep),
+        /// A process of a `--cmd` worker that reports, and the events it reports (see [`crate::script`]).
+        ScriptProcess(ScriptProcess),
+        Optimizer(Optimizer),
+        ForwardPass(ForwardPass),
+        Scalar(Scalar),
+        Phase(Phase),
+        /// A window of the operators of the worker's profiled steps.
+        Operators(OperatorWindow),
+    }
+    monitor {
+        /// The session's configuration, first record of every session.
+        SessionStart(crate::config::SessionConfig),
+        /// The launcher started a worker process.
+        WorkerStarted {
+            pid: u32,
+            command: Vec<String>,
+        },
+        /// A line the worker printed on its stdout or stderr.
+        Output {
+            stream: Stream,
+            line: String,
+        },
+        /// A line on the event channel that is not a valid event.
+        ProtocolError {
+            message: String,
+        },
+        /// A reading of the worker's process and its descendants from /proc: memory summed, CPU summed
+        /// (100 = one core busy). With `rank`, of one rank's process (`pid`, which said it is that rank) and its
+        /// descendants, inside a `--cmd` worker's tree; the worker's own reading comes without.
+        Process {
+            pid: u32,
+            rss_bytes: u64,
+            peak_rss_bytes: u64,
+            cpu_percent: Option<f64>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            rank: Option<u32>,
+        },
+        /// The worker process ended; `signal` is set when a signal killed it.
+        WorkerExited {
+            exit_code: Option<i32>,
+            signal: Option<i32>,
+            /// golow asked it to stop (user interrupt); its end is then not a failure.
+            stop_requested: bool,
+        },
+        /// NVML cannot be used on this machine; the GPU panes say why.
+        GpuUnavailable {
+            reason: String,
+        },
+        /// A GPU as NVML names it, once per session before its readings.
+        GpuInfo {
+            index: u32,
+            name: String,
+            memory_total_bytes: u64,
+            driver: String,
+            /// NVML's UUID (`GPU-…`), which DCGM exporter labels its series with; empty in older recordings.
+            #[serde(default)]
+            uuid: String,
+        },
+        /// A reading of a whole GPU. Utilisation is NVML's, averaged by the driver over its own sample
+        /// window (1/6 s to 1 s depending on the product), not over golow's interval.
+        GpuDevice {
+            index: u32,
+            utilization_percent: Option<u32>,
+            memory_used_bytes: Option<u64>,
+            power_watts: Option<f64>,
+            sm_clock_mhz: Option<u32>,
+        },
+        /// PCIe traffic of a whole GPU from NVML (its own 20 ms sample per direction), in bytes per second:
+        /// `rx` into the GPU (host-to-device copies), `tx` out of it.
+        GpuPcie {
+            index: u32,
+            rx_bytes_per_s: Option<u64>,
+            tx_bytes_per_s: Option<u64>,
+        },
+        /// The recording stopped (a full disk, say) while the session went on; the live views and the summary say so.
+        RecordingFailed {
+            reason: String,
+        },
+        /// NVML's per-process readings cannot be attributed to the workers (inside a PID namespace it reports the
+        /// host's process IDs); device readings go on.
+        GpuProcessesUnavailable {
+            reason: String,
+        },
+        /// A reading of one worker's process on a GPU: its memory, and its SM utilisation from NVML's
+        /// process samples since the previous reading (`last_seen_us` is NVML's timestamp of that sample). With `rank`,
+        /// of one rank's process and its descendants, as for `Process`.
+        GpuProcess {
+            pid: u32,
+            index: u32,
+            memory_bytes: Option<u64>,
+            sm_percent: Option<u32>,
+            last_seen_us: Option<u64>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            rank: Option<u32>,
+        },
+        /// The whole machine once a second, so that a session's conditions can be judged and compared: the 1-minute
+        /// load average, and over the last second the share of all CPUs (100 = every core) busy, stolen by a
+        /// hypervisor, and busy with processes other than golow and its workers; the mean CPU clock, read every 10 s.
+        MachineLoad {
+            load_1m: f64,
+            busy_percent: f64,
+            steal_percent: f64,
+            others_percent: f64,
+            cpu_mhz: Option<f64>,
+        },
+        /// A window of the worker's GPU activity from the CUPTI collector.
+        Kernels(KernelWindow),
+        /// Whether the CUPTI collector inside the worker's process runs, and if not, why.
+        Collector(CollectorStatus),
+        SessionEnd,
     }
 }
 

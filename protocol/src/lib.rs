@@ -5,6 +5,7 @@
 //! - [`config`]: the session's configuration and each worker's (the `config.json` a worker is started with).
 //! - [`collector`]: the CUPTI collector's windows of kernels and copies, and where it finds its socket.
 //! - [`script`]: what golow's Python hook says about a user's own script, on a socket every process of it can reach.
+//! - [`schema`]: the JSON Schemas of what workers and the hook write, checked in for the Python side's tests.
 //! - [`channels`]: the descriptors a worker inherits and the turn grants it reads on one of them.
 //! - [`text`]: what is said that came from outside, made safe for a terminal.
 //! - [`nonfinite`]: how a measured number that is NaN or infinite (a diverging run's loss) is written.
@@ -16,5 +17,6 @@ pub mod event;
 pub mod nonfinite;
 #[cfg(any(test, feature = "samples"))]
 pub mod samples;
+pub mod schema;
 pub mod script;
 pub mod text;

@@ -18,6 +18,9 @@ pub fn word(value: f64) -> &'static str {
     }
 }
 
+/// The words [`from_word`] reads, as a JSON Schema pattern: ECMA-262 has no inline flag for "any case".
+const WORD_PATTERN: &str = "^(?:[Nn][Aa][Nn]|[+-]?[Ii][Nn][Ff](?:[Ii][Nn][Ii][Tt][Yy])?)$";
+
 fn from_word(word: &str) -> Option<f64> {
     match word.to_ascii_lowercase().as_str() {
         "nan" => Some(f64::NAN),
@@ -66,6 +69,20 @@ impl<'de> Visitor<'de> for NumberOrWord {
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
+}
+
+/// What [`number`] and [`optional`] read, as a JSON Schema: `#[schemars(schema_with = "nonfinite::schema")]` beside
+/// either.
+pub fn schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "A finite number, or \"nan\", \"inf\" or \"-inf\" (\"+inf\", \"infinity\" and \"-infinity\" \
+            are read too, in any case) for one that is not; null is NaN where the field always has a value.",
+        "anyOf": [
+            {"type": "number"},
+            {"type": "string", "pattern": WORD_PATTERN},
+            {"type": "null"}
+        ]
+    })
 }
 
 /// An `f64` field that is always present: `#[serde(with = "nonfinite::number")]`.

@@ -4,6 +4,7 @@
 //! through the optional API. The monitor numbers the connections: an event's `process` is set by the monitor, never
 //! trusted from the line.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The variable naming the socket a `--cmd` worker's processes connect to. It is inherited, so that the processes a
@@ -25,7 +26,8 @@ pub const MAX_OPTIMIZERS: u32 = 16;
 pub const MAX_NAME_BYTES: usize = 64;
 
 /// A process of the command, as it says hello on connecting: before its first event.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct ScriptProcess {
     #[serde(default)]
     pub process: u32,
@@ -41,7 +43,8 @@ pub struct ScriptProcess {
 }
 
 /// An optimiser step of a user's own command, reported by golow's Python hook.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct OptimizerStep {
     #[serde(default)]
     pub process: u32,
@@ -67,7 +70,8 @@ pub struct OptimizerStep {
 }
 
 /// An optimiser, before its first step.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Optimizer {
     #[serde(default)]
     pub process: u32,
@@ -80,7 +84,8 @@ pub struct Optimizer {
 
 /// A forward pass of the script's model (the first module with parameters it calls outside any other), reported
 /// until the process's first optimiser step: what an evaluation or inference loop is measured by.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct ForwardPass {
     #[serde(default)]
     pub process: u32,
@@ -96,18 +101,21 @@ pub struct ForwardPass {
 
 /// A number the script reported through golow's API (`golow.report(loss=…)`): `loss`, `accuracy` and `samples`
 /// fill the panes; others are kept as they come.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Scalar {
     #[serde(default)]
     pub process: u32,
     pub name: String,
     /// "nan", "inf" or "-inf" when not finite ([`crate::nonfinite`]).
     #[serde(with = "crate::nonfinite::number")]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
     pub value: f64,
 }
 
 /// A phase the script marked through golow's API (`golow.phase("eval")`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
 pub struct Phase {
     #[serde(default)]
     pub process: u32,

@@ -15,6 +15,8 @@ import threading
 import time
 import unittest
 
+import event_schema
+
 HOOK_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "workers", "pyhook")
 
 TRAIN = """
@@ -72,7 +74,8 @@ print("torch" in sys.modules, flush=True)
 
 
 class Monitor:
-    """A socket like golow's: every connection's lines, in the order the connections came."""
+    """A socket like golow's: every connection's lines, in the order the connections came, each event checked
+    against the schema of what the monitor reads there."""
 
     def __init__(self, path):
         self.path = path
@@ -110,7 +113,7 @@ class Monitor:
         for lines in self.streams:
             for line in lines:
                 assert line.endswith("\n"), line
-        return [[json.loads(line) for line in lines] for lines in self.streams]
+        return [[event_schema.script_line(line) for line in lines] for lines in self.streams]
 
 
 def of_type(events, kind):
@@ -250,7 +253,7 @@ class HookTest(unittest.TestCase):
                     [sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     text=True, env=self.env(GOLOW_EVENT_SOCKET=path))
                 conn, _ = server.accept()
-                self.assertIn("script_process", conn.makefile("r").readline())
+                self.assertEqual(event_schema.script_line(conn.makefile("r").readline())["type"], "script_process")
                 conn.close()
                 server.close()
                 out, err = proc.communicate(timeout=300)

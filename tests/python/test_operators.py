@@ -12,6 +12,8 @@ import unittest
 
 import torch
 
+import event_schema
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "src", "workers", "pytorch"))
 
@@ -43,7 +45,7 @@ class OperatorsTest(unittest.TestCase):
             train_step(model)
             profiled.append(operators.end(2.5))
         self.assertEqual(profiled, [False, True, False, True, False, True])
-        window = operators.window(now=True)
+        window = event_schema.worker_event(operators.window(now=True))
         self.assertEqual((window["type"], window["steps"], window["every"]), ("operators", 3, 2))
         self.assertEqual(window["compute_ms"], 7.5)
         by_name = {o["name"]: o for o in window["operators"]}
@@ -63,7 +65,7 @@ class OperatorsTest(unittest.TestCase):
         operators.begin(0)
         train_step(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
         operators.end(1.0)
-        names = [o["name"] for o in operators.window(now=True)["operators"]]
+        names = [o["name"] for o in event_schema.worker_event(operators.window(now=True))["operators"]]
         self.assertEqual(len(names), 3)
         self.assertEqual(names[-1], Operators.OTHER)
 
@@ -76,7 +78,7 @@ class OperatorsTest(unittest.TestCase):
         operators.end(1.0)
         self.assertLessEqual(len(operators.table), Operators.MAX_NAMES)
         self.assertTrue(all(len(row[3]) <= Operators.MAX_SHAPES for row in operators.table.values()))
-        window = operators.window(now=True)
+        window = event_schema.worker_event(operators.window(now=True))
         self.assertEqual(len(window["operators"]), Operators.MAX_OPERATORS)
         self.assertEqual(window["operators"][-1]["name"], Operators.OTHER)
         # 3000 forms of aten::add_'s and aten::fill_'s inputs, beyond 8 each (names beyond those kept are summed
