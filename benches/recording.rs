@@ -18,7 +18,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use golow::contracts::Observer;
 use golow::recording::{Player, Recorder};
 use golow_protocol::event::{Body, Record};
 
@@ -66,12 +65,12 @@ fn hour_from(real: &Path, out: &Path) -> u64 {
             }
             let mut record = record.clone();
             record.t_ms += shift;
-            sink.on_record(&record);
+            sink.write(&record);
         }
         first = false;
         shift += span;
     }
-    sink.on_record(&Record::new(shift, None, Body::SessionEnd));
+    sink.write(&Record::new(shift, None, Body::SessionEnd));
     drop(sink);
     recorder.finish().expect("finish").events
 }

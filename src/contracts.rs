@@ -1,16 +1,15 @@
 //! The contracts between the monitor's parts, in one place beside the wire contracts of golow-protocol (the event
 //! schema, configurations, the collector's windows and the worker channels). Parts meet only through these:
 //!
-//! - a running session hands every record it stamps to an [`Observer`] (the recorder, a progress display, the
-//!   channel to the UI), and takes [`Control`]s (from the UI or a sweep) to stop workers;
-//! - a viewer of a recording asks its player, over a [`PlayerLink`], for records up to a time or the state at one;
-//! - whatever feeds a full-screen view (a session, a player, a sweep) rings the view's [`Bell`] once it has sent
-//!   something, so that the view sleeps until then.
+//! - a running session takes [`Control`]s (from the UI or a sweep) to stop workers;
+//! - whatever feeds a full-screen view (a session, a player, a sweep) rings the view's [`Bell`] once it has folded
+//!   or sent something, so that the view sleeps until then; what comes item by item (a sweep's updates) travels in
+//!   a [`Feed`].
+//!
+//! What a source's records fold into is the store (`store`); who follows a session record by record is its
+//! `Observer` (`session/observer.rs`); what a viewer asks a recording's player is beside the player.
 
 use std::sync::{Arc, mpsc};
-
-use crate::state::State;
-use golow_protocol::event::Record;
 
 /// What the UI (or a sweep being stopped) may ask of a running session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,69 +18,6 @@ pub enum Control {
     StopAll,
     /// Stop one worker, by its index in the session's worker list.
     Stop(usize),
-}
-
-/// Anything that follows a session's records as the hub stamps them, on the session's thread.
-pub trait Observer {
-    fn on_record(&mut self, record: &Record);
-    /// Called at every sampling interval, records or not (for what must not wait for the next one).
-    fn tick(&mut self) {}
-    /// Why the observer can no longer do its work (a recording that failed), said once; the hub records it so that
-    /// every view and the summary tell it while the session goes on.
-    fn failure(&mut self) -> Option<String> {
-        None
-    }
-}
-
-/// An observer that may be absent (a run with `--no-record`).
-impl<T: Observer> Observer for Option<T> {
-    fn on_record(&mut self, record: &Record) {
-        if let Some(observer) = self {
-            observer.on_record(record);
-        }
-    }
-
-    fn tick(&mut self) {
-        if let Some(observer) = self {
-            observer.tick();
-        }
-    }
-
-    fn failure(&mut self) -> Option<String> {
-        self.as_mut().and_then(Observer::failure)
-    }
-}
-
-/// An observer lent for one session (a sweep's progress lives across its cells).
-impl<T: Observer + ?Sized> Observer for &mut T {
-    fn on_record(&mut self, record: &Record) {
-        (**self).on_record(record);
-    }
-
-    fn tick(&mut self) {
-        (**self).tick();
-    }
-
-    fn failure(&mut self) -> Option<String> {
-        (**self).failure()
-    }
-}
-
-/// Two observers as one, each seeing every record in turn.
-impl<A: Observer, B: Observer> Observer for (A, B) {
-    fn on_record(&mut self, record: &Record) {
-        self.0.on_record(record);
-        self.1.on_record(record);
-    }
-
-    fn tick(&mut self) {
-        self.0.tick();
-        self.1.tick();
-    }
-
-    fn failure(&mut self) -> Option<String> {
-        self.0.failure().or_else(|| self.1.failure())
-    }
 }
 
 /// Rung by whatever feeds a view once it has sent something. A view sleeps until a key or a ring rather than
@@ -168,37 +104,6 @@ impl<T> Drop for Feed<T> {
         drop(self.sender.take());
         self.bell.ring();
     }
-}
-
-/// Every record, into the live view's channel, rung once per sampling tick that brought some: a step that came
-/// between two ticks shows at most one sampling interval late.
-impl Observer for Feed<Record> {
-    fn on_record(&mut self, record: &Record) {
-        self.send_at_tick(record.clone());
-    }
-
-    fn tick(&mut self) {
-        Feed::tick(self);
-    }
-}
-
-/// What a viewer asks a recording's player: the viewer keeps the clock, the player reads the file on its own thread.
-pub enum PlayerRequest {
-    /// The records after the last ones sent, up to this time (ms).
-    Advance(f64),
-    /// The state as it was at this time (ms); later `Advance`s continue from there.
-    Seek(f64),
-}
-
-pub enum PlayerReply {
-    Records(Vec<Record>),
-    Reset(Box<State>),
-}
-
-/// The viewer's end of a player.
-pub struct PlayerLink {
-    pub requests: mpsc::Sender<PlayerRequest>,
-    pub replies: mpsc::Receiver<PlayerReply>,
 }
 
 #[cfg(test)]

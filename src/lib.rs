@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod recording;
 pub mod session;
 pub mod state;
+pub mod store;
 pub mod sweep;
 pub mod telemetry;
 pub mod termination;

@@ -281,7 +281,7 @@ fn rewritten(
     let (recorder, mut sink) = Recorder::create(to, &copied).unwrap();
     for mut record in player.records() {
         edit(&mut record);
-        golow::contracts::Observer::on_record(&mut sink, &record);
+        sink.write(&record);
     }
     drop(sink);
     recorder.finish().unwrap();

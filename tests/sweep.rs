@@ -347,7 +347,6 @@ fn recordings(sweep: &Path) -> Vec<String> {
 /// compute) and every record's time stretched by `factor`, and all else (the header, the machine's load) as it was.
 /// results.json is copied as it is: `compare` reads each cell's recording.
 fn slowed_copy(from: &Path, to: &Path, factor: f64) {
-    use golow::contracts::Observer;
     use golow_protocol::event::Body;
     std::fs::create_dir_all(to.join("cells")).unwrap();
     std::fs::copy(from.join("results.json"), to.join("results.json")).unwrap();
@@ -364,7 +363,7 @@ fn slowed_copy(from: &Path, to: &Path, factor: f64) {
                 step.compute_ms *= factor;
                 step.h2d_ms = step.h2d_ms.map(|ms| ms * factor);
             }
-            sink.on_record(&record);
+            sink.write(&record);
         }
         drop(sink);
         assert_eq!(recorder.finish().unwrap().events, records.len() as u64);

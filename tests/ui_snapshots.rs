@@ -611,7 +611,7 @@ fn redrawn_parts_match_whole_frames(
     keys: &[KeyCode],
     partial: bool,
 ) {
-    use golow::ui::changes::Changes;
+    use golow::store::Changes;
     use golow::ui::render::Screen;
     let mut screen = Screen::new(Terminal::new(TestBackend::new(width, height)).unwrap()).unwrap();
     let mut reference = Terminal::new(TestBackend::new(width, height)).unwrap();

@@ -16,6 +16,7 @@ use golow_protocol::config::{
 use super::BadInput;
 use crate::metrics::Endpoint;
 use crate::session::{Length, Plan, programs, python};
+use crate::store::Store;
 use crate::ui::theme::{self, Theme};
 
 /// Above this the data cache alone would not fit a machine's memory for real datasets.
@@ -174,10 +175,10 @@ impl SessionOptions {
         Ok(())
     }
 
-    /// Starts `--metrics-addr`'s endpoint, and says where it listens; call it after the pinning (its thread is
-    /// golow's).
-    pub fn metrics(&self) -> Result<Option<Endpoint>, BadInput> {
-        metrics_endpoint(self.metrics_addr.as_deref())
+    /// Starts `--metrics-addr`'s endpoint serving `store`, and says where it listens; call it after the pinning (its
+    /// thread is golow's).
+    pub fn metrics(&self, store: &Store) -> Result<Option<Endpoint>, BadInput> {
+        metrics_endpoint(self.metrics_addr.as_deref(), store)
     }
 
     pub fn interval(&self) -> Duration {
@@ -336,12 +337,13 @@ impl SessionOptions {
     }
 }
 
-/// `--metrics-addr` of `run`, `sweep` and `replay`: the endpoint listening, or one line on why it cannot.
-pub fn metrics_endpoint(addr: Option<&str>) -> Result<Option<Endpoint>, BadInput> {
+/// `--metrics-addr` of `run`, `sweep` and `replay`: the endpoint listening, serving `store`, or one line on why it
+/// cannot.
+pub fn metrics_endpoint(addr: Option<&str>, store: &Store) -> Result<Option<Endpoint>, BadInput> {
     let Some(addr) = addr else { return Ok(None) };
     let addr = crate::metrics::parse_addr(addr).map_err(BadInput)?;
-    let endpoint =
-        Endpoint::start(addr, crate::telemetry::machine::host_name()).map_err(BadInput)?;
+    let endpoint = Endpoint::start(addr, crate::telemetry::machine::host_name(), store.clone())
+        .map_err(BadInput)?;
     eprintln!("golow: metrics at http://{}/metrics", endpoint.addr());
     Ok(Some(endpoint))
 }

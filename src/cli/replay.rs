@@ -9,7 +9,6 @@ use clap::Args;
 use super::options::{check_output_path, metrics_endpoint, parse_compare, read_theme};
 use super::run::write_summary;
 use super::{BadInput, EXIT_OK, Failure, failed};
-use crate::metrics::Endpoint;
 use crate::recording::{self, Player};
 use crate::state::Summary;
 use crate::sweep::{RESULTS_JSON, Results};
@@ -92,7 +91,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
                 golow_protocol::text::printable(&format!("{}: {damage}", args.file.display()))
             );
         }
-        let summary = Summary::from_state(player.state());
+        let summary = Summary::from_state(&player.state());
         print!(
             "{}",
             golow_protocol::text::printable(&crate::ui::report::table(&summary))
@@ -111,19 +110,15 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         player.recording().duration_ms(),
         args.file.display().to_string(),
     );
-    let metrics = metrics_endpoint(args.metrics_addr.as_deref())?;
-    let mut mirror = metrics.as_ref().map(Endpoint::observer);
+    let store = player.store().clone();
+    let _metrics = metrics_endpoint(args.metrics_addr.as_deref(), &store)?;
     let wakes = Wakes::default();
-    recording::serve(player, wakes.bell(), move |reply| {
-        if let Some(mirror) = &mut mirror {
-            mirror.follow(reply);
-        }
-    })
-    .and_then(|link| {
-        let app = App::new(theme, compare).replaying(timeline);
-        crate::ui::playback::run(app, link, wakes)
-    })
-    .map_err(|e| failed(format!("the replay failed: {e}")))?;
+    recording::serve(player, wakes.bell())
+        .and_then(|requests| {
+            let app = App::new(theme, compare).replaying(timeline);
+            crate::ui::playback::run(app, requests, store, wakes)
+        })
+        .map_err(|e| failed(format!("the replay failed: {e}")))?;
     Ok(EXIT_OK)
 }
 

@@ -12,12 +12,13 @@ use super::options::{
     parse_commands, parse_compare, parse_impls, positive, read_theme,
 };
 use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
-use crate::metrics::{Endpoint, MetricsObserver};
 use crate::recording;
 use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
 use crate::state::{Summary, WorkerStatus};
+use crate::store::Store;
 use crate::ui::Wakes;
 use crate::ui::app::App;
+use crate::ui::live::History;
 use crate::ui::progress::Progress;
 use crate::ui::theme::Theme;
 
@@ -249,7 +250,9 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
-    let metrics = args.session.metrics()?;
+    // One store for every session in turn: `--metrics-addr` serves the running one from it.
+    let store = Store::default();
+    let _metrics = args.session.metrics(&store)?;
     if !plan.session.command_env.is_empty() {
         let set: Vec<String> = plan
             .session
@@ -275,7 +278,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             live.as_ref(),
             summary_json.as_deref(),
             !args.hide_output,
-            metrics.as_ref().map(Endpoint::observer),
+            &store,
         )?;
         recorded.extend(path);
         worst = worst.max(code);
@@ -302,7 +305,7 @@ fn one_session(
     live: Option<&LiveOptions>,
     summary_json: Option<&Path>,
     pass_output: bool,
-    metrics: Option<MetricsObserver>,
+    store: &Store,
 ) -> Result<(i32, Option<PathBuf>), Failure> {
     // Before the TUI takes the terminal, so said in both modes.
     let mut announce = |what: &str| eprintln!("golow: {what}…");
@@ -314,11 +317,11 @@ fn one_session(
             OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
         })?;
     let finished = match live {
-        Some(options) => watch(session, options, metrics)?,
+        Some(options) => watch(session, options, store)?,
         None => {
             let mut progress = Progress::new(std::io::stderr().is_terminal(), pass_output);
             let (_controls, control_rx) = tokio::sync::mpsc::unbounded_channel();
-            let finished = session.run(&mut (&mut progress, metrics), control_rx);
+            let finished = session.run(store, &mut progress, control_rx);
             drop(progress);
             finished
         }
@@ -376,7 +379,7 @@ fn one_session(
 fn watch(
     session: Session,
     options: &LiveOptions,
-    metrics: Option<MetricsObserver>,
+    store: &Store,
 ) -> Result<crate::session::Finished, Failure> {
     let mut app = App::new(options.theme.clone(), options.compare.clone());
     let wakes = Wakes::default();
@@ -384,15 +387,17 @@ fn watch(
     if let Some(path) = session.recording() {
         app = app.recording_to(path.display().to_string());
         // Scrolling back past what memory holds reads the file being written.
-        history = recording::Player::open(path)
-            .ok()
-            .and_then(|player| recording::serve(player, wakes.bell(), |_| {}).ok());
+        history = recording::Player::open(path).ok().and_then(|player| {
+            let store = player.store().clone();
+            let requests = recording::serve(player, wakes.bell()).ok()?;
+            Some(History { requests, store })
+        });
     }
-    let (running, records) = session
-        .start(wakes.bell(), metrics)
+    let running = session
+        .start(store.clone(), wakes.bell())
         .map_err(|e| failed(format!("the session failed: {e}")))?;
     let controls = running.controls.clone();
-    let shown = crate::ui::live::run(app, records, controls, history, wakes, options.frame);
+    let shown = crate::ui::live::run(app, store.clone(), controls, history, wakes, options.frame);
     let finished = running.finish();
     // A terminal lost with no signal to say why (stdin closed): the view stopped the session, whose summary and
     // recording are still kept.

@@ -160,7 +160,8 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
-    let metrics = args.session.metrics()?;
+    let store = crate::store::Store::default();
+    let _metrics = args.session.metrics(&store)?;
     let s = &plan.session;
     let config = SweepConfig {
         impls: s.workers.clone(),
@@ -198,7 +199,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
         dir: dir.clone(),
         interval,
         command_line: super::command_line(),
-        metrics: metrics.as_ref().map(crate::metrics::Endpoint::observer),
+        store,
         repeat,
     };
     let tracker = Tracker::new(

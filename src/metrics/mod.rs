@@ -6,4 +6,4 @@ mod exposition;
 mod server;
 
 pub use exposition::{KernelNames, render};
-pub use server::{Endpoint, MetricsObserver, parse_addr};
+pub use server::{Endpoint, parse_addr};

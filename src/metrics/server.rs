@@ -1,23 +1,21 @@
-//! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of a state the session
-//! folds into as it goes (the observer). Connections are served concurrently on the thread's own async runtime, up to
+//! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of the store it was
+//! given, which the session's hub (or a replay's player) folds into as it goes. Connections are served concurrently on the thread's own async runtime, up to
 //! `MAX_CONNECTIONS`; past it the oldest is dropped for the newest, so a crowd of idle or trickling clients (a
 //! slowloris, a port scanner, a stuck proxy) cannot keep a real scrape waiting. Each connection has 2 s in all to
-//! send its request and take the answer. A scrape locks the state only to render it; the answer is written after.
+//! send its request and take the answer. A scrape locks the store only to render it; the answer is written after.
 
 use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use golow_protocol::event::{Body, Record};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::exposition::{self, KernelNames};
-use crate::contracts::{Observer, PlayerReply};
-use crate::state::State;
+use crate::store::Store;
 
 /// How long a scraper may take, in all, to send its request and take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -55,20 +53,22 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 /// The endpoint, serving until dropped.
 pub struct Endpoint {
     addr: SocketAddr,
-    state: Arc<Mutex<Served>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Endpoint {
-    /// Listens on `addr` and serves the state its observers fold; `hostname` labels the GPUs' series.
-    pub fn start(addr: SocketAddr, hostname: String) -> Result<Endpoint, String> {
+    /// Listens on `addr` and serves what `store` holds; `hostname` labels the GPUs' series.
+    pub fn start(addr: SocketAddr, hostname: String, store: Store) -> Result<Endpoint, String> {
         let listener = TcpListener::bind(addr).map_err(|e| bind_error(addr, &e))?;
         let addr = listener.local_addr().map_err(|e| bind_error(addr, &e))?;
-        let state = Arc::new(Mutex::new(Served::default()));
+        let served = Arc::new(Served {
+            store,
+            kernels: Mutex::default(),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (state, stop) = (state.clone(), stop.clone());
+            let stop = stop.clone();
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -78,12 +78,11 @@ impl Endpoint {
                 .map_err(|e| bind_error(addr, &e))?;
             std::thread::Builder::new()
                 .name("golow-metrics".into())
-                .spawn(move || runtime.block_on(serve(listener, state, stop, hostname.into())))
+                .spawn(move || runtime.block_on(serve(listener, served, stop, hostname.into())))
                 .map_err(|e| format!("cannot start the metrics endpoint's thread: {e}"))?
         };
         Ok(Endpoint {
             addr,
-            state,
             stop,
             thread: Some(thread),
         })
@@ -92,13 +91,6 @@ impl Endpoint {
     /// Where it listens (the port the system chose, for port 0).
     pub fn addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    /// What a session hands its records to, so that scrapes show them.
-    pub fn observer(&self) -> MetricsObserver {
-        MetricsObserver {
-            state: self.state.clone(),
-        }
     }
 }
 
@@ -127,52 +119,29 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
     format!("--metrics-addr {addr}: cannot listen: {why}")
 }
 
-/// What a scrape renders: the session's state, and the kernels its scrapes named so far (a counter's series must
-/// not come and go between scrapes).
-#[derive(Default)]
+/// What a scrape renders: the store's state, and the kernels its scrapes named since the store's state was last
+/// started afresh (a counter's series must not come and go between scrapes of one session).
 struct Served {
-    state: State,
-    kernels: KernelNames,
+    store: Store,
+    kernels: Mutex<(u64, KernelNames)>,
 }
 
-/// Folds a session's records into the endpoint's state. A sweep's next cell starts afresh, as its own session.
-#[derive(Clone)]
-pub struct MetricsObserver {
-    state: Arc<Mutex<Served>>,
-}
-
-impl MetricsObserver {
-    /// Follows a replay: what the player plays is folded, and where it seeks, its state is taken.
-    pub fn follow(&mut self, reply: &PlayerReply) {
-        match reply {
-            PlayerReply::Records(records) => records.iter().for_each(|r| self.on_record(r)),
-            PlayerReply::Reset(state) => {
-                if let Ok(mut served) = self.state.lock() {
-                    *served = Served {
-                        state: (**state).clone(),
-                        kernels: KernelNames::default(),
-                    };
-                }
-            }
+impl Served {
+    fn render(&self, hostname: &str) -> String {
+        let folded = self.store.lock();
+        let mut kernels = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
+        let (generation, names) = &mut *kernels;
+        if *generation != folded.generation() {
+            *generation = folded.generation();
+            *names = KernelNames::default();
         }
-    }
-}
-
-impl Observer for MetricsObserver {
-    fn on_record(&mut self, record: &Record) {
-        let Ok(mut served) = self.state.lock() else {
-            return;
-        };
-        if matches!(record.body, Body::SessionStart(_)) {
-            *served = Served::default();
-        }
-        served.state.apply(record);
+        exposition::render(&folded, hostname, names)
     }
 }
 
 async fn serve(
     listener: TcpListener,
-    state: Arc<Mutex<Served>>,
+    served: Arc<Served>,
     stop: Arc<AtomicBool>,
     hostname: Arc<str>,
 ) {
@@ -197,9 +166,9 @@ async fn serve(
         {
             oldest.abort();
         }
-        let (state, hostname) = (state.clone(), hostname.clone());
+        let (served, hostname) = (served.clone(), hostname.clone());
         open.push_back(tokio::spawn(async move {
-            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &state, &hostname)).await;
+            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &served, &hostname)).await;
         }));
     }
 }
@@ -208,7 +177,7 @@ async fn serve(
 /// keeps), then closed.
 async fn answer(
     mut stream: tokio::net::TcpStream,
-    state: &Mutex<Served>,
+    served: &Served,
     hostname: &str,
 ) -> io::Result<()> {
     let route = match read_head(&mut stream).await? {
@@ -217,14 +186,8 @@ async fn answer(
     };
     let (status, body) = match route {
         Route::Metrics { .. } => {
-            // The lock is held only to render; the answer is written after.
-            let text = match state.lock() {
-                Ok(mut served) => {
-                    let Served { state, kernels } = &mut *served;
-                    exposition::render(state, hostname, kernels)
-                }
-                Err(_) => String::new(),
-            };
+            // The store is locked only to render; the answer is written after.
+            let text = served.render(hostname);
             ("200 OK", text)
         }
         Route::NotFound => ("404 Not Found", "golow serves /metrics only\n".into()),

@@ -1,5 +1,5 @@
-//! A recording as an event source: the records in order, and the state at any moment. The same fold
-//! as a live session (`State::apply`), so a replay's summary is the live one by construction.
+//! A recording as an event source: the records in order, and the state at any moment, folded into the player's
+//! store. The same fold as a live session (`State::apply`), so a replay's summary is the live one by construction.
 //!
 //! Seeking backwards restarts from the nearest checkpoint: a copy of the state kept every so often
 //! during the first pass, so no seek folds more than one checkpoint interval of events.
@@ -9,9 +9,11 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use super::reader::{FrameRecords, OpenError, Recording};
-use crate::contracts::{Bell, PlayerLink, PlayerReply, PlayerRequest};
+use crate::contracts::Bell;
 use crate::state::State;
+use crate::store::{Folded, Store};
 use golow_protocol::event::Record;
+use std::sync::MutexGuard;
 
 /// At most this many checkpoints, whatever the length: memory stays bounded.
 const MAX_CHECKPOINTS: usize = 24;
@@ -20,7 +22,7 @@ const MIN_CHECKPOINT_SPACING_MS: f64 = 10_000.0;
 
 pub struct Player {
     recording: Recording,
-    state: State,
+    store: Store,
     /// The next frame to read, and the records of the current one not folded yet.
     next_frame: usize,
     queue: VecDeque<Record>,
@@ -66,7 +68,7 @@ impl Player {
         let recording = Recording::open(path)?;
         Ok(Player {
             recording,
-            state: State::default(),
+            store: Store::default(),
             next_frame: 0,
             queue: VecDeque::new(),
             checkpoints: vec![(0, State::default())],
@@ -84,12 +86,18 @@ impl Player {
         self.recording.refresh();
     }
 
-    pub fn state(&self) -> &State {
-        &self.state
+    /// The store the player folds into, for those who show what it plays.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The state as far as the player has folded, locked.
+    pub fn state(&self) -> MutexGuard<'_, Folded> {
+        self.store.lock()
     }
 
     pub fn into_state(self) -> State {
-        self.state
+        self.store.take_state()
     }
 
     /// One line about damage found so far, for the user.
@@ -107,26 +115,28 @@ impl Player {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
-    /// Folds every record up to and including `t_ms`; returns them in order.
-    pub fn advance_to(&mut self, t_ms: f64) -> Vec<Record> {
+    /// Folds every record up to and including `t_ms`; returns how many.
+    pub fn advance_to(&mut self, t_ms: f64) -> usize {
         self.position_ms = self.position_ms.max(t_ms);
-        let mut folded = Vec::new();
+        let store = self.store.clone();
+        let mut folded = store.lock();
+        let mut count = 0;
         loop {
             while let Some(record) = self.queue.front() {
                 if record.t_ms > t_ms {
-                    return folded;
+                    return count;
                 }
                 let Some(record) = self.queue.pop_front() else {
                     break;
                 };
-                self.state.apply(&record);
-                folded.push(record);
+                folded.apply(&record);
+                count += 1;
             }
             let Some(frame) = self.recording.frames.get(self.next_frame) else {
-                return folded;
+                return count;
             };
             if frame.first_t_ms > t_ms {
-                return folded;
+                return count;
             }
             self.load_next_frame();
         }
@@ -143,7 +153,8 @@ impl Player {
     /// parsed in batches on every core, the next batch while this thread folds the current one.
     pub fn run_to_end(&mut self) {
         self.seek_to_checkpoint(0);
-        let (recording, state, damage) = (&self.recording, &mut self.state, &mut self.damage);
+        let (recording, damage) = (&self.recording, &mut self.damage);
+        let mut folded = self.store.lock();
         let total = recording.frames.len();
         let mut batches = Vec::new();
         let mut first = 0;
@@ -164,7 +175,10 @@ impl Player {
                     continue;
                 };
                 for (i, frame) in (first..).zip(frames) {
-                    damage.records(i, frame).iter().for_each(|r| state.apply(r));
+                    damage
+                        .records(i, frame)
+                        .iter()
+                        .for_each(|r| folded.apply(r));
                 }
             }
         });
@@ -181,7 +195,8 @@ impl Player {
         while self.next_frame < self.recording.frames.len() {
             let frame = self.recording.frames[self.next_frame];
             if frame.first_t_ms >= next_at && self.queue.is_empty() {
-                self.checkpoints.push((self.next_frame, self.state.clone()));
+                let state = self.store.lock().clone();
+                self.checkpoints.push((self.next_frame, state));
                 next_at = frame.first_t_ms + spacing;
             }
             self.run_frame();
@@ -190,13 +205,13 @@ impl Player {
     }
 
     /// The state as it was at `t_ms`, wherever the player is now.
-    pub fn seek(&mut self, t_ms: f64) -> &State {
+    pub fn seek(&mut self, t_ms: f64) -> MutexGuard<'_, Folded> {
         let best = self.best_checkpoint(t_ms);
         if t_ms < self.position_ms || best > self.next_frame {
             self.seek_to_checkpoint(best);
         }
         self.advance_to(t_ms);
-        &self.state
+        self.store.lock()
     }
 
     /// The latest checkpoint whose frame starts no later than `t_ms`.
@@ -211,7 +226,7 @@ impl Player {
     fn seek_to_checkpoint(&mut self, frame: usize) {
         let at = self.checkpoints.partition_point(|(f, _)| *f <= frame);
         let (frame, state) = &self.checkpoints[at.saturating_sub(1)];
-        self.state = state.clone();
+        self.store.lock().restart(state.clone());
         self.position_ms = f64::NEG_INFINITY;
         self.next_frame = *frame;
         self.queue.clear();
@@ -219,8 +234,9 @@ impl Player {
 
     fn run_frame(&mut self) {
         self.load_next_frame();
+        let mut folded = self.store.lock();
         while let Some(record) = self.queue.pop_front() {
-            self.state.apply(&record);
+            folded.apply(&record);
         }
     }
 
@@ -232,33 +248,35 @@ impl Player {
     }
 }
 
+/// What a viewer asks a recording's player: the viewer keeps the clock, the player reads the file on its own thread
+/// and folds into its store, which the viewer draws from.
+pub enum PlayerRequest {
+    /// The records after the last ones folded, up to this time (ms).
+    Advance(f64),
+    /// The state as it was at this time (ms); later `Advance`s continue from there.
+    Seek(f64),
+}
+
 /// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and ringing `bell`
-/// after each answer, which `follow` sees first (the metrics endpoint of a replay). A recording still being written
-/// is read on to its current end before each seek.
-pub fn serve(
-    mut player: Player,
-    bell: Bell,
-    mut follow: impl FnMut(&PlayerReply) + Send + 'static,
-) -> std::io::Result<PlayerLink> {
+/// after each answer is in the store. A recording still being written is read on to its current end before each
+/// seek.
+pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<mpsc::Sender<PlayerRequest>> {
     let (requests, incoming) = mpsc::channel();
-    let (answers, replies) = mpsc::channel();
     std::thread::Builder::new()
         .name("golow-player".into())
         .spawn(move || {
             for request in incoming {
-                let reply = match request {
-                    PlayerRequest::Advance(t_ms) => PlayerReply::Records(player.advance_to(t_ms)),
+                match request {
+                    PlayerRequest::Advance(t_ms) => {
+                        player.advance_to(t_ms);
+                    }
                     PlayerRequest::Seek(t_ms) => {
                         player.refresh();
-                        PlayerReply::Reset(Box::new(player.seek(t_ms).clone()))
+                        drop(player.seek(t_ms));
                     }
-                };
-                follow(&reply);
-                if answers.send(reply).is_err() {
-                    return;
                 }
                 bell.ring();
             }
         })?;
-    Ok(PlayerLink { requests, replies })
+    Ok(requests)
 }

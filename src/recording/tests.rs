@@ -62,11 +62,11 @@ fn records(rounds: usize) -> Vec<Record> {
 fn write(path: &Path, header: &Header, records: &[Record], per_frame: usize) {
     let (recorder, mut sink) = Recorder::create(path, header).expect("create");
     for (i, record) in records.iter().enumerate() {
-        crate::contracts::Observer::on_record(&mut sink, record);
+        sink.write(record);
         if (i + 1) % per_frame == 0 {
             // Longer than a flush period: the recorder cuts a frame.
             std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(50));
-            crate::contracts::Observer::tick(&mut sink);
+            sink.tick();
         }
     }
     drop(sink);
@@ -238,17 +238,14 @@ fn a_recording_being_written_is_read_on_as_it_grows() {
     let (early, late) = all.split_at(all.len() / 2);
     let flushed = |sink: &mut super::Sink| {
         std::thread::sleep(super::FLUSH_EVERY / 2);
-        crate::contracts::Observer::tick(sink);
+        sink.tick();
         std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(100));
     };
-    early
-        .iter()
-        .for_each(|r| crate::contracts::Observer::on_record(&mut sink, r));
+    early.iter().for_each(|r| sink.write(r));
     flushed(&mut sink);
     let mut player = Player::open(&path).unwrap();
     assert_eq!(player.recording().events(), early.len() as u64);
-    late.iter()
-        .for_each(|r| crate::contracts::Observer::on_record(&mut sink, r));
+    late.iter().for_each(|r| sink.write(r));
     flushed(&mut sink);
     assert_eq!(player.recording().events(), early.len() as u64);
     player.refresh();

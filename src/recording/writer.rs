@@ -11,7 +11,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::format::{FrameInfo, Header, MARKER_LEN, MAX_FRAME_BYTES, encode_index, encode_marker};
-use crate::contracts::Observer;
 use golow_protocol::event::Record;
 
 /// Records wait at most this long in memory before they are on disk.
@@ -139,8 +138,9 @@ impl Recorder {
     }
 }
 
-impl Observer for Sink {
-    fn on_record(&mut self, record: &Record) {
+impl Sink {
+    /// Queues `record`, passing the batch to the writer when it is due.
+    pub fn write(&mut self, record: &Record) {
         let Ok(mut line) = serde_json::to_vec(record) else {
             return;
         };
@@ -153,13 +153,15 @@ impl Observer for Sink {
         }
     }
 
-    fn tick(&mut self) {
+    /// Passes a batch that has waited long enough, records or not since.
+    pub fn tick(&mut self) {
         if self.since.is_some_and(|t| t.elapsed() >= BATCH_EVERY) {
             self.send();
         }
     }
 
-    fn failure(&mut self) -> Option<String> {
+    /// Why the writer failed, said once.
+    pub fn failure(&mut self) -> Option<String> {
         self.failed.lock().ok()?.take()
     }
 }

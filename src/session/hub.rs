@@ -1,5 +1,6 @@
 //! The session hub: starts workers as the schedule says, stamps everything that happens with the
-//! monitor's monotonic clock, folds it into the state and hands each record to the observers.
+//! monitor's monotonic clock, folds it into the session's store (the one fold of a live or headless run) and hands
+//! each record, with the state it made, to the observers.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,11 +10,13 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
+use super::observer::Observer;
 use super::schedule::{Action, Scheduler};
 use super::ticker::Ticker;
-use crate::contracts::{Control, Observer};
+use crate::contracts::Control;
 use crate::state::State;
 use crate::state::ranks::MAX_RANKS;
+use crate::store::Store;
 use crate::telemetry::gpu::{GpuSampler, NvmlSource};
 use crate::telemetry::load::LoadSampler;
 use crate::telemetry::procfs::{ProcSampler, Watched, watching};
@@ -25,7 +28,7 @@ const INCOMING_CAPACITY: usize = 4096;
 
 struct Hub<'a> {
     start: Instant,
-    state: State,
+    store: Store,
     names: Vec<String>,
     observer: &'a mut (dyn Observer + Send),
 }
@@ -36,8 +39,13 @@ impl Hub<'_> {
         let t_ms = self.start.elapsed().as_micros() as f64 / 1e3;
         let name = worker.and_then(|i| self.names.get(i).cloned());
         let record = Record::new(t_ms, name, body);
-        self.state.apply(&record);
-        self.observer.on_record(&record);
+        let mut folded = self.store.lock();
+        folded.apply(&record);
+        self.observer.on_record(&record, &folded);
+    }
+
+    fn tick(&mut self) {
+        self.observer.tick(&self.store.lock());
     }
 }
 
@@ -47,33 +55,38 @@ pub fn run_blocking(
     session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
     interval: Duration,
+    store: &Store,
     observer: &mut (dyn Observer + Send),
     controls: mpsc::UnboundedReceiver<Control>,
-) -> std::io::Result<State> {
+) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
         let ticks = Ticker::new(interval)?;
-        Ok(run(session, workers, interval, ticks, observer, controls).await)
+        run(session, workers, interval, ticks, store, observer, controls).await;
+        Ok(())
     })
 }
 
-/// Runs the workers to their end (or until the user stops them) and returns the final state.
+/// Runs the workers to their end (or until the user stops them), folding into `store`.
 async fn run(
     mut session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
     interval: Duration,
     mut ticks: Ticker,
+    store: &Store,
     observer: &mut (dyn Observer + Send),
     mut controls: mpsc::UnboundedReceiver<Control>,
-) -> State {
+) {
     let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
     let start = Instant::now();
     session.monotonic_origin_ns = golow_protocol::collector::monotonic_now_ns();
+    // A store outlives the session it follows in a sweep, or a run of several sessions.
+    store.lock().restart(State::default());
     let mut hub = Hub {
         start,
-        state: State::default(),
+        store: store.clone(),
         names,
         observer,
     };
@@ -213,7 +226,7 @@ async fn run(
                 pending.extend(reaction);
             }
             _ = ticks.tick() => {
-                hub.observer.tick();
+                hub.tick();
                 if let Some(reason) = hub.observer.failure() {
                     hub.publish(None, Body::RecordingFailed { reason });
                 }
@@ -260,7 +273,6 @@ async fn run(
     // Closed before the GPU sampler is dropped and joined: its thread may be waiting for room in a full queue.
     drop(rx);
     hub.publish(None, Body::SessionEnd);
-    hub.state
 }
 
 /// Watches `pid` as `rank` (the latest process to say so), for as many ranks as the state tells apart.

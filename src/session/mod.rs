@@ -1,13 +1,15 @@
 //! A session, and its one owner: every run of workers (`golow run`, headless or live, and each cell of `golow
 //! sweep`) goes through [`Session`], in one order: prepare what every worker shares → open the recording with its
-//! header → run the hub until the workers end → finish the recording → summarise. Callers only choose who follows
-//! the records ([`Session::run`] on this thread, or [`Session::start`] on a thread of its own for the live view).
+//! header → run the hub until the workers end → finish the recording → summarise. Callers give the store the hub
+//! folds into, and choose who follows the records ([`Session::run`] on this thread, or [`Session::start`] on a thread
+//! of its own for the live view).
 
 pub mod affinity;
 mod hub;
 pub mod keeper;
 mod launcher;
 mod lines;
+mod observer;
 mod orphans;
 mod prepare;
 pub mod programs;
@@ -17,18 +19,18 @@ mod ticker;
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use golow_protocol::event::Record;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+pub use observer::{Observer, TickBell};
 pub use prepare::{Length, Plan, PrepareError};
 
-use crate::contracts::{Bell, Control, Feed, Observer};
+use crate::contracts::{Bell, Control};
 use crate::recording::{self, Recorder, Sink, Written, format::Header};
 use crate::state::Summary;
+use crate::store::Store;
 
 /// Where a session is recorded.
 #[derive(Debug, Clone)]
@@ -100,10 +102,11 @@ impl Session {
         self.recording.as_ref().map(|(recorder, _)| recorder.path())
     }
 
-    /// Runs the session on this thread until its workers end; `observer` sees every record as the hub stamps it,
-    /// and `controls` stop workers (Ctrl-C stops them all).
+    /// Runs the session on this thread until its workers end, folding into `store`; `observer` sees every record
+    /// as the hub stamps it, and `controls` stop workers (Ctrl-C stops them all).
     pub fn run(
         self,
+        store: &Store,
         observer: &mut (dyn Observer + Send),
         controls: UnboundedReceiver<Control>,
     ) -> Finished {
@@ -128,14 +131,21 @@ impl Session {
                 (name, command)
             })
             .collect();
-        let state = hub::run_blocking(session, workers, interval, &mut (observer, sink), controls);
+        let ran = hub::run_blocking(
+            session,
+            workers,
+            interval,
+            store,
+            &mut (observer, sink),
+            controls,
+        );
         orphans::end_adopted(&mark);
         // The sink went with the hub: the recorder writes what is queued and its index.
         let mut recorded = recorder.map(Recorder::finish);
         drop(session_dir);
         drop(keeper);
-        let summary = match state {
-            Ok(state) => Ok(Summary::from_state(&state)),
+        let summary = match ran {
+            Ok(()) => Ok(Summary::from_state(&store.lock())),
             Err(e) => Err(match recorded.take() {
                 // A session that failed before its first record leaves no header-only recording behind.
                 Some(Ok(written)) if written.events == 0 => {
@@ -157,21 +167,15 @@ impl Session {
         Finished { summary, recorded }
     }
 
-    /// Runs the session on a thread of its own, for a view that must never wait on the session, nor the session on
-    /// it (unless the view is `FEED_CAPACITY` records behind, in a flood): its records come out of the returned
-    /// channel, `bell` rings once per sampling tick that brought some, and controls go in through
-    /// [`Running::controls`]. `also` sees every record on the session's thread (the metrics endpoint).
-    pub fn start<O: Observer + Send + 'static>(
-        self,
-        bell: Bell,
-        mut also: O,
-    ) -> io::Result<(Running, mpsc::Receiver<Record>)> {
-        let (mut forward, incoming) = Feed::channel(bell);
+    /// Runs the session on a thread of its own, for a view that never waits on the session, nor the session on it
+    /// for longer than the view takes to draw a frame from `store`: `bell` rings once per sampling tick that brought
+    /// records, and controls go in through [`Running::controls`].
+    pub fn start(self, store: Store, bell: Bell) -> io::Result<Running> {
         let (controls, control_rx) = unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
-            .spawn(move || self.run(&mut (&mut forward, &mut also), control_rx))?;
-        Ok((Running { controls, thread }, incoming))
+            .spawn(move || self.run(&store, &mut TickBell::new(bell), control_rx))?;
+        Ok(Running { controls, thread })
     }
 }
 

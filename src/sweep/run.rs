@@ -12,10 +12,10 @@ use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::contracts::{Bell, Control, Feed, Observer};
-use crate::metrics::MetricsObserver;
-use crate::session::{OpenError, Plan, PrepareError, RecordTo, Session};
-use crate::state::WorkerStatus;
+use crate::contracts::{Bell, Control, Feed};
+use crate::session::{Observer, OpenError, Plan, PrepareError, RecordTo, Session};
+use crate::state::{State, WorkerStatus};
+use crate::store::Store;
 
 /// What a running sweep tells whoever follows it.
 pub enum SweepUpdate {
@@ -65,8 +65,9 @@ pub struct Sweep {
     pub dir: PathBuf,
     pub interval: Duration,
     pub command_line: Vec<String>,
-    /// `--metrics-addr`'s endpoint, which serves the running cell.
-    pub metrics: Option<MetricsObserver>,
+    /// What each cell's session folds into, one after another; `--metrics-addr`'s endpoint serves the running cell
+    /// from it.
+    pub store: Store,
     /// Sessions per cell (`--repeat`).
     pub repeat: u32,
 }
@@ -181,13 +182,13 @@ pub fn start(
 struct Forward(Feed<SweepUpdate>);
 
 impl Observer for Forward {
-    fn on_record(&mut self, record: &Record) {
+    fn on_record(&mut self, record: &Record, _: &State) {
         if matches!(record.body, Body::Step(_)) {
             self.0.send_at_tick(SweepUpdate::Step);
         }
     }
 
-    fn tick(&mut self) {
+    fn tick(&mut self, _: &State) {
         self.0.tick();
     }
 }
@@ -286,8 +287,7 @@ fn run_session(
     if stop.requested() {
         stop.stop();
     }
-    let mut metrics = sweep.metrics.clone();
-    let finished = session.run(&mut (&mut reporter, &mut metrics), control_rx);
+    let finished = session.run(&sweep.store, &mut reporter, control_rx);
     if let Ok(mut running) = stop.running.lock() {
         *running = None;
     }

@@ -9,7 +9,6 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::changes::Changes;
 use super::compare;
 use super::keys::{self, Command};
 use super::output::OutputOverlay;
@@ -21,6 +20,7 @@ use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration};
 use crate::contracts::Control;
 use crate::state::{Activity, State};
+use crate::store::Changes;
 
 /// Below this the dashboard cannot be drawn legibly; the TUI says how much room it needs instead.
 pub const MIN_WIDTH: u16 = 60;

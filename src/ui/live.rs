@@ -1,42 +1,46 @@
-//! The live view: the session runs on its own thread and sends every record here, ringing once per sampling tick;
-//! this view folds them into its own state and the loop draws at most once a frame, only when something changed,
-//! and then only the parts that show what changed. Steps show as they come; readings alone (/proc, NVML), which
+//! The live view: the session runs on its own thread and folds every record into the store, ringing once per
+//! sampling tick; the loop draws from the store at most once a frame, only when something changed, and then only
+//! the parts that show what changed. Steps show as they come; readings alone (/proc, NVML), which
 //! come every sampling interval, are drawn at most every [`READINGS`], at the first ring after (the session rings at
 //! every tick while it runs, and its end is drawn at once). Stopping workers is a control sent back.
 
 use std::io;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use golow_protocol::event::Record;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::app::{Action, App};
-use super::changes::Changes;
 use super::event_loop::{self, FullScreen, Wakes};
 use super::input::Input;
-use crate::contracts::{Control, PlayerLink, PlayerReply, PlayerRequest};
-use crate::state::State;
+use crate::contracts::Control;
+use crate::recording::PlayerRequest;
+use crate::store::{Changes, Store};
 
-/// Shows a running session until the user quits: `records` come from the session, `controls` go to it, and
-/// `history` (a player of the recording being written) answers for times that memory no longer holds; both ring
-/// `wakes`' bell. At most one frame is drawn per `frame`.
+/// A player of the recording being written, and the store it folds into.
+pub struct History {
+    pub requests: Sender<PlayerRequest>,
+    pub store: Store,
+}
+
+/// Shows a running session until the user quits: the session folds into `store`, `controls` go to it, and
+/// `history` answers for times that memory no longer holds; both ring `wakes`' bell. At most one frame is drawn per
+/// `frame`.
 pub fn run(
     app: App,
-    records: Receiver<Record>,
+    store: Store,
     controls: UnboundedSender<Control>,
-    history: Option<PlayerLink>,
+    history: Option<History>,
     wakes: Wakes,
     frame: Duration,
 ) -> io::Result<()> {
     let mut live = Live {
         app,
-        records,
+        store,
         controls,
         history,
-        state: State::default(),
         changes: Changes::OTHER,
         drawn: Instant::now(),
     };
@@ -49,10 +53,9 @@ const READINGS: Duration = Duration::from_millis(500);
 
 struct Live {
     app: App,
-    records: Receiver<Record>,
+    store: Store,
     controls: UnboundedSender<Control>,
-    history: Option<PlayerLink>,
-    state: State,
+    history: Option<History>,
     /// What changed since the last frame drawn.
     changes: Changes,
     /// When the last frame was drawn.
@@ -69,15 +72,13 @@ impl Live {
 
 impl FullScreen for Live {
     fn update(&mut self) -> bool {
-        while let Ok(record) = self.records.try_recv() {
-            self.state.apply(&record);
-            self.changes |= Changes::of(&record.body);
-        }
-        while let Some(Ok(reply)) = self.history.as_ref().map(|h| h.replies.try_recv()) {
-            if let PlayerReply::Reset(at) = reply {
-                self.app.show_history(*at);
+        self.changes |= self.store.lock().take_changes();
+        if let Some(history) = &self.history {
+            let mut folded = history.store.lock();
+            if folded.take_changes() != Changes::NONE {
+                self.app.show_history((*folded).clone());
+                self.changes |= Changes::OTHER;
             }
-            self.changes |= Changes::OTHER;
         }
         self.due()
     }
@@ -85,14 +86,14 @@ impl FullScreen for Live {
     fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
         self.drawn = Instant::now();
         let changes = std::mem::replace(&mut self.changes, Changes::NONE);
-        self.app.redraw(frame, &self.state, changes)
+        self.app.redraw(frame, &self.store.lock(), changes)
     }
 
     fn on_input(&mut self, input: Input) -> bool {
         // Keys and the mouse may change anything on screen, a pane's own selection included.
         self.changes |= Changes::OTHER;
         match input {
-            Input::Key(key) => match self.app.on_key(key, &self.state) {
+            Input::Key(key) => match self.app.on_key(key, &self.store.lock()) {
                 Action::Quit => return false,
                 Action::Control(control) => {
                     let _ = self.controls.send(control);
@@ -111,7 +112,7 @@ impl FullScreen for Live {
     }
 
     fn done(&self) -> bool {
-        self.app.is_quitting() && self.state.ended
+        self.app.is_quitting() && self.store.lock().ended
     }
 
     /// The workers are stopped (the session's hub stops them too on a signal; not when only the terminal went),

@@ -3,7 +3,6 @@
 //! never reads files or starts processes; stopping workers is a control sent back.
 
 pub mod app;
-pub mod changes;
 mod chart;
 mod compare;
 mod event_loop;

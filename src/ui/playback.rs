@@ -1,9 +1,10 @@
 //! The replay view: the same app and panes as a live session, fed by a recording's player instead of a session.
-//! The timeline keeps a virtual clock, which moves once a frame while it plays; each update asks the player for the
-//! records up to it, and a jump asks for the state at the new time. The player reads the file on its own thread and
-//! rings the view's bell with each answer.
+//! The timeline keeps a virtual clock, which moves once a frame while it plays; each update asks the player to fold
+//! the records up to it, and a jump asks for the state at the new time. The player reads the file and folds into
+//! its store on its own thread, and rings the view's bell with each answer; the view draws from the store.
 
 use std::io;
+use std::sync::mpsc::Sender;
 use std::time::Instant;
 
 use ratatui::Frame;
@@ -12,17 +13,17 @@ use ratatui::layout::Rect;
 use super::app::{Action, App};
 use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
-use crate::contracts::{PlayerLink, PlayerReply, PlayerRequest};
-use crate::state::State;
+use crate::recording::PlayerRequest;
+use crate::store::{Changes, Store};
 
-/// Shows the recording `player` reads until the user quits. `app` must be `replaying` a timeline; the player rings
-/// `wakes`' bell.
-pub fn run(app: App, player: PlayerLink, wakes: Wakes) -> io::Result<()> {
-    let _ = player.requests.send(PlayerRequest::Seek(0.0));
+/// Shows the recording a player reads until the user quits: `player` takes its requests, and it folds into `store`.
+/// `app` must be `replaying` a timeline; the player rings `wakes`' bell.
+pub fn run(app: App, player: Sender<PlayerRequest>, store: Store, wakes: Wakes) -> io::Result<()> {
+    let _ = player.send(PlayerRequest::Seek(0.0));
     let mut playback = Playback {
         app,
         player,
-        state: State::default(),
+        store,
         last_tick: Instant::now(),
     };
     event_loop::run(&mut playback, wakes, FRAME)
@@ -30,8 +31,8 @@ pub fn run(app: App, player: PlayerLink, wakes: Wakes) -> io::Result<()> {
 
 struct Playback {
     app: App,
-    player: PlayerLink,
-    state: State,
+    player: Sender<PlayerRequest>,
+    store: Store,
     last_tick: Instant,
 }
 
@@ -44,22 +45,14 @@ impl FullScreen for Playback {
         {
             let _ = self
                 .player
-                .requests
                 .send(PlayerRequest::Advance(timeline.position_ms));
             changed = true;
         }
-        while let Ok(reply) = self.player.replies.try_recv() {
-            match reply {
-                PlayerReply::Records(records) => records.iter().for_each(|r| self.state.apply(r)),
-                PlayerReply::Reset(at) => self.state = *at,
-            }
-            changed = true;
-        }
-        changed
+        changed | (self.store.lock().take_changes() != Changes::NONE)
     }
 
     fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
-        self.app.draw(frame, &self.state);
+        self.app.draw(frame, &self.store.lock());
         vec![frame.area()]
     }
 
@@ -70,10 +63,10 @@ impl FullScreen for Playback {
 
     fn on_input(&mut self, input: Input) -> bool {
         match input {
-            Input::Key(key) => match self.app.on_key(key, &self.state) {
+            Input::Key(key) => match self.app.on_key(key, &self.store.lock()) {
                 Action::Quit => return false,
                 Action::Seek(t_ms) => {
-                    let _ = self.player.requests.send(PlayerRequest::Seek(t_ms));
+                    let _ = self.player.send(PlayerRequest::Seek(t_ms));
                 }
                 Action::None | Action::Control(_) => {}
             },

@@ -1,13 +1,13 @@
 //! A headless run's progress on stderr, a line per worker: redrawn in place on a terminal (indicatif), a line per
-//! tenth of a worker's run otherwise. It folds the records it is handed into a state of its own, the one fold
-//! every view uses.
+//! tenth of a worker's run otherwise. It follows the session record by record, reading the state the hub's fold made
+//! of each.
 
 use std::time::{Duration, Instant};
 
 use golow_protocol::event::{Body, Record};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::contracts::Observer;
+use crate::session::Observer;
 use crate::state::{Activity, State, WorkerState};
 
 /// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often (and
@@ -18,7 +18,6 @@ const REDRAW: Duration = Duration::from_millis(500);
 const BAR_WIDTH: usize = 24;
 
 pub struct Progress {
-    state: State,
     /// On a terminal: a line per worker, redrawn in place, with the text it shows.
     lines: Option<(MultiProgress, Vec<(ProgressBar, String)>)>,
     /// When the terminal's lines were last made.
@@ -46,7 +45,6 @@ impl Progress {
     fn drawing_to(terminal: Option<ProgressDrawTarget>) -> Progress {
         let lines = terminal.map(|target| (MultiProgress::with_draw_target(target), Vec::new()));
         Progress {
-            state: State::default(),
             lines,
             last_redraw: None,
             reported_tenths: Vec::new(),
@@ -68,13 +66,13 @@ impl Progress {
     }
 
     /// Says once, each time a worker stalls, that it shows no progress, and why where golow knows.
-    fn tell_stalls(&mut self) {
-        self.stall_told.resize(self.state.workers.len(), false);
+    fn tell_stalls(&mut self, state: &State) {
+        self.stall_told.resize(state.workers.len(), false);
         let mut notices = Vec::new();
-        for (i, w) in self.state.workers.iter().enumerate() {
-            let stalled = self.state.stalled_for_s(w);
+        for (i, w) in state.workers.iter().enumerate() {
+            let stalled = state.stalled_for_s(w);
             if stalled.is_some() && !self.stall_told[i] {
-                notices.push(stall_notice(&self.state, w));
+                notices.push(stall_notice(state, w));
             }
             self.stall_told[i] = stalled.is_some();
         }
@@ -85,8 +83,8 @@ impl Progress {
 
     /// Says when other processes start taking a share of the CPUs, and when they stop: times measured meanwhile
     /// are not a quiet machine's.
-    fn tell_busy(&mut self) {
-        let busy = self.state.machine.busy_now();
+    fn tell_busy(&mut self, state: &State) {
+        let busy = state.machine.busy_now();
         if busy.is_some() == self.busy_told {
             return;
         }
@@ -94,17 +92,13 @@ impl Progress {
         self.say(&busy_notice(busy));
     }
 
-    fn total(&self) -> u64 {
-        self.state.session.as_ref().map_or(0, |s| s.steps)
-    }
-
-    fn redraw(&mut self) {
+    fn redraw(&mut self, state: &State) {
         self.last_redraw = Some(Instant::now());
-        let total = self.total();
+        let total = total(state);
         let Some((multi, bars)) = self.lines.as_mut() else {
             return;
         };
-        for (i, w) in self.state.workers.iter().enumerate() {
+        for (i, w) in state.workers.iter().enumerate() {
             if i == bars.len() {
                 let style = ProgressStyle::with_template("{msg}").expect("a plain template");
                 bars.push((
@@ -112,7 +106,7 @@ impl Progress {
                     String::new(),
                 ));
             }
-            let text = line(&self.state, w, total);
+            let text = line(state, w, total);
             let (bar, shown) = &mut bars[i];
             if text != *shown {
                 bar.set_message(text.clone());
@@ -121,10 +115,10 @@ impl Progress {
         }
     }
 
-    fn report_tenths(&mut self) {
-        let total = self.total();
-        self.reported_tenths.resize(self.state.workers.len(), 0);
-        for (i, w) in self.state.workers.iter().enumerate() {
+    fn report_tenths(&mut self, state: &State) {
+        let total = total(state);
+        self.reported_tenths.resize(state.workers.len(), 0);
+        for (i, w) in state.workers.iter().enumerate() {
             // Past the last tenth once the process ended, so its final status gets a line too.
             let tenth = if w.process_end.is_some() {
                 11
@@ -135,10 +129,15 @@ impl Progress {
             };
             if tenth > self.reported_tenths[i] {
                 self.reported_tenths[i] = tenth;
-                eprintln!("{}", line(&self.state, w, total));
+                eprintln!("{}", line(state, w, total));
             }
         }
     }
+}
+
+/// The steps each built-in worker is to run (none for `--cmd` workers, which run until they end).
+fn total(state: &State) -> u64 {
+    state.session.as_ref().map_or(0, |s| s.steps)
 }
 
 /// What is said when the machine becomes busy (other processes' share of the CPUs) or quiet again.
@@ -207,15 +206,13 @@ fn line(state: &State, w: &WorkerState, total: u64) -> String {
 }
 
 impl Observer for Progress {
-    fn on_record(&mut self, record: &Record) {
-        self.state.apply(record);
+    fn on_record(&mut self, record: &Record, state: &State) {
         match (&record.body, &record.worker) {
             (Body::RecordingFailed { reason }, _) => self.say(&format!(
                 "golow: the recording failed ({reason}); the session goes on unrecorded"
             )),
             (Body::Output { line, .. }, Some(worker)) if self.pass_output => {
-                let command = self
-                    .state
+                let command = state
                     .session
                     .as_ref()
                     .is_some_and(|s| s.commands.contains_key(worker));
@@ -225,17 +222,17 @@ impl Observer for Progress {
             }
             _ => {}
         }
-        self.tell_stalls();
+        self.tell_stalls(state);
         if matches!(record.body, Body::MachineLoad { .. }) {
-            self.tell_busy();
+            self.tell_busy(state);
         }
         let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
-                self.redraw()
+                self.redraw(state)
             }
             None if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) => {
-                self.report_tenths()
+                self.report_tenths(state)
             }
             Some(_) | None => {}
         }
@@ -304,10 +301,13 @@ mod tests {
         let frames = Arc::new(AtomicUsize::new(0));
         let terminal = ProgressDrawTarget::term_like(Box::new(Counting(frames.clone())));
         let mut progress = Progress::drawing_to(Some(terminal));
+        let mut state = State::default();
         let mut feed = |body: Body| {
             // Past the 100 ms limit, every record may redraw.
             progress.last_redraw = None;
-            progress.on_record(&Record::new(0.0, Some("libtorch".into()), body));
+            let record = Record::new(0.0, Some("libtorch".into()), body);
+            state.apply(&record);
+            progress.on_record(&record, &state);
         };
         feed(body(|b| matches!(b, Body::SessionStart(_))));
         feed(body(|b| matches!(b, Body::WorkerStarted { .. })));

@@ -12,7 +12,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Pane, choose, name};
 use crate::state::WorkerState;
-use crate::ui::changes::Changes;
+use crate::store::Changes;
 use crate::ui::render;
 use crate::ui::view::{View, shape};
 

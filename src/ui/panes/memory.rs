@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Gauge;
 
 use super::{Pane, name};
-use crate::ui::changes::Changes;
+use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
 use crate::ui::view::{View, bytes};

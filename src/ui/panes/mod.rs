@@ -17,8 +17,8 @@ use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Span;
 
-use super::changes::Changes;
 use super::view::View;
+use crate::store::Changes;
 
 pub trait Pane {
     fn title(&self) -> &'static str;

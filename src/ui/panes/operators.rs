@@ -15,7 +15,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use super::{Pane, choose, name};
 use crate::state::WorkerState;
 use crate::state::operators::OperatorTotals;
-use crate::ui::changes::Changes;
+use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
 use crate::ui::view::{View, ms};

@@ -13,7 +13,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::state::WorkerState;
 use crate::state::script::{ProcessState, ScriptState};
-use crate::ui::changes::Changes;
+use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
 use crate::ui::view::{View, bytes, ms};
