@@ -705,3 +705,69 @@ fn the_header_says_while_the_machine_is_busy() {
     }
     assert!(!render(&mut app(), &state, 200, 60).contains("BUSY"));
 }
+
+/// Words that look like a number cut from the left (`089.2`, `029%`), clock times aside: a label overwritten.
+fn cut_numbers(screen: &str) -> Vec<String> {
+    screen
+        .split(|c: char| c.is_whitespace() || "│┤├─└┌┐┘".contains(c))
+        .filter(|w| {
+            let mut chars = w.chars();
+            !w.contains(':')
+                && chars.next() == Some('0')
+                && chars.next().is_some_and(|c| c.is_ascii_digit())
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// At 80×24, as a new user's terminal opens, the live view and the replay keep every label whole, and each one's
+/// help and footer list only the keys its source has: a replay has no workers to stop, a session no timeline.
+#[test]
+fn at_80x24_a_session_and_a_recording_keep_labels_whole_and_list_only_their_keys() {
+    use golow::ui::timeline::Timeline;
+    let state = session(true, 80);
+    let mut live = app().recording_to("recordings/session.golow".into());
+    let mut timeline = Timeline::new(state.t_ms, "recordings/session.golow".into());
+    timeline.position_ms = state.t_ms;
+    timeline.playing = false;
+    let mut replay = app().replaying(timeline);
+    for (name, app) in [("live", &mut live), ("replay", &mut replay)] {
+        let screen = render(app, &state, 80, 24);
+        assert_eq!(
+            cut_numbers(&screen),
+            Vec::<String>::new(),
+            "{name}:\n{screen}"
+        );
+        insta::assert_snapshot!(format!("{name}_80x24"), screen);
+    }
+    let help = |app: &mut App| {
+        press(app, &state, KeyCode::Char('?'));
+        let screen = render(app, &state, 80, 24);
+        press(app, &state, KeyCode::Char('?'));
+        screen
+    };
+    let (live_help, replay_help) = (help(&mut live), help(&mut replay));
+    for only_live in [
+        "stop worker N",
+        "stop the workers gracefully",
+        "collection continues",
+    ] {
+        assert!(live_help.contains(only_live), "{only_live}:\n{live_help}");
+        assert!(
+            !replay_help.contains(only_live),
+            "{only_live}:\n{replay_help}"
+        );
+    }
+    for only_replay in ["play/pause", "jump to a time"] {
+        assert!(
+            replay_help.contains(only_replay),
+            "{only_replay}:\n{replay_help}"
+        );
+        assert!(
+            !live_help.contains(only_replay),
+            "{only_replay}:\n{live_help}"
+        );
+    }
+    insta::assert_snapshot!("live_help_80x24", live_help);
+    insta::assert_snapshot!("replay_help_80x24", replay_help);
+}

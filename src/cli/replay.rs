@@ -17,6 +17,7 @@ use crate::ui::app::App;
 use crate::ui::sweep_view::SweepView;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::Timeline;
+use crate::ui::viewer::Source;
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -116,7 +117,8 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     recording::serve(player, wakes.bell())
         .and_then(|requests| {
             let app = App::new(theme, compare).replaying(timeline);
-            crate::ui::playback::run(app, requests, store, wakes)
+            let source = Source::Recording { player: requests };
+            crate::ui::viewer::run(app, store, source, wakes, crate::ui::FRAME)
         })
         .map_err(|e| failed(format!("the replay failed: {e}")))?;
     Ok(EXIT_OK)

@@ -18,9 +18,9 @@ use crate::state::{Summary, WorkerStatus};
 use crate::store::Store;
 use crate::ui::Wakes;
 use crate::ui::app::App;
-use crate::ui::live::History;
 use crate::ui::progress::Progress;
 use crate::ui::theme::Theme;
+use crate::ui::viewer::{History, Source};
 
 #[derive(Args)]
 #[command(allow_negative_numbers = true)]
@@ -397,7 +397,8 @@ fn watch(
         .start(store.clone(), wakes.bell())
         .map_err(|e| failed(format!("the session failed: {e}")))?;
     let controls = running.controls.clone();
-    let shown = crate::ui::live::run(app, store.clone(), controls, history, wakes, options.frame);
+    let source = Source::Session { controls, history };
+    let shown = crate::ui::viewer::run(app, store.clone(), source, wakes, options.frame);
     let finished = running.finish();
     // A terminal lost with no signal to say why (stdin closed): the view stopped the session, whose summary and
     // recording are still kept.

@@ -435,10 +435,12 @@ impl App {
             let footer_text = match &self.origin {
                 Origin::Replay(timeline) => {
                     timeline.draw(frame, timeline_area, &view);
-                    keys::footer(keys::View::Replay)
+                    keys::footer_within(keys::View::Replay, usize::from(footer.width))
                 }
                 Origin::Live { .. } if self.stop_prompt => stop_prompt(state),
-                Origin::Live { .. } => keys::footer(keys::View::Live),
+                Origin::Live { .. } => {
+                    keys::footer_within(keys::View::Live, usize::from(footer.width))
+                }
             };
             render::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
             self.pane_areas.clear();
@@ -460,7 +462,7 @@ impl App {
                 overlay.draw(frame, body, &view);
             }
             if self.help {
-                draw_help(frame, area, &view);
+                draw_help(frame, area, &view, self.keys_view());
             }
             return vec![area];
         };
@@ -703,20 +705,16 @@ const HELP_WIDTH: u16 = 74;
 /// The key column of the help's lines.
 const HELP_KEYS: usize = 12;
 
-/// The help: the live view's keys, the replay's own, then what the timed regions are.
-fn help_lines() -> Vec<String> {
-    let mut lines: Vec<String> = keys::of(keys::View::Live)
-        .map(|b| format!("{:<HELP_KEYS$}{}", b.keys, b.does))
-        .collect();
-    lines.push(String::new());
-    let replay: Vec<String> = keys::only_in(keys::View::Replay, keys::View::Live)
-        .map(|b| format!("{} {}", b.keys, b.does))
-        .collect();
-    lines.extend(joined_within(
-        "Replay: ",
-        &replay,
-        usize::from(HELP_WIDTH - 2),
-    ));
+/// The help: the keys of `view` (a replay has no workers to stop), then what the timed regions are.
+fn help_lines(view: keys::View) -> Vec<String> {
+    let room = usize::from(HELP_WIDTH - 2) - HELP_KEYS;
+    let mut lines = Vec::new();
+    for binding in keys::of(view) {
+        for (i, part) in wrapped(binding.does, room).into_iter().enumerate() {
+            let keys = if i == 0 { binding.keys } else { "" };
+            lines.push(format!("{keys:<HELP_KEYS$}{part}"));
+        }
+    }
     lines.push(String::new());
     lines.extend(
         [
@@ -729,26 +727,23 @@ fn help_lines() -> Vec<String> {
     lines
 }
 
-/// `items` joined by " · " after `lead`, in lines of at most `width` characters, the next ones indented as far.
-fn joined_within(lead: &str, items: &[String], width: usize) -> Vec<String> {
-    let indent = " ".repeat(lead.chars().count());
-    let mut lines = vec![lead.to_string()];
-    for (i, item) in items.iter().enumerate() {
-        let line = lines.last_mut().expect("one line at least");
-        if i == 0 {
-            line.push_str(item);
-        } else if line.chars().count() + " · ".chars().count() + item.chars().count() > width {
-            lines.push(format!("{indent}{item}"));
-        } else {
-            line.push_str(" · ");
-            line.push_str(item);
+/// `text` in lines of at most `width` characters, broken between words.
+fn wrapped(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
         }
     }
     lines
 }
 
-fn draw_help(frame: &mut Frame, area: Rect, view: &View) {
-    let lines = help_lines();
+fn draw_help(frame: &mut Frame, area: Rect, view: &View, keys: keys::View) {
+    let lines = help_lines(keys);
     let width = HELP_WIDTH.min(area.width);
     let height = (lines.len() as u16 + 2).min(area.height);
     let rect = Rect {

@@ -233,7 +233,10 @@ pub fn draw(
         height: area.height - 2,
     };
     buf.set_string(area.x, area.y, &top_label, axis);
-    buf.set_string(area.x, plot.y + plot.height - 1, "0", axis);
+    // On a plot one row high the zero would be written over the top's label (`000%` for 100%).
+    if plot.height > 1 {
+        buf.set_string(area.x, plot.y + plot.height - 1, "0", axis);
+    }
     for y in plot.y..plot.y + plot.height {
         buf[(plot.x - 1, y)].set_char('│').set_style(axis);
     }

@@ -107,8 +107,15 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         keys: "q, Ctrl-C",
         does: "stop the workers gracefully, then quit",
-        views: &[Live, Replay],
-        footer: &[(Live, "q quit"), (Replay, "q quit")],
+        views: &[Live],
+        footer: &[(Live, "q quit")],
+        command: quit,
+    },
+    Binding {
+        keys: "q, Ctrl-C",
+        does: "quit",
+        views: &[Replay],
+        footer: &[(Replay, "q quit")],
         command: quit,
     },
     Binding {
@@ -306,11 +313,31 @@ pub fn command(view: View, key: &KeyEvent) -> Option<Command> {
 
 /// The footer of `view`: its bindings as the footer says them.
 pub fn footer(view: View) -> String {
+    footer_within(view, usize::MAX)
+}
+
+/// `view`'s footer in `width` columns: the items that fit whole, in order, and the last (the help's key) always.
+pub fn footer_within(view: View, width: usize) -> String {
     let items: Vec<&str> = BINDINGS
         .iter()
         .filter_map(|b| b.footer.iter().find(|(v, _)| *v == view).map(|(_, f)| *f))
         .collect();
-    format!(" {}", items.join(" · "))
+    let Some((last, rest)) = items.split_last() else {
+        return String::new();
+    };
+    let mut shown: Vec<&str> = Vec::new();
+    let room = |shown: &[&str], next: &str| {
+        let used: usize = shown.iter().map(|s| s.chars().count() + 3).sum();
+        1 + used + next.chars().count() + 3 + last.chars().count() <= width
+    };
+    for item in rest {
+        if !room(&shown, item) {
+            break;
+        }
+        shown.push(item);
+    }
+    shown.push(last);
+    format!(" {}", shown.join(" · "))
 }
 
 /// The bindings of `view`, as the help overlay and the README list them.
