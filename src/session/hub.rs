@@ -3,7 +3,6 @@
 //! each record, with the state it made, to the observers.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -17,9 +16,9 @@ use crate::contracts::Control;
 use crate::state::State;
 use crate::state::ranks::MAX_RANKS;
 use crate::store::Store;
-use crate::telemetry::gpu::{GpuSampler, NvmlSource};
+use crate::telemetry::gpu::{GpuSampler, NvmlSource, Tick};
 use crate::telemetry::load::LoadSampler;
-use crate::telemetry::procfs::{ProcSampler, Watched, watching};
+use crate::telemetry::procfs::{ProcSampler, Watching};
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{Body, Record, Stream};
 
@@ -64,7 +63,7 @@ pub fn run_blocking(
         .build()?;
     runtime.block_on(async {
         let ticks = Ticker::new(interval)?;
-        run(session, workers, interval, ticks, store, observer, controls).await;
+        run(session, workers, ticks, store, observer, controls).await;
         Ok(())
     })
 }
@@ -73,7 +72,6 @@ pub fn run_blocking(
 async fn run(
     mut session: SessionConfig,
     workers: Vec<(String, WorkerCommand)>,
-    interval: Duration,
     mut ticks: Ticker,
     store: &Store,
     observer: &mut (dyn Observer + Send),
@@ -108,21 +106,17 @@ async fn run(
 
     // Bounded: a worker flooding its pipe waits for the hub rather than filling memory.
     let (tx, mut rx) = mpsc::channel::<Incoming>(INCOMING_CAPACITY);
-    let watched: Watched = Arc::new(Mutex::new(Default::default()));
+    // The workers' processes and their ranks': what the /proc sampler reads once a tick, and hands the NVML sampler.
+    let mut watching = Watching::default();
     let mut proc_sampler = ProcSampler::default();
     let mut load_sampler = LoadSampler::default();
     load_sampler.sample(0);
-    let _gpu_sampler = match NvmlSource::open() {
+    let gpu_sampler = match NvmlSource::open() {
         Ok(source) => {
             let gpu_tx = tx.clone();
-            Some(GpuSampler::start(
-                Box::new(source),
-                interval,
-                watched.clone(),
-                move |worker, body| {
-                    let _ = gpu_tx.blocking_send(Incoming { worker, body });
-                },
-            ))
+            Some(GpuSampler::start(Box::new(source), move |worker, body| {
+                let _ = gpu_tx.blocking_send(Incoming { worker, body });
+            }))
         }
         Err(reason) => {
             hub.publish(None, Body::GpuUnavailable { reason });
@@ -148,9 +142,7 @@ async fn run(
                     let (_, command) = &workers[i];
                     match launcher::spawn(i, command, scheduler.controls_turns(), tx.clone()) {
                         Ok(worker) => {
-                            if let Ok(mut w) = watched.lock() {
-                                w.roots.insert(i, worker.pid);
-                            }
+                            watching.roots.insert(i, worker.pid);
                             hub.publish(
                                 Some(i),
                                 Body::WorkerStarted {
@@ -184,9 +176,7 @@ async fn run(
                     }
                 }
                 Action::Grant(i, steps) => {
-                    if let Ok(mut w) = watched.lock() {
-                        w.turn = Some(i);
-                    }
+                    watching.turn = Some(i);
                     if let Some(worker) = launched[i].as_mut() {
                         worker.grant(steps).await;
                     }
@@ -208,15 +198,13 @@ async fn run(
                     Body::WorkerExited { .. } => {
                         ended[worker] = true;
                         launched[worker] = None;
-                        if let Ok(mut w) = watched.lock() {
-                            w.roots.remove(&worker);
-                            w.ranks.remove(&worker);
-                        }
+                        watching.roots.remove(&worker);
+                        watching.ranks.remove(&worker);
                         scheduler.on_exit(worker)
                     }
                     Body::ScriptProcess(hello) => {
-                        if let (Some(rank), Ok(mut w)) = (hello.rank, watched.lock()) {
-                            watch_rank(w.ranks.entry(worker).or_default(), rank, hello.pid);
+                        if let Some(rank) = hello.rank {
+                            watch_rank(watching.ranks.entry(worker).or_default(), rank, hello.pid);
                         }
                         Vec::new()
                     }
@@ -233,9 +221,14 @@ async fn run(
                 for worker in launched.iter_mut().flatten().filter(|w| w.overdue()) {
                     worker.kill();
                 }
-                let Some(watching) = watching(&watched) else { continue };
                 for (worker, body) in proc_sampler.sample(&watching) {
                     hub.publish(Some(worker), body);
+                }
+                if let Some(gpu) = &gpu_sampler {
+                    gpu.tick(Tick {
+                        workers: proc_sampler.worker_trees(&watching),
+                        turn: watching.turn,
+                    });
                 }
                 if let Some(body) = load_sampler.sample(proc_sampler.workers_ticks()) {
                     hub.publish(None, body);

@@ -1,19 +1,19 @@
 //! GPU readings from NVML on their own thread (an NVML call can take tens of milliseconds), and PCIe
-//! throughput on another (NVML samples it for 20 ms per direction, which would stall the other readings).
+//! throughput on another (NVML samples it for 20 ms per direction, which would stall the other readings), both
+//! woken by the hub's sampling tick, which hands them the process trees the /proc sampler read.
 //! The source sits behind a trait so that the sampling logic is tested without a GPU; on a machine without
 //! one the session records why, and the GPU panes say so.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, SyncSender};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use super::procfs::{Trees, Watched, watching};
+use super::procfs::WorkerTree;
 use golow_protocol::event::Body;
 
 /// What a GPU is, read once.
@@ -277,13 +277,6 @@ fn in_nested_pid_namespace(status: &str) -> bool {
         .is_some_and(|pids| pids.split_whitespace().count() > 1)
 }
 
-/// A watched worker's process tree (its own process first), and its ranks': (rank, its process, that process's
-/// tree).
-pub struct WorkerTree {
-    pub pids: Vec<u32>,
-    pub ranks: Vec<(u32, u32, Vec<u32>)>,
-}
-
 /// One sampling pass: a reading per device, and one per watched worker that uses a device (its own
 /// process or any descendant), followed by one per rank of it that does. Returns the newest NVML sample timestamp
 /// seen per device.
@@ -372,28 +365,36 @@ pub fn sample_once(
     }
 }
 
+/// What the hub hands the NVML sampler at each of its ticks: the workers' process trees as the /proc sampler read
+/// them this tick, and whose turn it is.
+#[derive(Debug, Default)]
+pub struct Tick {
+    pub workers: HashMap<usize, WorkerTree>,
+    pub turn: Option<usize>,
+}
+
+/// Samples NVML on a thread of its own, and PCIe on another, each time the hub ticks.
 pub struct GpuSampler {
-    stop: Arc<AtomicBool>,
+    /// Dropped to end the threads.
+    ticks: Option<SyncSender<Tick>>,
     /// The sampling thread, which starts and joins the PCIe thread itself.
     thread: Option<JoinHandle<()>>,
 }
 
 impl GpuSampler {
-    /// Announces the devices, then samples every `interval` until dropped. Everything is sent from the sampler's own
-    /// threads, never the caller's: the hub calls this from inside its async runtime, where `send` (a blocking send
-    /// into the hub's bounded channel) must not run. The PCIe thread starts after the announcement, so that no
-    /// reading reaches the state before the device it belongs to.
+    /// Announces the devices, then samples at every [`GpuSampler::tick`] until dropped. Everything is sent from the
+    /// sampler's own threads, never the caller's: the hub calls this from inside its async runtime, where `send` (a
+    /// blocking send into the hub's bounded channel) must not run. The PCIe thread starts after the announcement, so
+    /// that no reading reaches the state before the device it belongs to.
     pub fn start(
         mut source: Box<dyn GpuSource>,
-        interval: Duration,
-        watched: Watched,
         send: impl Fn(Option<usize>, Body) + Send + Sync + 'static,
     ) -> GpuSampler {
         let devices = source.devices();
         let pcie = source.pcie();
-        let stop = Arc::new(AtomicBool::new(false));
+        // One tick in waiting at most: a tick that finds NVML still busy with the last one is skipped, not queued.
+        let (ticks, incoming) = mpsc::sync_channel::<Tick>(1);
         let send = Arc::new(send);
-        let stopping = stop.clone();
         let thread = std::thread::Builder::new()
             .name("golow-nvml".into())
             .spawn(move || {
@@ -409,67 +410,57 @@ impl GpuSampler {
                         },
                     );
                 }
-                let pcie_thread = pcie.and_then(|pcie| {
-                    let indices: Vec<u32> = devices.iter().map(|d| d.index).collect();
-                    read_pcie(pcie, indices, interval, stopping.clone(), send.clone())
-                });
+                let indices: Vec<u32> = devices.iter().map(|d| d.index).collect();
+                let pcie = pcie.and_then(|pcie| read_pcie(pcie, indices, send.clone()));
                 let mut since = HashMap::new();
                 let mut attribution = Attribution::of_this_process();
-                let mut trees = Trees::default();
-                while !stopping.load(Ordering::Relaxed) {
-                    let Some(watching) = watching(&watched) else {
-                        break;
-                    };
-                    trees.refresh(&watching.tree_roots());
-                    let workers = watching
-                        .roots
-                        .iter()
-                        .map(|(&w, &pid)| {
-                            let ranks = trees.rank_trees(pid, watching.ranks_of(w));
-                            (
-                                w,
-                                WorkerTree {
-                                    pids: trees.tree(pid),
-                                    ranks,
-                                },
-                            )
-                        })
-                        .collect();
+                for tick in incoming {
+                    if let Some((pcie_ticks, _)) = &pcie {
+                        let _ = pcie_ticks.try_send(());
+                    }
                     sample_once(
                         source.as_mut(),
                         &devices,
-                        &workers,
-                        watching.turn,
+                        &tick.workers,
+                        tick.turn,
                         &mut since,
                         &mut attribution,
                         &*send,
                     );
-                    std::thread::sleep(interval);
                 }
-                // The PCIe thread stops with this one (the flag is shared) and is joined here.
-                stopping.store(true, Ordering::Relaxed);
-                if let Some(t) = pcie_thread {
-                    let _ = t.join();
+                // The PCIe thread ends once its ticks do, and is joined here.
+                if let Some((pcie_ticks, thread)) = pcie {
+                    drop(pcie_ticks);
+                    let _ = thread.join();
                 }
             })
             .ok();
-        GpuSampler { stop, thread }
+        GpuSampler {
+            ticks: Some(ticks),
+            thread,
+        }
+    }
+
+    /// Samples now, on the sampler's threads, unless they are still busy with the last tick.
+    pub fn tick(&self, tick: Tick) {
+        if let Some(ticks) = &self.ticks {
+            let _ = ticks.try_send(tick);
+        }
     }
 }
 
-/// Reads PCIe throughput on a thread of its own: NVML's counter samples for 20 ms a call, which would stretch the
-/// sampler's interval.
+/// Reads PCIe throughput on a thread of its own, at each tick the NVML thread passes on: NVML's counter samples for
+/// 20 ms a call, which would stretch the other readings.
 fn read_pcie(
     mut pcie: Box<dyn PcieSource>,
     indices: Vec<u32>,
-    interval: Duration,
-    stopping: Arc<AtomicBool>,
     send: Arc<impl Fn(Option<usize>, Body) + Send + Sync + 'static>,
-) -> Option<JoinHandle<()>> {
-    std::thread::Builder::new()
+) -> Option<(SyncSender<()>, JoinHandle<()>)> {
+    let (ticks, incoming) = mpsc::sync_channel::<()>(1);
+    let thread = std::thread::Builder::new()
         .name("golow-nvml-pcie".into())
         .spawn(move || {
-            while !stopping.load(Ordering::Relaxed) {
+            for () in incoming {
                 for &index in &indices {
                     let (rx, tx) = pcie.throughput(index);
                     send(
@@ -481,15 +472,15 @@ fn read_pcie(
                         },
                     );
                 }
-                std::thread::sleep(interval);
             }
         })
-        .ok()
+        .ok()?;
+    Some((ticks, thread))
 }
 
 impl Drop for GpuSampler {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.ticks.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -500,6 +491,7 @@ impl Drop for GpuSampler {
 mod tests {
     use super::*;
     use std::sync::Mutex;
+    use std::time::Duration;
 
     /// A GPU that reports what the test scripted.
     struct Scripted {
@@ -897,16 +889,12 @@ mod tests {
             Arc::new(Mutex::new(Vec::new())),
         );
         let (tx, mut rx) = tokio::sync::mpsc::channel(4);
-        let sampler = GpuSampler::start(
-            Box::new(source),
-            Duration::from_millis(20),
-            Watched::default(),
-            move |_, body| {
-                let _ = tx.blocking_send(body);
-            },
-        );
+        let sampler = GpuSampler::start(Box::new(source), move |_, body| {
+            let _ = tx.blocking_send(body);
+        });
         let mut bodies = Vec::new();
         while bodies.len() < 6 {
+            sampler.tick(Tick::default());
             bodies.push(rx.recv().await.expect("the sampler sends"));
         }
         // Dropping joins the threads, which may be blocked on a full channel: drain it meanwhile.
@@ -927,38 +915,60 @@ mod tests {
         );
     }
 
+    /// NVML is read when the hub ticks, and only then, with the trees the tick hands over: no timer of its own
+    /// wakes it, and it reads no /proc itself.
     #[test]
-    fn pcie_is_read_on_a_thread_of_its_own() {
+    fn it_samples_at_the_hubs_ticks_with_the_trees_they_carry_and_pcie_on_a_thread_of_its_own() {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let source = WithPcie(
             Scripted {
-                processes: Vec::new(),
+                processes: vec![ProcessReading {
+                    pid: 4242,
+                    memory_bytes: Some(1 << 30),
+                    sm_percent: None,
+                    last_seen_us: None,
+                }],
                 asked_since: Vec::new(),
             },
             readers.clone(),
         );
         let (tx, rx) = std::sync::mpsc::channel();
         let tx = Mutex::new(tx);
-        let sampler = GpuSampler::start(
-            Box::new(source),
-            Duration::from_millis(50),
-            Watched::default(),
-            move |_, body| {
-                let _ = tx.lock().unwrap().send(body);
-            },
-        );
-        let pcie = rx
-            .iter()
-            .find(|b| matches!(b, Body::GpuPcie { .. }))
-            .unwrap();
+        let sampler = GpuSampler::start(Box::new(source), move |worker, body| {
+            let _ = tx.lock().unwrap().send((worker, body));
+        });
+        let quiet = Duration::from_millis(300);
+        let (worker, info) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(matches!(info, Body::GpuInfo { .. }) && worker.is_none());
+        assert!(rx.recv_timeout(quiet).is_err(), "read without a tick");
+        sampler.tick(Tick {
+            workers: trees(&[(3, vec![4240, 4242])]),
+            turn: None,
+        });
+        let mut after_tick = Vec::new();
+        while let Ok(reading) = rx.recv_timeout(quiet) {
+            after_tick.push(reading);
+        }
         drop(sampler);
+        assert!(
+            after_tick
+                .iter()
+                .any(|(w, b)| *w == Some(3) && matches!(b, Body::GpuProcess { pid: 4240, .. })),
+            "the worker's tree as the tick gave it: {after_tick:?}"
+        );
+        let pcie: Vec<&Body> = after_tick
+            .iter()
+            .map(|(_, b)| b)
+            .filter(|b| matches!(b, Body::GpuPcie { .. }))
+            .collect();
         assert_eq!(
             pcie,
-            Body::GpuPcie {
+            [&Body::GpuPcie {
                 index: 0,
                 rx_bytes_per_s: Some(12 << 30),
                 tx_bytes_per_s: None
-            }
+            }],
+            "one PCIe reading per tick"
         );
         assert!(
             readers

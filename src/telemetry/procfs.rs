@@ -5,7 +5,6 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use golow_protocol::event::Body;
@@ -332,12 +331,12 @@ impl Watching {
     }
 }
 
-/// Shared between the hub, which adds workers and ranks as they start and say hello, and the samplers.
-pub type Watched = Arc<Mutex<Watching>>;
-
-/// What is watched now; `None` once the hub is gone.
-pub fn watching(watched: &Watched) -> Option<Watching> {
-    watched.lock().ok().map(|w| w.clone())
+/// A watched worker's process tree (its own process first), and its ranks': (rank, its process, that process's
+/// tree).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerTree {
+    pub pids: Vec<u32>,
+    pub ranks: Vec<(u32, u32, Vec<u32>)>,
 }
 
 /// Reads the workers' process trees; driven by the session's clock (one reading per worker per
@@ -466,6 +465,22 @@ impl ProcSampler {
         self.rank_last.retain(|pid, _| ranks_read.contains(pid));
         self.rank_peaks.retain(|pid, _| ranks_read.contains(pid));
         readings
+    }
+
+    /// Each watched worker's tree and its ranks' as this tick's `sample` read them: the one reading of /proc a
+    /// tick makes, which the NVML sampler is handed rather than scanning /proc again.
+    pub fn worker_trees(&self, watching: &Watching) -> HashMap<usize, WorkerTree> {
+        watching
+            .roots
+            .iter()
+            .map(|(&worker, &pid)| {
+                let tree = WorkerTree {
+                    pids: self.trees.tree(pid),
+                    ranks: self.trees.rank_trees(pid, watching.ranks_of(worker)),
+                };
+                (worker, tree)
+            })
+            .collect()
     }
 
     /// `used` ticks between `then` and `now` as a share of one core (100 = one core busy).
