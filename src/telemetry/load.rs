@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use ::procfs::{FromBufReadSI, KernelStats};
 use golow_protocol::event::Body;
 
 const EVERY: Duration = Duration::from_secs(1);
@@ -17,21 +18,17 @@ pub struct CpuTimes {
     pub steal: u64,
 }
 
-/// `cpu  user nice system idle iowait irq softirq steal guest guest_nice`; guest time is already in user time.
-pub fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()?
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let field = |i: usize| fields.get(i).copied().unwrap_or(0);
-    (fields.len() >= 4).then(|| CpuTimes {
-        total: (0..8).map(field).sum(),
-        idle: field(3) + field(4),
-        steal: field(7),
+/// From the `cpu` line; guest time is already in user time, and fields an older kernel lacks count as 0.
+pub fn parse_cpu_times(stat: &[u8]) -> Option<CpuTimes> {
+    let cpu = KernelStats::from_buf_read(stat, ::procfs::current_system_info())
+        .ok()?
+        .total;
+    let [iowait, irq, softirq, steal] =
+        [cpu.iowait, cpu.irq, cpu.softirq, cpu.steal].map(|ticks| ticks.unwrap_or(0));
+    Some(CpuTimes {
+        total: cpu.user + cpu.nice + cpu.system + cpu.idle + iowait + irq + softirq + steal,
+        idle: cpu.idle + iowait,
+        steal,
     })
 }
 
@@ -77,7 +74,7 @@ impl LoadSampler {
         if self.last.is_some_and(|(at, _, _)| now - at < EVERY) {
             return None;
         }
-        let times = parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)?;
+        let times = parse_cpu_times(&std::fs::read("/proc/stat").ok()?)?;
         let session = workers_ticks + own_ticks().unwrap_or(0);
         let previous = self.last.replace((now, times, session));
         let (_, before, session_before) = previous?;
@@ -102,7 +99,7 @@ impl LoadSampler {
 
 /// golow's own CPU time, all its threads, in clock ticks.
 fn own_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let stat = std::fs::read("/proc/self/stat").ok()?;
     super::procfs::parse_stat(&stat).map(|(ticks, _)| ticks)
 }
 
@@ -112,17 +109,25 @@ mod tests {
 
     #[test]
     fn parses_the_kernel_s_files() {
-        let stat = "cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 3 0\n";
+        // The lines after the CPUs' that procfs requires.
+        let rest = "ctxt 9\nbtime 1\nprocesses 3\n";
+        let stat =
+            format!("cpu  100 5 50 800 20 3 2 10 7 0\ncpu0 50 2 25 400 10 1 1 5 3 0\n{rest}");
         assert_eq!(
-            parse_cpu_times(stat),
+            parse_cpu_times(stat.as_bytes()),
             Some(CpuTimes {
                 total: 990,
                 idle: 820,
                 steal: 10
             })
         );
-        assert_eq!(parse_cpu_times("cpu0 1 2 3 4\n"), None);
-        assert_eq!(parse_cpu_times("cpu  1 x 3 4\n"), None);
+        for stat in ["cpu0 1 2 3 4\n", "cpu  1 x 3 4\n", "cpu  1 2 3\n"] {
+            assert_eq!(
+                parse_cpu_times(format!("{stat}{rest}").as_bytes()),
+                None,
+                "{stat:?}"
+            );
+        }
         assert_eq!(parse_load("0.52 0.41 1.18 2/78 2495\n"), Some(0.52));
         assert_eq!(parse_load(""), None);
         assert_eq!(

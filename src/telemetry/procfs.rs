@@ -7,17 +7,26 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
+use ::procfs::FromRead;
 use golow_protocol::event::Body;
 
-/// The fields after the command name of a `/proc/PID/stat` line: the name (field 2) may contain
-/// spaces and parentheses, so fields resume after the last ')'.
-fn stat_fields(stat: &str) -> Option<Vec<&str>> {
-    Some(stat[stat.rfind(')')? + 1..].split_whitespace().collect())
+/// `/proc/PID/stat` parsed by procfs, which slices the line around the command name unchecked (the pid ends one
+/// byte before the first '(', the fields start two after the last ')'): the name may hold spaces and parentheses,
+/// and malformed input must give `None` rather than a panic, so a line those slices would not fit is refused first.
+fn proc_stat(stat: &[u8]) -> Option<::procfs::process::Stat> {
+    // The text procfs would make of the bytes: borrowed, unless the name is not UTF-8 (the kernel writes it as set).
+    let text = String::from_utf8_lossy(stat);
+    let line = text.trim();
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    line.get(..open.checked_sub(1)?)?;
+    line.get(open + 1..close)?;
+    line.get(close + 2..)?;
+    ::procfs::process::Stat::from_read(line.as_bytes()).ok()
 }
 
-/// CPU ticks (utime + stime, fields 14 and 15) and resident pages (field 24) from `/proc/PID/stat`,
-/// the cheapest file to read every interval.
-pub fn parse_stat(stat: &str) -> Option<(u64, u64)> {
+/// CPU ticks (utime + stime) and resident pages from `/proc/PID/stat`, the cheapest file to read every interval.
+pub fn parse_stat(stat: &[u8]) -> Option<(u64, u64)> {
     parse_member(stat).map(|m| (m.ticks, m.pages))
 }
 
@@ -28,51 +37,46 @@ struct Stat {
     ticks: u64,
     /// Resident pages.
     pages: u64,
-    /// When the process started, in clock ticks after boot (field 22): with the pid, it names one process, as a
-    /// pid alone does not once it is taken again.
+    /// When the process started, in clock ticks after boot: with the pid, it names one process, as a pid alone does
+    /// not once it is taken again.
     start: u64,
 }
 
-fn parse_member(stat: &str) -> Option<Stat> {
-    let fields = stat_fields(stat)?;
-    let field = |i: usize| fields.get(i)?.parse::<u64>().ok();
+fn parse_member(stat: &[u8]) -> Option<Stat> {
+    let stat = proc_stat(stat)?;
     Some(Stat {
-        ticks: field(11)?.saturating_add(field(12)?),
-        pages: field(21)?,
-        start: field(19)?,
+        ticks: stat.utime.saturating_add(stat.stime),
+        pages: stat.rss,
+        start: stat.starttime,
     })
 }
 
-/// The resident-set high-water mark (VmHWM) from `/proc/PID/status`, in bytes.
-pub fn parse_peak(status: &str) -> Option<u64> {
-    let kib = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?;
+/// The resident-set high-water mark (VmHWM) from `/proc/PID/status`, in bytes. Read by hand, not by procfs: its
+/// `Status` parses every line into a map and refuses a file that lacks any of some twenty fields (a sandbox's or an
+/// older kernel's), 60 times the cost of finding this one line, which is all golow needs.
+pub fn parse_peak(status: &[u8]) -> Option<u64> {
+    let line = status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"VmHWM:"))?;
+    let kib = std::str::from_utf8(line).ok()?.split_whitespace().next()?;
     kib.parse::<u64>().ok().map(|v| v.saturating_mul(1024))
 }
 
-fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    (unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).max(1) as u64
-}
-
-/// A /proc file's whole text, read from its start into `buf` (reused): the kernel writes these
+/// A /proc file's whole contents, read from its start into `buf` (reused): the kernel writes these
 /// files afresh at offset 0, so one open file can be read again and again.
-fn read_from_start<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+fn read_from_start<'b>(file: &File, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
     buf.clear();
     let mut chunk = [0u8; 4096];
     loop {
         let n = file.read_at(&mut chunk, buf.len() as u64).ok()?;
         buf.extend_from_slice(&chunk[..n]);
         if n < chunk.len() {
-            return std::str::from_utf8(buf).ok();
+            return Some(buf);
         }
     }
 }
 
-fn read_once<'b>(path: &str, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+fn read_once<'b>(path: &str, buf: &'b mut Vec<u8>) -> Option<&'b [u8]> {
     read_from_start(&File::open(path).ok()?, buf)
 }
 
@@ -109,9 +113,9 @@ fn read_peak(pid: u32, buf: &mut Vec<u8>) -> Option<u64> {
     parse_peak(read_once(&format!("/proc/{pid}/status"), buf)?)
 }
 
-/// The parent pid from a `/proc/PID/stat` line (field 4).
-fn parent_of(stat: &str) -> Option<u32> {
-    stat_fields(stat)?.get(1)?.parse().ok()
+/// The parent pid from a `/proc/PID/stat` line.
+fn parent_of(stat: &[u8]) -> Option<u32> {
+    u32::try_from(proc_stat(stat)?.ppid).ok()
 }
 
 /// Every live process's children, from one scan of /proc.
@@ -377,9 +381,8 @@ impl Default for ProcSampler {
             rank_peaks: HashMap::new(),
             trees: Trees::default(),
             files: StatFiles::default(),
-            page: page_size(),
-            // SAFETY: sysconf has no preconditions.
-            ticks_per_s: unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64,
+            page: ::procfs::page_size(),
+            ticks_per_s: ::procfs::ticks_per_second().max(1) as f64,
         }
     }
 }
@@ -509,7 +512,9 @@ mod tests {
 
     #[test]
     fn parses_stat_and_status() {
-        let stat = "42 (py thon) (x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 4242 123456 789 1";
+        let stat = b"42 (py thon) (x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 4242 123456 789 1 \
+            94220207910912 94220207930793 140721859605904 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 94220207946800 \
+            94220207948416 94221132075008 140721859607265 140721859607285 140721859607285 140721859608555 0\n";
         assert_eq!(parse_stat(stat), Some((300, 789)));
         assert_eq!(
             parse_member(stat),
@@ -519,17 +524,33 @@ mod tests {
                 start: 4242
             })
         );
+        assert_eq!(parent_of(stat), Some(1));
+        // The kernel writes a name as it was set, UTF-8 or not.
+        let mut renamed = stat.to_vec();
+        renamed[4] = 0xff;
+        assert_eq!(parse_stat(&renamed), Some((300, 789)));
         assert_eq!(
-            parse_peak("Name:\tpython3\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"),
+            parse_peak(b"Name:\tpython3\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n"),
             Some(2048 * 1024)
         );
     }
 
     #[test]
     fn garbage_gives_none() {
-        assert_eq!(parse_stat(""), None);
-        assert_eq!(parse_stat("1 (a) S"), None);
-        assert_eq!(parse_peak("VmHWM: x kB"), None);
+        assert_eq!(parse_stat(b""), None);
+        assert_eq!(parse_stat(b"1 (a) S"), None);
+        // Lines that would slice procfs's parsing out of bounds or through a character.
+        for line in [
+            "(a) S 1",
+            "1 (a)",
+            "1 ) ( S 1",
+            "1 (a)\u{e9}1 2",
+            "\u{e9}(a) S 1",
+        ] {
+            assert_eq!(parse_stat(line.as_bytes()), None, "{line:?}");
+            assert_eq!(parent_of(line.as_bytes()), None, "{line:?}");
+        }
+        assert_eq!(parse_peak(b"VmHWM: x kB"), None);
     }
 
     /// CPU time this process has used.

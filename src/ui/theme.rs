@@ -2,23 +2,17 @@
 //! TOML file in the same format (documented at the top of each built-in file),
 //! which the CLI reads and hands to [`parse`].
 //!
-//! The file's structure (which fields exist, which are required, their types)
-//! is declared once, by the serde types `ThemeFile` and `Colors`. Every message
-//! must name the dotted field and, where there is one, its line, so serde's
-//! errors pass through `reword`: toml supplies the span and the key path, serde
-//! the field names. Colours are checked as they are read, except the palette's
-//! entries, whose messages name their index, which toml's key path leaves out.
+//! The file's structure is declared once, by `TOP_LEVEL` and `COLORS`, and
+//! checked by walking toml's parsed table, whose keys and values carry their
+//! spans, so that every message names the dotted field and, where there is
+//! one, its line, in golow's words: only invalid TOML is reported in toml's.
 
 use std::fmt;
 use std::ops::Range;
 
 use ratatui::style::Color;
-use serde::Deserialize;
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Unexpected, Visitor};
 use toml::Spanned;
-use toml::de::DeTable;
-use toml::value::Datetime;
+use toml::de::{DeTable, DeValue};
 
 /// Names accepted by [`builtin`], in the order a picker should list them.
 pub const BUILTIN: [&str; 4] = ["dark", "light", "high-contrast", "colorblind"];
@@ -31,10 +25,6 @@ pub const DEFAULT: &str = "dark";
 const MIN_IMPLEMENTATIONS: usize = 4;
 
 pub const COLOR_HINT: &str = "use #rrggbb or a name such as blue, dark-gray, reset";
-
-/// What the colour types tell serde they expect; [`reword`] adds [`COLOR_HINT`]
-/// to type errors that name it.
-const QUOTED_COLOR: &str = "a quoted colour";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Theme {
@@ -105,6 +95,61 @@ pub fn builtin(name: &str) -> Option<Theme> {
     builtin_source(name).and_then(|source| parse(source, &format!("builtin:{name}")).ok())
 }
 
+/// A key of a theme file. Every key is required, and any other is an error.
+struct Field {
+    key: &'static str,
+    shape: Shape,
+    /// What a message about the key's absence tells the user to add.
+    remedy: &'static str,
+}
+
+enum Shape {
+    Name,
+    Colors,
+    /// Where in the theme the colour goes.
+    Color(fn(&mut Theme) -> &mut Color),
+    Palette,
+}
+
+const TOP_LEVEL: [Field; 2] = [
+    Field {
+        key: "name",
+        shape: Shape::Name,
+        remedy: "add name = \"...\" at the top",
+    },
+    Field {
+        key: "colors",
+        shape: Shape::Colors,
+        remedy: "add a [colors] section",
+    },
+];
+
+/// The `[colors]` section, in the order that messages list its keys.
+const COLORS: [Field; 10] = [
+    color("background", |theme| &mut theme.background),
+    color("foreground", |theme| &mut theme.foreground),
+    color("muted", |theme| &mut theme.muted),
+    color("border", |theme| &mut theme.border),
+    color("title", |theme| &mut theme.title),
+    color("highlight", |theme| &mut theme.highlight),
+    color("ok", |theme| &mut theme.ok),
+    color("warning", |theme| &mut theme.warning),
+    color("error", |theme| &mut theme.error),
+    Field {
+        key: "implementations",
+        shape: Shape::Palette,
+        remedy: "add implementations = [\"#rrggbb\", ...] to the [colors] section",
+    },
+];
+
+const fn color(key: &'static str, slot: fn(&mut Theme) -> &mut Color) -> Field {
+    Field {
+        key,
+        shape: Shape::Color(slot),
+        remedy: "add it to the [colors] section",
+    }
+}
+
 /// Parses a theme from TOML; `origin` (a path, or `builtin:NAME`) only labels messages.
 ///
 /// # Errors
@@ -117,167 +162,145 @@ pub fn parse(source: &str, origin: &str) -> Result<Theme, ThemeError> {
         let message = error.message().lines().next().unwrap_or_default().trim();
         at.line_or_file(error.span(), format!("invalid TOML: {message}"))
     })?;
-    // Built from the parsed table, not the source, the deserializer's errors
-    // carry no source text: only then does toml render their key path.
-    let ThemeFile { name, colors } = ThemeFile::deserialize(toml::de::Deserializer::from(table))
-        .map_err(|error| reword(&at, &error))?;
-    if name.get_ref().trim().is_empty() {
-        return Err(at.line(name.span(), "field name is empty; give the theme a name"));
+    // Every field is overwritten: `read_table` fails on any that is missing.
+    let mut theme = Theme {
+        name: String::new(),
+        background: Color::Reset,
+        foreground: Color::Reset,
+        muted: Color::Reset,
+        border: Color::Reset,
+        title: Color::Reset,
+        highlight: Color::Reset,
+        ok: Color::Reset,
+        warning: Color::Reset,
+        error: Color::Reset,
+        implementations: Vec::new(),
+    };
+    read_table(&at, "", table.get_ref(), &TOP_LEVEL, &mut theme)?;
+    Ok(theme)
+}
+
+/// Reads `table` in file order (toml's `preserve_order` keeps it), so the
+/// first problem in the file is the one reported. A missing field comes last
+/// and gets no line: the only span there is would be the whole table's.
+fn read_table(
+    at: &Locator<'_>,
+    path: &str,
+    table: &DeTable<'_>,
+    fields: &[Field],
+    theme: &mut Theme,
+) -> Result<(), ThemeError> {
+    let dotted = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    for (key, value) in table {
+        let Some(field) = fields.iter().find(|field| field.key == key.get_ref()) else {
+            let expected: Vec<_> = fields.iter().map(|field| field.key).collect();
+            return Err(at.line(
+                key.span(),
+                format!(
+                    "field {} is unknown (expected one of {})",
+                    dotted(key.get_ref()),
+                    expected.join(", ")
+                ),
+            ));
+        };
+        read_value(at, &dotted(field.key), &field.shape, value, theme)?;
     }
-    let ColorsSection(colors) = colors;
-    Ok(Theme {
-        name: name.into_inner(),
-        background: colors.background.0,
-        foreground: colors.foreground.0,
-        muted: colors.muted.0,
-        border: colors.border.0,
-        title: colors.title.0,
-        highlight: colors.highlight.0,
-        ok: colors.ok.0,
-        warning: colors.warning.0,
-        error: colors.error.0,
-        implementations: palette(&at, colors.implementations)?,
+    match fields
+        .iter()
+        .find(|field| !table.keys().any(|key| key.get_ref() == field.key))
+    {
+        Some(missing) => Err(at.file(format!(
+            "field {} is missing; {}",
+            dotted(missing.key),
+            missing.remedy
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn read_value(
+    at: &Locator<'_>,
+    field: &str,
+    shape: &Shape,
+    value: &Spanned<DeValue<'_>>,
+    theme: &mut Theme,
+) -> Result<(), ThemeError> {
+    match shape {
+        Shape::Name => {
+            let Some(name) = value.get_ref().as_str() else {
+                return Err(wrong_type(at, field, "a string", value));
+            };
+            if name.trim().is_empty() {
+                return Err(at.line(
+                    value.span(),
+                    format!("field {field} is empty; give the theme a name"),
+                ));
+            }
+            name.clone_into(&mut theme.name);
+        }
+        Shape::Colors => {
+            let Some(colors) = value.get_ref().as_table() else {
+                return Err(wrong_type(at, field, "a [colors] section", value));
+            };
+            read_table(at, field, colors, &COLORS, theme)?;
+        }
+        Shape::Color(slot) => *slot(theme) = read_color(at, field, value)?,
+        Shape::Palette => theme.implementations = read_palette(at, field, value)?,
+    }
+    Ok(())
+}
+
+fn read_color(
+    at: &Locator<'_>,
+    field: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Color, ThemeError> {
+    let Some(text) = value.get_ref().as_str() else {
+        return Err(at.line(
+            value.span(),
+            format!(
+                "{field} must be a quoted colour (got {}; {COLOR_HINT})",
+                kind(value.get_ref())
+            ),
+        ));
+    };
+    parse_color(text).ok_or_else(|| {
+        at.line(
+            value.span(),
+            format!("{field} = {text:?} is not a colour ({COLOR_HINT})"),
+        )
     })
 }
 
-/// A theme file as written. With toml's `preserve_order` feature, tables are
-/// read in file order, so `deny_unknown_fields` reports the first unknown key
-/// in the file rather than the first in alphabetical order.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ThemeFile {
-    name: Spanned<String>,
-    colors: ColorsSection,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Colors {
-    background: ColorValue,
-    foreground: ColorValue,
-    muted: ColorValue,
-    border: ColorValue,
-    title: ColorValue,
-    highlight: ColorValue,
-    ok: ColorValue,
-    warning: ColorValue,
-    error: ColorValue,
-    implementations: Spanned<Palette>,
-}
-
-/// The `[colors]` table. Serde's derived visitor also accepts a list of values
-/// in field order, which would report `[[colors]]` as a bad background colour.
-struct ColorsSection(Colors);
-
-impl<'de> Deserialize<'de> for ColorsSection {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(ColorsSectionVisitor)
-    }
-}
-
-struct ColorsSectionVisitor;
-
-impl<'de> Visitor<'de> for ColorsSectionVisitor {
-    type Value = ColorsSection;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a [colors] section")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, table: A) -> Result<ColorsSection, A::Error> {
-        Colors::deserialize(MapAccessDeserializer::new(table)).map(ColorsSection)
-    }
-}
-
-/// A colour field, checked as it is read; toml gives the error the field's span.
-struct ColorValue(Color);
-
-impl<'de> Deserialize<'de> for ColorValue {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let ColorText(text) = ColorText::deserialize(deserializer)?;
-        parse_color(&text)
-            .map(ColorValue)
-            .ok_or_else(|| de::Error::invalid_value(Unexpected::Str(&text), &QUOTED_COLOR))
-    }
-}
-
-/// A colour as written, before it is checked: a type of its own so that a
-/// value that is not a string is reported as "a quoted colour".
-struct ColorText(String);
-
-impl<'de> Deserialize<'de> for ColorText {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(ColorTextVisitor)
-    }
-}
-
-struct ColorTextVisitor;
-
-impl Visitor<'_> for ColorTextVisitor {
-    type Value = ColorText;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(QUOTED_COLOR)
-    }
-
-    fn visit_str<E: de::Error>(self, text: &str) -> Result<ColorText, E> {
-        Ok(ColorText(text.to_owned()))
-    }
-}
-
-/// `colors.implementations` as written; [`palette`] checks its entries.
-struct Palette(Vec<Spanned<ColorText>>);
-
-impl<'de> Deserialize<'de> for Palette {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_seq(PaletteVisitor)
-    }
-}
-
-struct PaletteVisitor;
-
-impl<'de> Visitor<'de> for PaletteVisitor {
-    type Value = Palette;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list such as [\"#rrggbb\", \"blue\", ...]")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut entries: A) -> Result<Palette, A::Error> {
-        let mut palette = Vec::new();
-        while let Some(entry) = entries.next_element()? {
-            palette.push(entry);
-        }
-        Ok(Palette(palette))
-    }
-}
-
-/// Checks the entries after reading rather than as [`ColorValue`] does,
-/// because their messages name the entry's index, which toml's key path lacks.
-fn palette(at: &Locator<'_>, list: Spanned<Palette>) -> Result<Vec<Color>, ThemeError> {
-    let span = list.span();
-    let Palette(entries) = list.into_inner();
+fn read_palette(
+    at: &Locator<'_>,
+    field: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> Result<Vec<Color>, ThemeError> {
+    let Some(entries) = value.get_ref().as_array() else {
+        return Err(wrong_type(
+            at,
+            field,
+            "a list such as [\"#rrggbb\", \"blue\", ...]",
+            value,
+        ));
+    };
     let colors = entries
         .iter()
         .enumerate()
-        .map(|(index, entry)| {
-            let ColorText(text) = entry.get_ref();
-            parse_color(text).ok_or_else(|| {
-                at.line(
-                    entry.span(),
-                    not_a_color(
-                        &format!("colors.implementations[{index}]"),
-                        &format!("{text:?}"),
-                    ),
-                )
-            })
-        })
+        .map(|(index, entry)| read_color(at, &format!("{field}[{index}]"), entry))
         .collect::<Result<Vec<_>, _>>()?;
     if colors.len() < MIN_IMPLEMENTATIONS {
         return Err(at.line(
-            span,
+            value.span(),
             format!(
-                "colors.implementations needs at least {MIN_IMPLEMENTATIONS} colours (got {}); add one per implementation",
+                "{field} needs at least {MIN_IMPLEMENTATIONS} colours (got {}); add one per implementation",
                 colors.len()
             ),
         ));
@@ -285,121 +308,37 @@ fn palette(at: &Locator<'_>, list: Spanned<Palette>) -> Result<Vec<Color>, Theme
     Ok(colors)
 }
 
-fn not_a_color(field: &str, quoted_text: &str) -> String {
-    format!("{field} = {quoted_text} is not a colour ({COLOR_HINT})")
-}
-
-/// Turns serde's wording for an error in [`ThemeFile`] into golow's. Only a
-/// key's name and a string's text come from the file, and serde writes each
-/// before the parts that these types supply, so messages are split from the
-/// right. A missing field gets no line: toml would give the whole table's.
-fn reword(at: &Locator<'_>, error: &toml::de::Error) -> ThemeError {
-    // The field in error for a type or value error; the enclosing table for
-    // an unknown or missing field.
-    let path = key_path(error);
-    let field = |name: &str| {
-        if path.is_empty() {
-            name.to_owned()
-        } else {
-            format!("{path}.{name}")
-        }
-    };
-    let message = error.message();
-    if let Some(name) = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.strip_suffix('`'))
-    {
-        let field = field(name);
-        return at.file(format!("field {field} is missing; {}", remedy(&field)));
-    }
-    let reworded = if let Some((name, expected)) = message
-        .strip_prefix("unknown field `")
-        .and_then(|rest| rest.rsplit_once("`, expected "))
-    {
-        // Serde lists the fields as "`a`", "`a` or `b`" or "one of `a`, `b`, `c`".
-        let expected = expected
-            .trim_start_matches("one of ")
-            .replace(" or ", ", ")
-            .replace('`', "");
-        format!(
-            "field {} is unknown (expected one of {expected})",
-            field(name)
-        )
-    } else if let Some((got, expected)) = message
-        .strip_prefix("invalid type: ")
-        .and_then(|rest| rest.rsplit_once(", expected "))
-    {
-        // A dotted path reads as a field on its own; a top-level name needs the word.
-        let subject = if path.contains('.') {
-            path.clone()
-        } else {
-            format!("field {path}")
-        };
-        let hint = if expected == QUOTED_COLOR {
-            format!("; {COLOR_HINT}")
-        } else {
-            String::new()
-        };
-        let written = error.span().and_then(|span| at.source.get(span));
-        format!(
-            "{subject} must be {expected} (got {}{hint})",
-            describe(got, written)
-        )
-    } else if let Some(quoted_text) = message
-        .strip_prefix("invalid value: string ")
-        .and_then(|rest| rest.strip_suffix(&format!(", expected {QUOTED_COLOR}")))
-    {
-        not_a_color(&path, quoted_text)
-    } else if path.is_empty() {
-        message.to_owned()
+fn wrong_type(
+    at: &Locator<'_>,
+    field: &str,
+    expected: &str,
+    value: &Spanned<DeValue<'_>>,
+) -> ThemeError {
+    // A dotted path reads as a field on its own; a top-level name needs the word.
+    let subject = if field.contains('.') {
+        field.to_owned()
     } else {
-        format!("field {path}: {message}")
+        format!("field {field}")
     };
-    at.line_or_file(error.span(), reworded)
+    at.line(
+        value.span(),
+        format!(
+            "{subject} must be {expected} (got {})",
+            kind(value.get_ref())
+        ),
+    )
 }
 
-/// The dotted keys from the top of the file to the error, empty at the top.
-/// toml keeps them private and renders them only as a trailing "in `a.b`"
-/// line of an error that carries no source text.
-fn key_path(error: &toml::de::Error) -> String {
-    error
-        .to_string()
-        .strip_prefix(error.message())
-        .and_then(|rest| rest.strip_prefix("\nin `"))
-        .and_then(|rest| rest.strip_suffix("`\n"))
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn remedy(field: &str) -> &'static str {
-    match field {
-        "name" => "add name = \"...\" at the top",
-        "colors" => "add a [colors] section",
-        "colors.implementations" => {
-            "add implementations = [\"#rrggbb\", ...] to the [colors] section"
-        }
-        _ => "add it to the [colors] section",
+fn kind(value: &DeValue<'_>) -> &'static str {
+    match value {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "a list",
+        DeValue::Table(_) => "a table",
     }
-}
-
-/// golow's words for serde's description of an unexpected value. toml hands
-/// a date-time to serde as a map, so only the text `written` tells them apart.
-fn describe<'a>(unexpected: &'a str, written: Option<&str>) -> &'a str {
-    const WORDS: [(&str, &str); 6] = [
-        ("string", "a string"),
-        ("integer", "an integer"),
-        ("floating point", "a float"),
-        ("boolean", "a boolean"),
-        ("sequence", "a list"),
-        ("map", "a table"),
-    ];
-    if unexpected == "map" && written.is_some_and(|text| text.parse::<Datetime>().is_ok()) {
-        return "a date-time";
-    }
-    WORDS
-        .iter()
-        .find(|(serde, _)| unexpected.starts_with(serde))
-        .map_or(unexpected, |(_, golow)| golow)
 }
 
 /// Turns byte spans into the messages' `theme ORIGIN, line N: ...` prefix.
@@ -434,38 +373,26 @@ impl Locator<'_> {
     }
 }
 
-/// `#rrggbb` (either case) or one of the terminal's named colours (either case).
+/// `#rrggbb` or one of the terminal's named colours, in either case: the
+/// spellings the theme files document, which are ratatui's own as it writes
+/// them, with a hyphen between words. Its parser also takes other spellings
+/// (spaces, "grey", "bright", signed hex digits) and colour indexes; golow
+/// refuses those, so that a theme file has one way to say each colour.
 fn parse_color(text: &str) -> Option<Color> {
-    if let Some(hex) = text.strip_prefix('#') {
-        // The digit check also keeps the slicing below on char boundaries and
-        // stops `from_str_radix` from accepting a sign.
-        if hex.len() != 6 || !hex.bytes().all(|byte| byte.is_ascii_hexdigit()) {
-            return None;
-        }
-        let channel = |at: usize| u8::from_str_radix(&hex[at..at + 2], 16).ok();
-        return Some(Color::Rgb(channel(0)?, channel(2)?, channel(4)?));
-    }
-    let color = match text.to_ascii_lowercase().as_str() {
-        "reset" => Color::Reset,
-        "black" => Color::Black,
-        "red" => Color::Red,
-        "green" => Color::Green,
-        "yellow" => Color::Yellow,
-        "blue" => Color::Blue,
-        "magenta" => Color::Magenta,
-        "cyan" => Color::Cyan,
-        "gray" => Color::Gray,
-        "dark-gray" => Color::DarkGray,
-        "light-red" => Color::LightRed,
-        "light-green" => Color::LightGreen,
-        "light-yellow" => Color::LightYellow,
-        "light-blue" => Color::LightBlue,
-        "light-magenta" => Color::LightMagenta,
-        "light-cyan" => Color::LightCyan,
-        "white" => Color::White,
-        _ => return None,
+    let color: Color = text.parse().ok()?;
+    let spelling: String = match color {
+        Color::Indexed(_) => return None,
+        Color::Rgb(..) => color.to_string(),
+        named => named
+            .to_string()
+            .char_indices()
+            .flat_map(|(at, letter)| {
+                let word = at > 0 && letter.is_ascii_uppercase();
+                word.then_some('-').into_iter().chain([letter])
+            })
+            .collect(),
     };
-    Some(color)
+    text.eq_ignore_ascii_case(&spelling).then_some(color)
 }
 
 #[cfg(test)]
