@@ -62,17 +62,6 @@ pub struct Sink {
     since: Option<Instant>,
 }
 
-impl Sink {
-    fn send(&mut self) {
-        self.batch_bytes = 0;
-        if let (Some(since), false) = (self.since.take(), self.batch.is_empty()) {
-            let _ = self
-                .writer
-                .send(Message::Lines(since, std::mem::take(&mut self.batch)));
-        }
-    }
-}
-
 impl Drop for Sink {
     fn drop(&mut self) {
         self.send();
@@ -163,6 +152,14 @@ impl Sink {
     /// Why the writer failed, said once.
     pub fn failure(&mut self) -> Option<String> {
         self.failed.lock().ok()?.take()
+    }
+    fn send(&mut self) {
+        self.batch_bytes = 0;
+        if let (Some(since), false) = (self.since.take(), self.batch.is_empty()) {
+            let _ = self
+                .writer
+                .send(Message::Lines(since, std::mem::take(&mut self.batch)));
+        }
     }
 }
 

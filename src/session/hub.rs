@@ -27,7 +27,7 @@ const INCOMING_CAPACITY: usize = 4096;
 
 struct Hub<'a> {
     start: Instant,
-    store: Store,
+    store: &'a Store,
     names: Vec<String>,
     observer: &'a mut (dyn Observer + Send),
 }
@@ -84,7 +84,7 @@ async fn run(
     store.lock().restart(State::default());
     let mut hub = Hub {
         start,
-        store: store.clone(),
+        store,
         names,
         observer,
     };
