@@ -162,7 +162,7 @@ fn distributed_state() -> State {
         }
         apply(
             worker,
-            Body::Kernels(samples::kernel_window(kernels.clone())),
+            Body::Kernels(Box::new(samples::kernel_window(kernels.clone()))),
         );
         apply(
             worker,

@@ -261,7 +261,7 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
         workers: vec!["train".into()],
         commands: [("train".to_string(), "python idle.py".to_string())].into(),
         stall_after_s: 30,
-        ..config
+        ..*config
     };
     let mut state = State::default();
     let mut at = |t_ms: f64, body: Body| {
@@ -276,7 +276,7 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
         cpu_percent: Some(1.0),
         rank: None,
     };
-    at(0.0, Body::SessionStart(config));
+    at(0.0, Body::SessionStart(Box::new(config)));
     at(
         10.0,
         Body::WorkerStarted {

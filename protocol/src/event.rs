@@ -245,7 +245,7 @@ macro_rules! events {
         #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
         #[serde(tag = "type", rename_all = "snake_case")]
         pub enum Body {
-            $( $(#[$boxed_meta])* $boxed($boxed_type), )*
+            $( $(#[$boxed_meta])* $boxed(Box<$boxed_type>), )*
             $( $(#[$built_in_meta])* $built_in($built_in_type), )*
             $( $(#[$stamped_meta])* $stamped($stamped_type), )*
             $($monitor)*
@@ -254,7 +254,7 @@ macro_rules! events {
         impl From<WorkerEvent> for Body {
             fn from(event: WorkerEvent) -> Self {
                 match event {
-                    $( WorkerEvent::$boxed(e) => Body::$boxed(*e), )*
+                    $( WorkerEvent::$boxed(e) => Body::$boxed(e), )*
                     $( WorkerEvent::$built_in(e) => Body::$built_in(e), )*
                     $( WorkerEvent::$stamped(e) => Body::$stamped(e), )*
                 }
@@ -280,7 +280,7 @@ macro_rules! events {
 }
 
 events! {
-    // A worker says hello once, and the configuration it carries would size every `WorkerEvent`.
+    // A worker says hello once, and the configuration it carries would size every event and record.
     boxed {
         Hello(Hello),
     }
@@ -305,7 +305,7 @@ events! {
     }
     monitor {
         /// The session's configuration, first record of every session.
-        SessionStart(crate::config::SessionConfig),
+        SessionStart(Box<crate::config::SessionConfig>),
         /// The launcher started a worker process.
         WorkerStarted {
             pid: u32,
@@ -400,7 +400,7 @@ events! {
             cpu_mhz: Option<f64>,
         },
         /// A window of the worker's GPU activity from the CUPTI collector.
-        Kernels(KernelWindow),
+        Kernels(Box<KernelWindow>),
         /// Whether the CUPTI collector inside the worker's process runs, and if not, why.
         Collector(CollectorStatus),
         SessionEnd,
@@ -431,10 +431,14 @@ impl Record {
     }
 }
 
-/// Parses one recorded line. Lines golow wrote (`v`, `t_ms` and `worker` before the body's fields)
-/// take a path about twice as fast as the derived `Deserialize`, whose `flatten` buffers every field
-/// before the body's tag buffers them again; any other valid order still parses, the derived way.
+/// Parses one recorded line. The kinds a recording is mostly made of, as golow writes them, are scanned straight
+/// from the line ([`crate::record_scan`]); other lines golow wrote (`v`, `t_ms` and `worker` before the body's
+/// fields) skip the derived `Deserialize`'s `flatten`, which buffers every field before the body's tag buffers them
+/// again; any other valid order still parses, the derived way.
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
+    if let Some(record) = crate::record_scan::record(line) {
+        return Ok(record);
+    }
     match serde_json::from_slice::<HeadFirst>(line) {
         Ok(HeadFirst(record)) => Ok(record),
         Err(_) => serde_json::from_slice(line),
@@ -476,23 +480,10 @@ impl<'de> serde::de::Visitor<'de> for HeadFirstVisitor {
         let (Some(v), Some(t_ms)) = (v, t_ms) else {
             return Err(A::Error::custom("v and t_ms come after the body"));
         };
-        let body = if first_body_key == "type" {
-            let tag: std::borrow::Cow<'de, str> = map.next_value()?;
-            match by_tag(&tag, &mut map)? {
-                Some(body) => body,
-                None => Body::deserialize(MapAccessDeserializer::new(Prepended {
-                    key: Some(first_body_key),
-                    value: Some(tag.into_owned()),
-                    map,
-                }))?,
-            }
-        } else {
-            Body::deserialize(MapAccessDeserializer::new(Prepended {
-                key: Some(first_body_key),
-                value: None,
-                map,
-            }))?
-        };
+        let body = Body::deserialize(MapAccessDeserializer::new(Prepended {
+            key: Some(first_body_key),
+            map,
+        }))?;
         Ok(HeadFirst(Record {
             v,
             t_ms,
@@ -502,75 +493,9 @@ impl<'de> serde::de::Visitor<'de> for HeadFirstVisitor {
     }
 }
 
-/// The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows),
-/// read straight from the rest of the map once their tag has been read: serde's derived way for an internally tagged
-/// enum buffers every field before reading them again, which took most of a replay's time. `None` for the other
-/// kinds, which take that way.
-fn by_tag<'de, A: serde::de::MapAccess<'de>>(
-    tag: &str,
-    map: &mut A,
-) -> Result<Option<Body>, A::Error> {
-    let rest = MapAccessDeserializer::new(map);
-    Ok(Some(match tag {
-        "process" => ProcessFields::deserialize(rest)?.into(),
-        "step" => Body::Step(Step::deserialize(rest)?),
-        "turn_end" => Body::TurnEnd(TurnEnd::deserialize(rest)?),
-        "machine_load" => MachineLoadFields::deserialize(rest)?.into(),
-        "operators" => Body::Operators(OperatorWindow::deserialize(rest)?),
-        _ => return Ok(None),
-    }))
-}
-
-/// `Body::Process`'s fields, for [`by_tag`]; building the variant from them names every field, so one added to the
-/// variant and not here does not compile.
-#[derive(Deserialize)]
-struct ProcessFields {
-    pid: u32,
-    rss_bytes: u64,
-    peak_rss_bytes: u64,
-    cpu_percent: Option<f64>,
-    #[serde(default)]
-    rank: Option<u32>,
-}
-
-impl From<ProcessFields> for Body {
-    fn from(f: ProcessFields) -> Body {
-        Body::Process {
-            pid: f.pid,
-            rss_bytes: f.rss_bytes,
-            peak_rss_bytes: f.peak_rss_bytes,
-            cpu_percent: f.cpu_percent,
-            rank: f.rank,
-        }
-    }
-}
-
-/// `Body::MachineLoad`'s fields, as [`ProcessFields`] are the process reading's.
-#[derive(Deserialize)]
-struct MachineLoadFields {
-    load_1m: f64,
-    busy_percent: f64,
-    steal_percent: f64,
-    others_percent: f64,
-    cpu_mhz: Option<f64>,
-}
-
-impl From<MachineLoadFields> for Body {
-    fn from(f: MachineLoadFields) -> Body {
-        Body::MachineLoad {
-            load_1m: f.load_1m,
-            busy_percent: f.busy_percent,
-            steal_percent: f.steal_percent,
-            others_percent: f.others_percent,
-            cpu_mhz: f.cpu_mhz,
-        }
-    }
-}
-
-/// A map with one key already read (and its value, where that was read too) put back in front.
+/// A map with its first key, already read, put back in front.
 struct Prepended<A> {
     key: Option<String>,
-    value: Option<String>,
     map: A,
 }
 
@@ -593,10 +518,7 @@ impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for Prepended<
         &mut self,
         seed: V,
     ) -> Result<V::Value, A::Error> {
-        match self.value.take() {
-            Some(value) => seed.deserialize(serde::de::IntoDeserializer::into_deserializer(value)),
-            None => self.map.next_value_seed(seed),
-        }
+        self.map.next_value_seed(seed)
     }
 }
 
@@ -624,7 +546,7 @@ fn preview(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::every_body;
+    use crate::samples::{Damage, every_body};
 
     #[test]
     fn every_record_kind_round_trips() {
@@ -665,7 +587,7 @@ mod tests {
     /// What a reading left out (a process's rank, a first CPU share) and a body whose tag is not its first field read
     /// the same on either path.
     #[test]
-    fn the_kinds_read_after_their_tag_agree_with_the_derived_way_in_every_shape() {
+    fn the_scanned_kinds_agree_with_the_derived_way_in_every_shape() {
         let lines: [&[u8]; 6] = [
             br#"{"v":1,"t_ms":2.5,"worker":"libtorch","type":"process","pid":7,"rss_bytes":1,"peak_rss_bytes":2,"cpu_percent":null}"#,
             br#"{"v":1,"t_ms":2.5,"worker":"libtorch","type":"process","pid":7,"rss_bytes":1,"peak_rss_bytes":2,"cpu_percent":12.5,"rank":3}"#,
@@ -683,7 +605,7 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
-        // A field missing or of the wrong type is refused on the tag's path as on the derived one.
+        // A field missing or of the wrong type is refused on every path.
         let bad: [&[u8]; 2] = [
             br#"{"v":1,"t_ms":2.5,"type":"process","pid":7,"rss_bytes":1,"cpu_percent":null}"#,
             br#"{"v":1,"t_ms":2.5,"type":"step","step":"zero"}"#,
@@ -734,30 +656,11 @@ mod tests {
             })
             .collect();
         assert!(lines.len() >= 5, "{lines:?}");
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut below = |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n.max(1) as u64) as usize
-        };
+        let mut damage = Damage::new(0x2545_F491_4F6C_DD1D);
         let (mut parsed, mut failed) = (0, 0);
         for case in 0..10_000 {
             let mut bytes = lines[case % lines.len()].clone().into_bytes();
-            for _ in 0..=below(3) {
-                let at = below(bytes.len());
-                match below(4) {
-                    0 => bytes[at] ^= 1 << below(8),
-                    1 => {
-                        bytes.remove(at);
-                    }
-                    2 => bytes.insert(at, JSON_BYTES[below(JSON_BYTES.len())]),
-                    _ => bytes.truncate(at),
-                }
-                if bytes.is_empty() {
-                    bytes.push(b'{');
-                }
-            }
+            damage.damage(&mut bytes, JSON_BYTES, 3);
             // The line reader splits at line breaks: a line never holds one (a JSON escape may).
             let line = String::from_utf8_lossy(&bytes).replace('\n', " ");
             match parse_worker_line(&line) {

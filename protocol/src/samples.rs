@@ -150,7 +150,7 @@ pub fn every_body() -> Vec<Body> {
         profiled: true,
     };
     vec![
-        Body::SessionStart(SessionConfig {
+        Body::SessionStart(Box::new(SessionConfig {
             workers: vec!["libtorch".into(), "train".into()],
             commands: [("train".to_string(), "python train.py".to_string())].into(),
             model: Model::Resnet18,
@@ -175,18 +175,18 @@ pub fn every_body() -> Vec<Body> {
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
             stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
-        }),
+        })),
         Body::WorkerStarted {
             pid: 42,
             command: vec!["golow-worker".into(), "run".into()],
         },
-        Body::Hello(Hello {
+        Body::Hello(Box::new(Hello {
             implementation: "libtorch".into(),
             pid: 42,
             versions: [("torch".to_string(), "2.11.0".to_string())].into(),
             device: "cpu".into(),
             config: worker_config(),
-        }),
+        })),
         Body::Step(step),
         Body::Compiling(Compiling {
             step: Some(0),
@@ -366,7 +366,7 @@ pub fn every_body() -> Vec<Body> {
             ],
             dropped: 3,
         }),
-        Body::Kernels(kernel_window(vec![KernelStats {
+        Body::Kernels(Box::new(kernel_window(vec![KernelStats {
             name: "at::native::vectorized_elementwise_kernel".into(),
             count: 120,
             total_ns: 3_500_000,
@@ -377,7 +377,7 @@ pub fn every_body() -> Vec<Body> {
             registers_per_thread: 24,
             shared_bytes: 0,
             grid_histogram: vec![([1024, 2, 1], 100), ([512, 2, 1], 20)],
-        }])),
+        }]))),
         Body::Collector(CollectorStatus {
             active: false,
             detail: "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN".into(),
@@ -401,4 +401,40 @@ pub fn every_body() -> Vec<Body> {
         },
         Body::SessionEnd,
     ]
+}
+
+/// Seeded damage for fuzz tests (xorshift: the same cases every run).
+pub struct Damage(u64);
+
+impl Damage {
+    pub fn new(seed: u64) -> Damage {
+        Damage(seed.max(1))
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n.max(1) as u64) as usize
+    }
+
+    /// One to `most` edits of `bytes`, each a bit flipped, a byte removed, a byte of `alphabet` inserted or the rest
+    /// cut; never empty.
+    pub fn damage(&mut self, bytes: &mut Vec<u8>, alphabet: &[u8], most: usize) {
+        for _ in 0..=self.below(most) {
+            let at = self.below(bytes.len());
+            match self.below(4) {
+                0 => bytes[at] ^= 1 << self.below(8),
+                1 => {
+                    bytes.remove(at);
+                }
+                2 => bytes.insert(at, alphabet[self.below(alphabet.len())]),
+                _ => bytes.truncate(at),
+            }
+            if bytes.is_empty() {
+                bytes.push(b'{');
+            }
+        }
+    }
 }

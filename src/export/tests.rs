@@ -18,7 +18,7 @@ fn header() -> Value {
 }
 
 fn session_start() -> Body {
-    Body::SessionStart(SessionConfig {
+    Body::SessionStart(Box::new(SessionConfig {
         workers: vec!["libtorch".into(), ODD.into()],
         commands: [(ODD.to_string(), "python train.py".to_string())].into(),
         model: Model::Resnet50,
@@ -40,11 +40,11 @@ fn session_start() -> Body {
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
         monotonic_origin_ns: None,
         ops_every: 10,
-    })
+    }))
 }
 
 fn hello(name: &str) -> Body {
-    Body::Hello(Hello {
+    Body::Hello(Box::new(Hello {
         implementation: name.into(),
         pid: 40,
         versions: [("torch".to_string(), "2.11.0".to_string())].into(),
@@ -73,7 +73,7 @@ fn hello(name: &str) -> Body {
             ops_every: 10,
             ops_library: None,
         },
-    })
+    }))
 }
 
 fn step(n: u64, h2d_ms: Option<f64>) -> Body {

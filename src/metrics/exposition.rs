@@ -735,7 +735,7 @@ mod tests {
         let kernels = (0..40)
             .map(|i| samples::kernel(&format!("kernel_{i:02}"), 2, 1_000 * (i + 1)))
             .collect();
-        let window = Body::Kernels(samples::kernel_window(kernels));
+        let window = Body::Kernels(Box::new(samples::kernel_window(kernels)));
         let state = state(vec![("cudnn", step(1, 5.0)), ("cudnn", window)]);
         let text = render(&state, "host", &mut KernelNames::default());
         let launches = samples(&text, "golow_kernel_launches_total");
@@ -853,7 +853,7 @@ mod tests {
 
     #[test]
     fn a_kernel_once_named_stays_named_and_other_never_falls() {
-        let window = |kernels| Body::Kernels(samples::kernel_window(kernels));
+        let window = |kernels| Body::Kernels(Box::new(samples::kernel_window(kernels)));
         // 20 kernels: the 16 largest are named; then a small one grows to the largest of all.
         let first = (0..20)
             .map(|i| samples::kernel(&format!("k{i:02}"), 1, 100 + i))

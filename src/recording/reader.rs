@@ -187,7 +187,13 @@ impl Recording {
         let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
         let mut records = Vec::with_capacity((frame.events as usize).min(lines));
         let mut bad_lines = 0;
-        for line in raw.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &raw).chain([raw.len()]) {
+            let line = &raw[start..end];
+            start = end + 1;
+            if line.is_empty() {
+                continue;
+            }
             match golow_protocol::event::parse_record(line) {
                 Ok(record) if record.t_ms.is_finite() => records.push(record),
                 _ => bad_lines += 1,

@@ -102,7 +102,7 @@ async fn run(
     let mut terminations = listen(libc::SIGTERM, SignalKind::terminate());
     let mut hangups = listen(libc::SIGHUP, SignalKind::hangup());
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
-    hub.publish(None, Body::SessionStart(session));
+    hub.publish(None, Body::SessionStart(Box::new(session)));
 
     // Bounded: a worker flooding its pipe waits for the hub rather than filling memory.
     let (tx, mut rx) = mpsc::channel::<Incoming>(INCOMING_CAPACITY);

@@ -502,7 +502,7 @@ impl State {
                 for name in &config.workers {
                     self.worker_mut(name);
                 }
-                self.session = Some(config.clone());
+                self.session = Some(config.as_ref().clone());
             }
             Body::SessionEnd => self.ended = true,
             Body::RecordingFailed { reason } => self.recording_failed = Some(reason.clone()),
@@ -620,7 +620,7 @@ fn apply_worker_event(
         }
         Body::Hello(hello) => {
             worker.pinned = Some(hello.config.pinned && hello.device.starts_with("cuda"));
-            worker.hello = Some(hello.clone());
+            worker.hello = Some(hello.as_ref().clone());
         }
         Body::Step(step) => {
             worker.last_progress_s = Some(t);
@@ -1051,7 +1051,7 @@ mod tests {
     }
 
     fn kernel_window(busy: f64, monotonic_start_ns: Option<u64>) -> Body {
-        Body::Kernels(golow_protocol::event::KernelWindow {
+        Body::Kernels(Box::new(golow_protocol::event::KernelWindow {
             window_start_ns: 0,
             window_end_ns: 1_000_000_000,
             kernels: Vec::new(),
@@ -1066,7 +1066,7 @@ mod tests {
             dropped_windows: 0,
             monotonic_start_ns,
             monotonic_end_ns: monotonic_start_ns.map(|s| s + 1_000_000_000),
-        })
+        }))
     }
 
     #[test]
@@ -1083,11 +1083,15 @@ mod tests {
             workers: vec!["libtorch".into()],
             warmup: 1,
             monotonic_origin_ns: Some(origin),
-            ..session
+            ..*session
         };
         let mut state = State::default();
         let at = |t_ms: f64, body: Body| Record::new(t_ms, Some("libtorch".into()), body);
-        state.apply(&Record::new(0.0, None, Body::SessionStart(session)));
+        state.apply(&Record::new(
+            0.0,
+            None,
+            Body::SessionStart(Box::new(session)),
+        ));
         // A warm-up step, then two measured steps of 1 ms copy + 99 ms compute in [2.0, 2.2) s.
         state.apply(&at(1_900.0, step(0, 99.0, true)));
         state.apply(&at(2_100.0, step(1, 99.0, false)));

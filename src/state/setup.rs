@@ -141,7 +141,7 @@ mod tests {
 
     fn config() -> SessionConfig {
         match golow_protocol::samples::every_body().remove(0) {
-            Body::SessionStart(c) => c,
+            Body::SessionStart(c) => *c,
             other => panic!("{other:?}"),
         }
     }

@@ -37,7 +37,7 @@ pub fn inode(socket: &OwnedFd) -> io::Result<u64> {
 /// One collector message as an event; what is not a message is a protocol error, never a crash.
 pub fn body_of(message: &[u8]) -> Body {
     match serde_json::from_slice::<Message>(message) {
-        Ok(Message::Kernels(window)) => Body::Kernels(window),
+        Ok(Message::Kernels(window)) => Body::Kernels(Box::new(window)),
         Ok(Message::Collector(status)) => Body::Collector(status),
         Err(e) => Body::ProtocolError {
             message: format!("CUPTI collector message skipped: {e}"),

@@ -490,13 +490,13 @@ mod tests {
             workers: vec!["libtorch".into(), "train".into()],
             schedule: Schedule::Parallel,
             warmup: 0,
-            ..config
+            ..*config
         };
         let mut state = State::default();
         let mut apply = |worker: Option<&str>, body: Body| {
             state.apply(&Record::new(0.0, worker.map(String::from), body));
         };
-        apply(None, Body::SessionStart(config));
+        apply(None, Body::SessionStart(Box::new(config)));
         for (i, name) in ["libtorch", "train"].into_iter().enumerate() {
             apply(
                 Some(name),

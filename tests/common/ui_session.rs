@@ -43,7 +43,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
     Record::new(
         0.0,
         None,
-        Body::SessionStart(SessionConfig {
+        Body::SessionStart(Box::new(SessionConfig {
             workers,
             commands: Default::default(),
             model: Model::Resnet50,
@@ -65,7 +65,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
             ops_every: 10,
-        }),
+        })),
     )
 }
 
@@ -126,7 +126,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             device: device.into(),
             config: worker_config(device),
         };
-        records.push(Record::new(10.0, worker, Body::Hello(hello)));
+        records.push(Record::new(10.0, worker, Body::Hello(Box::new(hello))));
     }
     // Per-worker cost: pytorch slowest, libtorch fastest; a little deterministic jitter.
     let base = [20.0, 24.0, 21.0];
@@ -221,7 +221,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                 records.push(Record::new(
                     1000.0 + step as f64 * 250.0 + 210.0,
                     Some(name.to_string()),
-                    Body::Kernels(kernel_window(step, w)),
+                    Body::Kernels(Box::new(kernel_window(step, w))),
                 ));
             }
         }

@@ -1,0 +1,444 @@
+//! The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows), read
+//! straight from the bytes of a line golow wrote. serde's derived reading of a flattened, internally tagged record
+//! buffers every field before reading it again, and even a reading that visits each field once spends most of a
+//! replay's time in serde's generic machinery; this one is a plain scan.
+//!
+//! It only ever answers for a line it reads completely and exactly as serde would: anything else — another kind, a
+//! field it does not know, a key twice, an escape in a string, a number written as a word, a value out of range —
+//! gives `None`, and the caller reads the line serde's way, which decides (a test holds the two to the same answer on
+//! every sample record and thousands of damaged lines).
+
+use crate::config::Mode;
+use crate::event::{Body, OperatorStats, OperatorWindow, Record, Step, TurnEnd};
+
+/// The record on `line`, when the scan can vouch for it.
+pub(crate) fn record(line: &[u8]) -> Option<Record> {
+    // One check of the whole line; every string is then cut from it at an ASCII quote, a character boundary.
+    let text = std::str::from_utf8(line).ok()?;
+    let mut scan = Scan { text, at: 0 };
+    let record = scan.record()?;
+    scan.space();
+    (scan.at == text.len()).then_some(record)
+}
+
+struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+/// A field's value, once: a second sighting of the key gives up (serde refuses duplicate fields).
+fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value?);
+    Some(())
+}
+
+impl<'a> Scan<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.space();
+        (self.peek() == Some(byte)).then(|| self.at += 1)
+    }
+
+    fn word(&mut self, word: &str) -> bool {
+        self.space();
+        let found = self.text[self.at..].starts_with(word);
+        if found {
+            self.at += word.len();
+        }
+        found
+    }
+
+    /// A string with no escapes and no control characters, as golow writes names and tags.
+    fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        loop {
+            match *bytes.get(self.at)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+        self.at += 1;
+        Some(&self.text[start..self.at - 1])
+    }
+
+    /// The span of a JSON number, its grammar checked.
+    fn number(&mut self) -> Option<&'a str> {
+        self.space();
+        let start = self.at;
+        let bytes = self.text.as_bytes();
+        let digits = |at: &mut usize| {
+            let from = *at;
+            while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+                *at += 1;
+            }
+            *at > from
+        };
+        let mut at = self.at;
+        if bytes.get(at) == Some(&b'-') {
+            at += 1;
+        }
+        if bytes.get(at) == Some(&b'0') {
+            at += 1;
+        } else if !digits(&mut at) {
+            return None;
+        }
+        if bytes.get(at) == Some(&b'.') {
+            at += 1;
+            digits(&mut at).then_some(())?;
+        }
+        if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            at += 1;
+            if matches!(bytes.get(at), Some(b'+' | b'-')) {
+                at += 1;
+            }
+            digits(&mut at).then_some(())?;
+        }
+        self.at = at;
+        Some(&self.text[start..at])
+    }
+
+    /// A finite number (serde refuses one that overflows to infinity).
+    fn f64(&mut self) -> Option<f64> {
+        self.number()?.parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+
+    /// A whole number in range, written without a sign, a fraction or an exponent, read as it is scanned.
+    fn integer<T: TryFrom<u64>>(&mut self) -> Option<T> {
+        self.space();
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut value: u64 = 0;
+        while let Some(digit) = bytes.get(self.at).filter(|b| b.is_ascii_digit()) {
+            value = value
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = digits > 1 && bytes[start] == b'0';
+        if digits == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        T::try_from(value).ok()
+    }
+
+    fn null(&mut self) -> bool {
+        self.word("null")
+    }
+
+    fn optional<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<Option<T>> {
+        if self.null() {
+            Some(None)
+        } else {
+            read(self).map(Some)
+        }
+    }
+
+    fn bool(&mut self) -> Option<bool> {
+        if self.word("true") {
+            Some(true)
+        } else if self.word("false") {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// The fields of an object, `{` already read: `field` reads each key's value, and refuses an unknown key.
+    fn fields(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            field(self, key)?;
+            if self.eat(b',').is_none() {
+                return self.eat(b'}');
+            }
+        }
+    }
+
+    /// The head fields first (`v`, `t_ms`, `worker`), then `type`, then the body's, as golow writes a record.
+    fn record(&mut self) -> Option<Record> {
+        self.eat(b'{')?;
+        let (mut v, mut t_ms, mut worker) = (None, None, None);
+        let tag = loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            match key {
+                "v" => once(&mut v, self.integer())?,
+                "t_ms" => once(&mut t_ms, self.f64())?,
+                "worker" => once(
+                    &mut worker,
+                    self.optional(|s| s.string().map(str::to_owned)),
+                )?,
+                "type" => break self.string()?,
+                _ => return None,
+            }
+            self.eat(b',')?;
+        };
+        let body = match tag {
+            "process" => self.process()?,
+            "step" => Body::Step(self.step()?),
+            "turn_end" => Body::TurnEnd(self.turn_end()?),
+            "machine_load" => self.machine_load()?,
+            "operators" => Body::Operators(self.operators()?),
+            _ => return None,
+        };
+        Some(Record {
+            v: v?,
+            t_ms: t_ms?,
+            worker: worker.flatten(),
+            body,
+        })
+    }
+
+    /// The rest of the record's object after its tag: `,` and fields, or its end.
+    fn body_fields(&mut self, field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        if self.eat(b',').is_none() {
+            return self.eat(b'}');
+        }
+        self.fields(field)
+    }
+
+    fn process(&mut self) -> Option<Body> {
+        let (mut pid, mut rss, mut peak, mut cpu, mut rank) = (None, None, None, None, None);
+        self.body_fields(|s, key| match key {
+            "pid" => once(&mut pid, s.integer()),
+            "rss_bytes" => once(&mut rss, s.integer()),
+            "peak_rss_bytes" => once(&mut peak, s.integer()),
+            "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
+            "rank" => once(&mut rank, s.optional(Self::integer)),
+            _ => None,
+        })?;
+        Some(Body::Process {
+            pid: pid?,
+            rss_bytes: rss?,
+            peak_rss_bytes: peak?,
+            // serde's Option fields may be missing.
+            cpu_percent: cpu.flatten(),
+            rank: rank.flatten(),
+        })
+    }
+
+    fn step(&mut self) -> Option<Step> {
+        let (mut step, mut epoch, mut phase, mut batch_size, mut data_ms) =
+            (None, None, None, None, None);
+        let (mut h2d_ms, mut h2d_bytes, mut compute_ms, mut loss) = (None, None, None, None);
+        let (mut correct, mut warmup, mut profiled) = (None, None, None);
+        self.body_fields(|s, key| match key {
+            "step" => once(&mut step, s.integer()),
+            "epoch" => once(&mut epoch, s.integer()),
+            "phase" => once(
+                &mut phase,
+                match s.string()? {
+                    "train" => Some(Mode::Train),
+                    "eval" => Some(Mode::Eval),
+                    _ => None,
+                },
+            ),
+            "batch_size" => once(&mut batch_size, s.integer()),
+            "data_ms" => once(&mut data_ms, s.f64()),
+            "h2d_ms" => once(&mut h2d_ms, s.optional(Self::f64)),
+            "h2d_bytes" => once(&mut h2d_bytes, s.optional(Self::integer)),
+            "compute_ms" => once(&mut compute_ms, s.f64()),
+            // A word ("nan") or null is left to serde.
+            "loss" => once(&mut loss, s.f64()),
+            "correct" => once(&mut correct, s.integer()),
+            "warmup" => once(&mut warmup, s.bool()),
+            "profiled" => once(&mut profiled, s.bool()),
+            _ => None,
+        })?;
+        Some(Step {
+            step: step?,
+            epoch: epoch?,
+            phase: phase?,
+            batch_size: batch_size?,
+            data_ms: data_ms?,
+            h2d_ms: h2d_ms.flatten(),
+            h2d_bytes: h2d_bytes.flatten(),
+            compute_ms: compute_ms?,
+            loss: loss?,
+            correct: correct?,
+            warmup: warmup?,
+            profiled: profiled.unwrap_or(false),
+        })
+    }
+
+    fn turn_end(&mut self) -> Option<TurnEnd> {
+        let mut steps_done = None;
+        self.body_fields(|s, key| match key {
+            "steps_done" => once(&mut steps_done, s.integer()),
+            _ => None,
+        })?;
+        Some(TurnEnd {
+            steps_done: steps_done?,
+        })
+    }
+
+    fn machine_load(&mut self) -> Option<Body> {
+        let (mut load, mut busy, mut steal, mut others, mut mhz) = (None, None, None, None, None);
+        self.body_fields(|s, key| match key {
+            "load_1m" => once(&mut load, s.f64()),
+            "busy_percent" => once(&mut busy, s.f64()),
+            "steal_percent" => once(&mut steal, s.f64()),
+            "others_percent" => once(&mut others, s.f64()),
+            "cpu_mhz" => once(&mut mhz, s.optional(Self::f64)),
+            _ => None,
+        })?;
+        Some(Body::MachineLoad {
+            load_1m: load?,
+            busy_percent: busy?,
+            steal_percent: steal?,
+            others_percent: others?,
+            cpu_mhz: mhz.flatten(),
+        })
+    }
+
+    fn operators(&mut self) -> Option<OperatorWindow> {
+        let (mut process, mut steps, mut compute_ms, mut every) = (None, None, None, None);
+        let (mut operators, mut dropped) = (None, None);
+        self.body_fields(|s, key| match key {
+            "process" => once(&mut process, s.integer()),
+            "steps" => once(&mut steps, s.integer()),
+            "compute_ms" => once(&mut compute_ms, s.f64()),
+            "every" => once(&mut every, s.integer()),
+            "operators" => once(&mut operators, s.operator_list()),
+            "dropped" => once(&mut dropped, s.integer()),
+            _ => None,
+        })?;
+        Some(OperatorWindow {
+            process: process.unwrap_or(0),
+            steps: steps?,
+            compute_ms: compute_ms?,
+            every: every?,
+            operators: operators?,
+            dropped: dropped?,
+        })
+    }
+
+    fn operator_list(&mut self) -> Option<Vec<OperatorStats>> {
+        self.eat(b'[')?;
+        let mut list = Vec::new();
+        if self.eat(b']').is_some() {
+            return Some(list);
+        }
+        loop {
+            list.push(self.operator()?);
+            if self.eat(b',').is_none() {
+                self.eat(b']')?;
+                return Some(list);
+            }
+        }
+    }
+
+    fn operator(&mut self) -> Option<OperatorStats> {
+        self.eat(b'{')?;
+        let (mut name, mut calls, mut self_ns, mut total_ns, mut shapes) =
+            (None, None, None, None, None);
+        self.fields(|s, key| match key {
+            "name" => once(&mut name, s.string()),
+            "calls" => once(&mut calls, s.integer()),
+            "self_ns" => once(&mut self_ns, s.integer()),
+            "total_ns" => once(&mut total_ns, s.integer()),
+            "shapes" => once(&mut shapes, s.string()),
+            _ => None,
+        })?;
+        Some(OperatorStats {
+            name: name?.to_owned(),
+            calls: calls?,
+            self_ns: self_ns?,
+            total_ns: total_ns?,
+            shapes: shapes.unwrap_or_default().to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::{Damage, every_body};
+
+    /// Golow's own lines of the scanned kinds, one per sample.
+    fn scanned_kinds() -> Vec<Vec<u8>> {
+        every_body()
+            .into_iter()
+            .enumerate()
+            .map(|(i, body)| {
+                let worker = (i % 2 == 0).then(|| "pytorch".to_string());
+                serde_json::to_vec(&Record::new(0.125 * i as f64 + 1e-9, worker, body)).unwrap()
+            })
+            .filter(|line| {
+                let tag =
+                    serde_json::from_slice::<serde_json::Value>(line).unwrap()["type"].clone();
+                ["process", "step", "turn_end", "machine_load", "operators"]
+                    .iter()
+                    .any(|kind| tag == *kind)
+            })
+            .collect()
+    }
+
+    /// Written out again, so that what `==` on numbers overlooks (0.0 against -0.0) counts.
+    fn text(record: &Record) -> String {
+        serde_json::to_string(record).unwrap()
+    }
+
+    #[test]
+    fn every_scanned_kind_golow_writes_is_read_by_the_scan_as_serde_reads_it() {
+        let lines = scanned_kinds();
+        assert!(lines.len() >= 5, "{} lines", lines.len());
+        for line in lines {
+            let scanned =
+                record(&line).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&line)));
+            assert_eq!(
+                text(&scanned),
+                text(&serde_json::from_slice(&line).unwrap())
+            );
+        }
+    }
+
+    /// The scan answers only as serde would: on every damaged line where it answers, serde reads the same record.
+    #[test]
+    fn on_twenty_thousand_damaged_lines_the_scan_answers_only_as_serde_does() {
+        const BYTES: &[u8] = br#"{}[]":, 0123456789-+.eE\nul"#;
+        let lines = scanned_kinds();
+        let mut damage = Damage::new(0x9E37_79B9_7F4A_7C15);
+        let (mut answered, mut refused_by_both) = (0, 0);
+        for case in 0..20_000 {
+            let mut bytes = lines[case % lines.len()].clone();
+            damage.damage(&mut bytes, BYTES, 2);
+            let by_serde = serde_json::from_slice::<Record>(&bytes);
+            match record(&bytes) {
+                Some(scanned) => {
+                    answered += 1;
+                    let line = String::from_utf8_lossy(&bytes);
+                    let by_serde = by_serde
+                        .unwrap_or_else(|e| panic!("case {case}: serde refuses {line}: {e}"));
+                    assert_eq!(text(&scanned), text(&by_serde), "case {case}: {line}");
+                }
+                None if by_serde.is_err() => refused_by_both += 1,
+                None => {}
+            }
+        }
+        assert!(
+            answered > 1_000 && refused_by_both > 1_000,
+            "{answered} answered, {refused_by_both} refused by both"
+        );
+    }
+}
