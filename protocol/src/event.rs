@@ -524,6 +524,9 @@ impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for Prepended<
 
 /// Parses one line of a worker's event channel.
 pub fn parse_worker_line(line: &str) -> Result<WorkerEvent, String> {
+    if let Some(event) = crate::record_scan::worker_event(line) {
+        return Ok(event);
+    }
     serde_json::from_str(line).map_err(|e| {
         // serde quotes what the worker sent, its JSON escapes decoded: a line break or an escape sequence.
         let message = format!("invalid event line ({e}): {}", preview(line));

@@ -1,5 +1,5 @@
-//! The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows), read
-//! straight from the bytes of a line golow wrote. serde's derived reading of a flattened, internally tagged record
+//! The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows), and
+//! the kinds a worker says most (steps, turns, operator windows), read straight from the bytes of a line golow wrote. serde's derived reading of a flattened, internally tagged record
 //! buffers every field before reading it again, and even a reading that visits each field once spends most of a
 //! replay's time in serde's generic machinery; this one is a plain scan.
 //!
@@ -9,16 +9,30 @@
 //! every sample record and thousands of damaged lines).
 
 use crate::config::Mode;
-use crate::event::{Body, OperatorStats, OperatorWindow, Record, Step, TurnEnd};
+use crate::event::{Body, OperatorStats, OperatorWindow, Record, Step, TurnEnd, WorkerEvent};
 
 /// The record on `line`, when the scan can vouch for it.
 pub(crate) fn record(line: &[u8]) -> Option<Record> {
     // One check of the whole line; every string is then cut from it at an ASCII quote, a character boundary.
-    let text = std::str::from_utf8(line).ok()?;
-    let mut scan = Scan { text, at: 0 };
+    let mut scan = Scan::new(std::str::from_utf8(line).ok()?);
     let record = scan.record()?;
-    scan.space();
-    (scan.at == text.len()).then_some(record)
+    scan.ended().then_some(record)
+}
+
+/// A worker's line of the kinds a worker says most (steps, turns, operator windows), `type` first as golow's workers
+/// write it, when the scan can vouch for it.
+pub(crate) fn worker_event(line: &str) -> Option<WorkerEvent> {
+    let mut scan = Scan::new(line);
+    scan.eat(b'{')?;
+    (scan.string()? == "type").then_some(())?;
+    scan.eat(b':')?;
+    let event = match scan.string()? {
+        "step" => WorkerEvent::Step(scan.step()?),
+        "turn_end" => WorkerEvent::TurnEnd(scan.turn_end()?),
+        "operators" => WorkerEvent::Operators(scan.operators()?),
+        _ => return None,
+    };
+    scan.ended().then_some(event)
 }
 
 struct Scan<'a> {
@@ -36,6 +50,16 @@ fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
 }
 
 impl<'a> Scan<'a> {
+    fn new(text: &'a str) -> Scan<'a> {
+        Scan { text, at: 0 }
+    }
+
+    /// Whether nothing but white space is left.
+    fn ended(&mut self) -> bool {
+        self.space();
+        self.at == self.text.len()
+    }
+
     fn peek(&self) -> Option<u8> {
         self.text.as_bytes().get(self.at).copied()
     }
@@ -374,9 +398,13 @@ impl<'a> Scan<'a> {
 mod tests {
     use super::*;
     use crate::samples::{Damage, every_body};
+    use serde::Serialize;
+    use serde::de::DeserializeOwned;
 
-    /// Golow's own lines of the scanned kinds, one per sample.
-    fn scanned_kinds() -> Vec<Vec<u8>> {
+    const SCANNED: [&str; 5] = ["process", "step", "turn_end", "machine_load", "operators"];
+
+    /// Golow's own records of the scanned kinds, one line per sample.
+    fn record_lines() -> Vec<Vec<u8>> {
         every_body()
             .into_iter()
             .enumerate()
@@ -387,44 +415,57 @@ mod tests {
             .filter(|line| {
                 let tag =
                     serde_json::from_slice::<serde_json::Value>(line).unwrap()["type"].clone();
-                ["process", "step", "turn_end", "machine_load", "operators"]
-                    .iter()
-                    .any(|kind| tag == *kind)
+                SCANNED.iter().any(|kind| tag == *kind)
             })
             .collect()
     }
 
-    /// Written out again, so that what `==` on numbers overlooks (0.0 against -0.0) counts.
-    fn text(record: &Record) -> String {
-        serde_json::to_string(record).unwrap()
+    /// A worker's lines of the kinds the scan reads, as a worker writes them: a record's line less its head.
+    fn worker_lines() -> Vec<Vec<u8>> {
+        let head = format!(r#"{{"v":{},"t_ms":1.0,"#, crate::event::SCHEMA_VERSION);
+        every_body()
+            .into_iter()
+            .map(|body| serde_json::to_string(&Record::new(1.0, None, body)).unwrap())
+            .filter(|line| {
+                ["step", "turn_end", "operators"]
+                    .iter()
+                    .any(|kind| line.starts_with(&format!(r#"{head}"type":"{kind}""#)))
+            })
+            .map(|line| line.replacen(&head, "{", 1).into_bytes())
+            .collect()
     }
 
-    #[test]
-    fn every_scanned_kind_golow_writes_is_read_by_the_scan_as_serde_reads_it() {
-        let lines = scanned_kinds();
-        assert!(lines.len() >= 5, "{} lines", lines.len());
+    /// Written out again, so that what `==` on numbers overlooks (0.0 against -0.0) counts.
+    fn text<T: Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap()
+    }
+
+    fn scan_worker_line(line: &[u8]) -> Option<WorkerEvent> {
+        worker_event(std::str::from_utf8(line).ok()?)
+    }
+
+    /// Every line is read by `scan` as serde reads it; on 20,000 damaged copies, wherever `scan` answers, serde reads
+    /// the same, and both refuse many.
+    fn answers_only_as_serde<T: Serialize + DeserializeOwned>(
+        lines: &[Vec<u8>],
+        scan: impl Fn(&[u8]) -> Option<T>,
+    ) {
+        assert!(lines.len() >= 3, "{} lines", lines.len());
         for line in lines {
-            let scanned =
-                record(&line).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&line)));
+            let scanned = scan(line).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(line)));
             assert_eq!(
                 text(&scanned),
-                text(&serde_json::from_slice(&line).unwrap())
+                text(&serde_json::from_slice::<T>(line).unwrap())
             );
         }
-    }
-
-    /// The scan answers only as serde would: on every damaged line where it answers, serde reads the same record.
-    #[test]
-    fn on_twenty_thousand_damaged_lines_the_scan_answers_only_as_serde_does() {
         const BYTES: &[u8] = br#"{}[]":, 0123456789-+.eE\nul"#;
-        let lines = scanned_kinds();
         let mut damage = Damage::new(0x9E37_79B9_7F4A_7C15);
         let (mut answered, mut refused_by_both) = (0, 0);
         for case in 0..20_000 {
             let mut bytes = lines[case % lines.len()].clone();
             damage.damage(&mut bytes, BYTES, 2);
-            let by_serde = serde_json::from_slice::<Record>(&bytes);
-            match record(&bytes) {
+            let by_serde = serde_json::from_slice::<T>(&bytes);
+            match scan(&bytes) {
                 Some(scanned) => {
                     answered += 1;
                     let line = String::from_utf8_lossy(&bytes);
@@ -440,5 +481,15 @@ mod tests {
             answered > 1_000 && refused_by_both > 1_000,
             "{answered} answered, {refused_by_both} refused by both"
         );
+    }
+
+    #[test]
+    fn the_scan_reads_records_only_as_serde_does() {
+        answers_only_as_serde::<Record>(&record_lines(), record);
+    }
+
+    #[test]
+    fn the_scan_reads_worker_lines_only_as_serde_does() {
+        answers_only_as_serde::<WorkerEvent>(&worker_lines(), scan_worker_line);
     }
 }
