@@ -486,10 +486,12 @@ impl ProcSampler {
             .collect()
     }
 
-    /// `used` ticks between `then` and `now` as a share of one core (100 = one core busy).
+    /// `used` ticks between `then` and `now` as a share of one core (100 = one core busy), to a tenth of a percent:
+    /// a tick is a hundredth of a second, so over a sampling interval the share is known to a few percent at best, and
+    /// the digits beyond were the wall clock's noise, recorded every sampling interval for every worker.
     fn cpu_percent(&self, used: u64, then: Instant, now: Instant) -> Option<f64> {
         let wall = now.duration_since(then).as_secs_f64();
-        (wall > 0.0).then(|| used as f64 / self.ticks_per_s / wall * 100.0)
+        (wall > 0.0).then(|| (used as f64 / self.ticks_per_s / wall * 1000.0).round() / 10.0)
     }
 }
 
