@@ -432,7 +432,7 @@ impl Record {
 }
 
 /// Parses one recorded line. The kinds a recording is mostly made of, as golow writes them, are scanned straight
-/// from the line ([`crate::record_scan`]); other lines golow wrote (`v`, `t_ms` and `worker` before the body's
+/// from the line (`record_scan.rs`); other lines golow wrote (`v`, `t_ms` and `worker` before the body's
 /// fields) skip the derived `Deserialize`'s `flatten`, which buffers every field before the body's tag buffers them
 /// again; any other valid order still parses, the derived way.
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
