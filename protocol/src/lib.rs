@@ -1,8 +1,8 @@
 //! What golow's processes say to each other, in one place so that no two of them can disagree:
 //!
 //! - [`event`]: the event schema. Workers write `WorkerEvent`s; the monitor stamps everything into `Record`s, which
-//!   are what recordings hold and what the state folds. A recorded line of the kinds recordings are mostly made of is
-//!   scanned straight from its bytes (`record_scan`), and serde reads the rest.
+//!   are what recordings hold and what the state folds. A recorded or worker's line of the kinds they are mostly made
+//!   of is scanned straight from its bytes (`record_scan`), and serde reads the rest.
 //! - [`config`]: the session's configuration and each worker's (the `config.json` a worker is started with).
 //! - [`collector`]: the CUPTI collector's windows of kernels and copies, and where it finds its socket.
 //! - [`script`]: what golow's Python hook says about a user's own script, on a socket every process of it can reach.

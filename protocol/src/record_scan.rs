@@ -1,7 +1,8 @@
 //! The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows), and
-//! the kinds a worker says most (steps, turns, operator windows), read straight from the bytes of a line golow wrote. serde's derived reading of a flattened, internally tagged record
-//! buffers every field before reading it again, and even a reading that visits each field once spends most of a
-//! replay's time in serde's generic machinery; this one is a plain scan.
+//! the kinds a worker says most (steps, turns, operator windows), read straight from the bytes of a line golow wrote.
+//! serde's derived reading of a flattened, internally tagged record buffers every field before reading it again, and
+//! even a reading that visits each field once spends most of a replay's time in serde's generic machinery; this one
+//! is a plain scan.
 //!
 //! It only ever answers for a line it reads completely and exactly as serde would: anything else — another kind, a
 //! field it does not know, a key twice, an escape in a string, a number written as a word, a value out of range —
@@ -183,19 +184,26 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The fields of an object, `{` already read: `field` reads each key's value, and refuses an unknown key.
-    fn fields(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
-        if self.eat(b'}').is_some() {
+    /// Items separated by commas up to `close`, the opening bracket already read: `item` reads each.
+    fn items(&mut self, close: u8, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        if self.eat(close).is_some() {
             return Some(());
         }
         loop {
-            let key = self.string()?;
-            self.eat(b':')?;
-            field(self, key)?;
+            item(self)?;
             if self.eat(b',').is_none() {
-                return self.eat(b'}');
+                return self.eat(close);
             }
         }
+    }
+
+    /// The fields of an object, `{` already read: `field` reads each key's value, and refuses an unknown key.
+    fn fields(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.items(b'}', |s| {
+            let key = s.string()?;
+            s.eat(b':')?;
+            field(s, key)
+        })
     }
 
     /// The head fields first (`v`, `t_ms`, `worker`), then `type`, then the body's, as golow writes a record.
@@ -360,16 +368,11 @@ impl<'a> Scan<'a> {
     fn operator_list(&mut self) -> Option<Vec<OperatorStats>> {
         self.eat(b'[')?;
         let mut list = Vec::new();
-        if self.eat(b']').is_some() {
-            return Some(list);
-        }
-        loop {
-            list.push(self.operator()?);
-            if self.eat(b',').is_none() {
-                self.eat(b']')?;
-                return Some(list);
-            }
-        }
+        self.items(b']', |s| {
+            list.push(s.operator()?);
+            Some(())
+        })?;
+        Some(list)
     }
 
     fn operator(&mut self) -> Option<OperatorStats> {

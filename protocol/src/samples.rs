@@ -412,7 +412,7 @@ impl Damage {
     }
 
     /// A number below `n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
+    fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
