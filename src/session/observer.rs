@@ -3,11 +3,14 @@
 //! session's store instead; an observer is for what needs every record (the recorder, a progress display that
 //! passes a command's output through, a sweep's step counter).
 
+use std::time::Instant;
+
 use golow_protocol::event::Record;
 
 use crate::contracts::Bell;
 use crate::recording::Sink;
 use crate::state::State;
+use crate::store::Changes;
 
 pub trait Observer {
     /// `record`, and `state` as folding it left it.
@@ -87,30 +90,35 @@ impl Observer for Sink {
     }
 }
 
-/// Rings a view's bell once per sampling tick that brought records, and once at the end: what the view shows is in
-/// the store, and a step that came between two ticks shows at most one sampling interval late.
+/// Rings a view's bell at a sampling tick once the records since its last ring are due to be shown
+/// ([`Changes::due`]), and once at the end: what the view shows is in the store. A view woken only to find nothing
+/// it would draw yet is a wake-up the workers pay for, ten times a second.
 pub struct TickBell {
     bell: Bell,
-    unrung: bool,
+    unrung: Changes,
+    rung: Instant,
 }
 
 impl TickBell {
     pub fn new(bell: Bell) -> TickBell {
         TickBell {
             bell,
-            unrung: false,
+            unrung: Changes::NONE,
+            rung: Instant::now(),
         }
     }
 }
 
 impl Observer for TickBell {
-    fn on_record(&mut self, _: &Record, _: &State) {
-        self.unrung = true;
+    fn on_record(&mut self, record: &Record, _: &State) {
+        self.unrung |= Changes::of(&record.body);
     }
 
     fn tick(&mut self, _: &State) {
-        if std::mem::take(&mut self.unrung) {
+        if self.unrung.due(self.rung.elapsed()) {
             self.bell.ring();
+            self.unrung = Changes::NONE;
+            self.rung = Instant::now();
         }
     }
 }
@@ -119,5 +127,52 @@ impl Drop for TickBell {
     /// The session's last records (its end) come after its last tick.
     fn drop(&mut self) {
         self.bell.ring();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use golow_protocol::event::Body;
+    use golow_protocol::samples::every_body;
+
+    use super::*;
+    use crate::store::SHOW_EVERY;
+
+    fn record(matching: impl Fn(&Body) -> bool) -> Record {
+        let body = every_body().into_iter().find(matching).unwrap();
+        Record::new(1.0, Some("libtorch".into()), body)
+    }
+
+    #[test]
+    fn the_bell_rings_at_a_tick_once_what_came_is_due_and_at_the_end() {
+        let rings = Arc::new(AtomicUsize::new(0));
+        let counted = rings.clone();
+        let mut bell = TickBell::new(Bell::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }));
+        let state = State::default();
+        let rung = || rings.load(Ordering::SeqCst);
+        bell.tick(&state);
+        assert_eq!(rung(), 0, "nothing came");
+        bell.on_record(&record(|b| matches!(b, Body::WorkerStarted { .. })), &state);
+        bell.tick(&state);
+        assert_eq!(rung(), 1, "a worker started: at once");
+        let step = record(|b| matches!(b, Body::Step(_)));
+        bell.on_record(&step, &state);
+        bell.tick(&state);
+        bell.on_record(&record(|b| matches!(b, Body::TurnEnd(_))), &state);
+        bell.tick(&state);
+        assert_eq!(rung(), 1, "a step right after a ring waits");
+        std::thread::sleep(SHOW_EVERY + Duration::from_millis(10));
+        bell.tick(&state);
+        assert_eq!(rung(), 2, "the step, once due");
+        bell.tick(&state);
+        assert_eq!(rung(), 2, "rung once");
+        drop(bell);
+        assert_eq!(rung(), 3, "the end");
     }
 }

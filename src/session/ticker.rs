@@ -70,6 +70,11 @@ impl Ticker {
                 }
             });
             if let Ok(result) = read {
+                // The read took every expiry: the next comes with an edge of its own, and tokio would otherwise
+                // find the timer still ready at the next tick and read it once more only to be told to wait.
+                if result.is_ok() {
+                    ready.clear_ready();
+                }
                 return result;
             }
         }

@@ -29,7 +29,7 @@ pub fn median_interval(d: &Durations) -> Option<Interval> {
     let low_rank = ((n / 2.0 - half_width).floor()).max(1.0);
     let high_rank = ((n / 2.0 + half_width).ceil()).min(n);
     Some(Interval {
-        median: d.quantile_ms(0.5)?,
+        median: d.median_ms()?,
         low: d.quantile_ms(low_rank / n)?,
         high: d.quantile_ms(high_rank / n)?,
     })

@@ -350,8 +350,7 @@ impl WorkerState {
     /// every frame anyway.
     pub fn throughput(&self) -> Option<f64> {
         self.sample_time
-            .percentiles()
-            .map(|p| p.p50)
+            .median_ms()
             .filter(|&ms| ms > 0.0)
             .map(|ms| 1e3 / ms)
     }
@@ -473,8 +472,8 @@ impl State {
         let eager = self.worker(golow_protocol::config::Impl::Pytorch.name())?;
         compile::break_even_steps(
             compile_ms,
-            worker.step_time.quantile_ms(0.5)?,
-            eager.step_time.quantile_ms(0.5)?,
+            worker.step_time.median_ms()?,
+            eager.step_time.median_ms()?,
         )
     }
 

@@ -128,8 +128,8 @@ impl Operators {
     /// What looking cost: how much longer a profiled step's compute took than an unprofiled one's (medians, as a
     /// fraction), and that over the run (the profiled steps' share of the measured ones).
     pub fn overhead(&self) -> Option<(f64, f64)> {
-        let profiled = self.profiled_compute.quantile_ms(0.5)?;
-        let plain = self.unprofiled_compute.quantile_ms(0.5)?;
+        let profiled = self.profiled_compute.median_ms()?;
+        let plain = self.unprofiled_compute.median_ms()?;
         let (looked, not) = (self.profiled_compute.len(), self.unprofiled_compute.len());
         if plain <= 0.0 || looked < 3 || not < 3 {
             return None;

@@ -158,7 +158,7 @@ impl Metric {
     fn figure(&self, w: &WorkerState) -> Figure {
         match self.measure {
             Measure::Spread(durations) => Figure {
-                value: durations(w).quantile_ms(0.5),
+                value: durations(w).median_ms(),
                 interval: median_interval(durations(w)),
             },
             Measure::Throughput => Figure {

@@ -274,7 +274,7 @@ impl ScriptState {
             if let (Some(rank), Some(world), Some(ns)) = (p.rank, p.world_size, step.arrived_ns) {
                 arrival = Some(plausible(ns, p.last_arrived_ns, clock).then(|| {
                     p.last_arrived_ns = Some(ns);
-                    (rank, world, ns, p.step_interval.quantile_ms(0.5))
+                    (rank, world, ns, p.step_interval.median_ms())
                 }));
             }
         }
@@ -346,7 +346,7 @@ impl ScriptState {
         let mut medians: Vec<f64> = self
             .ranks()
             .iter()
-            .filter_map(|p| p.step_interval.quantile_ms(0.5))
+            .filter_map(|p| p.step_interval.median_ms())
             .collect();
         medians.sort_by(f64::total_cmp);
         medians

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use golow_protocol::event::Record;
 
-pub use changes::Changes;
+pub use changes::{Changes, SHOW_EVERY};
 
 use crate::state::State;
 

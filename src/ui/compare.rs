@@ -314,16 +314,12 @@ fn rank_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, Str
         ),
         (
             "arrival skew p50 (ms)",
-            median(skew_a).map_or("-".into(), ms),
+            skew_a.median_ms().map_or("-".into(), ms),
             ratio_cell(ratio_of_medians(skew_a, skew_b)),
-            median(skew_b).map_or("-".into(), ms),
+            skew_b.median_ms().map_or("-".into(), ms),
         ),
         ("straggler", straggler(a), String::new(), straggler(b)),
     ]
-}
-
-fn median(d: &Durations) -> Option<f64> {
-    d.percentiles().map(|p| p.p50)
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
@@ -375,21 +371,21 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
     let mut rows: Vec<(&str, String, String, String)> = vec![
         (
             "sample time p50 (ms)",
-            opt_ms(median(&a.sample_time)),
+            opt_ms(a.sample_time.median_ms()),
             ratio_cell(sample),
-            opt_ms(median(&b.sample_time)),
+            opt_ms(b.sample_time.median_ms()),
         ),
         (
             "step time p50 (ms)",
-            opt_ms(median(&a.step_time)),
+            opt_ms(a.step_time.median_ms()),
             ratio_cell(ratio_of_medians(&a.step_time, &b.step_time)),
-            opt_ms(median(&b.step_time)),
+            opt_ms(b.step_time.median_ms()),
         ),
         (
             "step interval p50 (ms)",
-            opt_ms(median(&a.step_interval)),
+            opt_ms(a.step_interval.median_ms()),
             ratio_cell(intervals),
-            opt_ms(median(&b.step_interval)),
+            opt_ms(b.step_interval.median_ms()),
         ),
         (
             "throughput (samples/s)",
@@ -411,9 +407,9 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         ),
         (
             "h2d p50 (ms)",
-            opt_ms(median(&a.h2d)),
+            opt_ms(a.h2d.median_ms()),
             ratio_cell(ratio_of_medians(&a.h2d, &b.h2d)),
-            opt_ms(median(&b.h2d)),
+            opt_ms(b.h2d.median_ms()),
         ),
     ];
     if a.compile.is_some() || b.compile.is_some() {

@@ -4,9 +4,8 @@
 //! two is the header's words, the keys (a replay has a timeline, a session workers to stop) and who is asked for
 //! what: a session takes controls, a player takes the times its timeline reaches.
 //!
-//! A running session rings once per sampling tick that brought records. Steps are drawn at most every [`STEPS`],
-//! readings alone (/proc, NVML), which come every sampling interval, at most every [`READINGS`]; keys and everything
-//! else at once. A replay's timeline keeps a virtual clock, which moves once a frame while it plays.
+//! A running session rings at a sampling tick once what it brought is due to be shown (steps and readings twice a
+//! second, the rest at once: [`Changes::due`]), so the view draws whenever it is woken; keys draw at once. A replay's timeline keeps a virtual clock, which moves once a frame while it plays.
 
 use std::io;
 use std::sync::mpsc::Sender;
@@ -59,26 +58,9 @@ pub fn run(
         store,
         source,
         changes: Changes::OTHER,
-        drawn: Instant::now(),
         last_tick: Instant::now(),
     };
     event_loop::run(&mut viewer, wakes, frame)
-}
-
-/// Readings alone are drawn at most this often: twice a second is as often as a number can be read, and each frame
-/// not drawn is a wake-up of the terminal the workers are spared.
-const READINGS: Duration = Duration::from_millis(500);
-
-/// Steps are drawn at most this often: four times a second moves every chart and counter as the steps come, while a
-/// session of fast steps drawn at the frame cap (ten a second) cost the monitor 1.7 times the CPU at 200×60.
-const STEPS: Duration = Duration::from_millis(250);
-
-/// Whether `changes`, `since` the last frame, are to be drawn now: keys and the rest at once, steps and readings once
-/// they are due.
-fn due(changes: Changes, since: Duration) -> bool {
-    changes.intersects(Changes::OTHER)
-        || (changes.intersects(Changes::STEPS) && since >= STEPS)
-        || (changes != Changes::NONE && since >= READINGS)
 }
 
 struct Viewer {
@@ -87,17 +69,11 @@ struct Viewer {
     source: Source,
     /// What changed since the last frame drawn.
     changes: Changes,
-    /// When the last frame was drawn.
-    drawn: Instant,
     /// When a replay's timeline last moved.
     last_tick: Instant,
 }
 
 impl Viewer {
-    fn due(&self) -> bool {
-        due(self.changes, self.drawn.elapsed())
-    }
-
     fn seek(&self, t_ms: f64) {
         let requests = match &self.source {
             Source::Session {
@@ -136,17 +112,16 @@ impl FullScreen for Viewer {
                 }
             }
         }
-        self.due()
+        self.changes != Changes::NONE
     }
 
     fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
-        self.drawn = Instant::now();
         let changes = std::mem::replace(&mut self.changes, Changes::NONE);
         self.app.redraw(frame, &self.store.lock(), changes)
     }
 
-    /// A playing timeline moves once a frame. Steps or readings held back need no wake-up of their own: a running
-    /// session rings every sampling tick, and the first ring after they are due draws them.
+    /// A playing timeline moves once a frame. A running session needs no wake-up of the view's own: it rings once
+    /// what it brought is due.
     fn next_update(&self) -> Option<Instant> {
         let playing = self.app.timeline().is_some_and(|t| t.playing);
         playing.then(|| self.last_tick + FRAME)
@@ -190,23 +165,5 @@ impl FullScreen for Viewer {
         }
         self.changes |= Changes::OTHER;
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_draw_at_once_steps_four_times_a_second_and_readings_twice() {
-        let ms = Duration::from_millis;
-        assert!(due(Changes::OTHER, ms(0)));
-        assert!(due(Changes::OTHER | Changes::PROCESS, ms(0)));
-        assert!(!due(Changes::STEPS, ms(240)));
-        assert!(due(Changes::STEPS, ms(250)));
-        assert!(!due(Changes::STEPS | Changes::GPU, ms(100)));
-        assert!(!due(Changes::PROCESS | Changes::GPU, ms(490)));
-        assert!(due(Changes::PROCESS, ms(500)));
-        assert!(!due(Changes::NONE, ms(10_000)));
     }
 }

@@ -79,7 +79,7 @@ impl Pane for Copies {
             view.muted(),
         )];
         for w in workers {
-            let p50 = w.h2d.percentiles().map_or("-".into(), |p| ms(p.p50));
+            let p50 = w.h2d.median_ms().map_or("-".into(), ms);
             let per_step = w.h2d_bytes_per_step().map(|b| bytes(b as f64));
             let gbps = w
                 .series

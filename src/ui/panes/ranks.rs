@@ -158,7 +158,7 @@ impl Ranks {
                 None => Line::styled(
                     format!(
                         "  no straggler beyond noise · skew p50 {} ms",
-                        or_dash(a.skew.quantile_ms(0.5), ms)
+                        or_dash(a.skew.median_ms(), ms)
                     ),
                     view.muted(),
                 ),
@@ -205,7 +205,7 @@ fn rank_row<'a>(view: &View, script: &ScriptState, p: &ProcessState) -> Line<'a>
             rank,
             p.pid.map_or("-".into(), |pid| pid.to_string()),
             p.steps,
-            or_dash(p.step_interval.quantile_ms(0.5), ms),
+            or_dash(p.step_interval.median_ms(), ms),
             last,
             or_dash(latest(&p.series.cpu_percent), |c| format!("{c:.0}%")),
             or_dash(latest(&p.series.rss_bytes), bytes),

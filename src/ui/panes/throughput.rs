@@ -42,7 +42,7 @@ impl Pane for Throughput {
         )];
         for w in workers {
             let throughput = w.throughput();
-            let step = w.step_time.percentiles().map(|p| ms(p.p50));
+            let step = w.step_time.median_ms().map(ms);
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
                 Span::styled(
