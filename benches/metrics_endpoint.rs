@@ -156,6 +156,8 @@ fn distributed_state() -> State {
                         first_step_ms: None,
                         arrived_ns: Some(step * 50_000_000 + u64::from(rank) * 100_000),
                         profiled: false,
+                        phases: None,
+                        skipped: false,
                     }),
                 );
             }

@@ -560,3 +560,96 @@ fn a_scripts_memory_and_cpu_are_its_process_trees_from_the_start() {
     );
     assert!(most > 50.0, "the busy loop shows: {cpu:?}");
 }
+
+const LOADER: &str = "\
+import statistics, time, torch
+from torch.utils.data import DataLoader, TensorDataset
+
+def slow(batch):
+    time.sleep(0.03)
+    return torch.utils.data.default_collate(batch)
+
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = DataLoader(TensorDataset(torch.randn(320, 32), torch.randn(320, 1)), batch_size=8, collate_fn=slow)
+waits = []
+it = iter(data)
+while True:
+    start = time.perf_counter()
+    try:
+        x, y = next(it)
+    except StopIteration:
+        break
+    waits.append((time.perf_counter() - start) * 1e3)
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+print('median wait ms', statistics.median(waits[5:]), flush=True)
+";
+
+const BY_HAND: &str = "\
+import torch
+model = torch.nn.Linear(16, 1)
+for step in range(30):
+    model.zero_grad()
+    model(torch.randn(8, 16)).sum().backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(p.grad, alpha=-0.01)
+";
+
+/// Where the steps' time goes: a script waiting on a slow DataLoader is told input-bound with its data phase as the
+/// script measured it, once while it runs and in the summary; one that updates its parameters by hand is counted by
+/// its backward passes.
+#[test]
+fn each_scripts_steps_are_split_into_phases_and_an_input_bound_one_is_told_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "loader.py", LOADER);
+    write(tmp.path(), "by_hand.py", BY_HAND);
+    let (out, s) = run(
+        tmp.path(),
+        &["loader=python loader.py", "by_hand=python by_hand.py"],
+        &["--warmup", "5"],
+    );
+    let loader = worker(&s, "loader");
+    let script = &loader["script"];
+    assert_eq!(script["steps_counted_by"], "optimizer", "{loader}");
+    assert_eq!(script["input_bound"], true, "{loader}");
+    assert_eq!(script["skipped_steps"], 0, "{loader}");
+    assert_eq!(script["micro_batches_per_step"], 1, "{loader}");
+    let phases = &script["phases"];
+    let names = ["data", "forward", "backward", "optimizer", "other"];
+    let shares: f64 = names.iter().map(|p| f64_of(&phases[p]["share"])).sum();
+    assert!((shares - 1.0).abs() < 1e-6, "{phases}");
+    let golow_ms = f64_of(&phases["data"]["p50_ms"]);
+    let own_ms = printed(&out, "median wait ms");
+    assert!(
+        (golow_ms - own_ms).abs() < 0.1 * own_ms,
+        "golow {golow_ms} ms, the script's own clock {own_ms} ms"
+    );
+    let notice = loader["notice"].as_str().unwrap();
+    assert!(
+        notice.starts_with("input-bound: waiting on data takes"),
+        "{notice}"
+    );
+    let said = text(&out.stderr).matches("loader: input-bound").count()
+        + text(&out.stdout).matches("loader: input-bound").count();
+    assert_eq!(
+        said, 2,
+        "said once while it ran, and once in the report at its end"
+    );
+
+    let by_hand = worker(&s, "by_hand");
+    assert_eq!(by_hand["steps"], 30, "{by_hand}");
+    assert_eq!(
+        by_hand["script"]["steps_counted_by"], "backward",
+        "{by_hand}"
+    );
+    assert_eq!(by_hand["script"]["input_bound"], false, "{by_hand}");
+    assert!(f64_of(&by_hand["script"]["phases"]["backward"]["share"]) > 0.0);
+    assert_eq!(
+        f64_of(&by_hand["script"]["phases"]["optimizer"]["p50_ms"]),
+        0.0,
+        "{by_hand}"
+    );
+}

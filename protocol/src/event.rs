@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::collector::{
     Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
 };
-pub use crate::script::{ForwardPass, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess};
+pub use crate::script::{
+    BackwardPass, ForwardPass, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess, StepPhases,
+};
 
 use crate::config::{Mode, WorkerConfig};
 
@@ -298,6 +300,7 @@ events! {
         ScriptProcess(ScriptProcess),
         Optimizer(Optimizer),
         ForwardPass(ForwardPass),
+        BackwardPass(BackwardPass),
         Scalar(Scalar),
         Phase(Phase),
         /// A window of the operators of the worker's profiled steps.

@@ -6,10 +6,10 @@ use crate::config::{
     WorkerConfig,
 };
 use crate::event::{
-    Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind, CopyStats,
-    Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind, OTHER_OPERATORS,
-    OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess, Step,
-    Stream, TurnEnd, WorkerExit,
+    BackwardPass, Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind,
+    CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind,
+    OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase, Scalar,
+    ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -74,6 +74,25 @@ pub fn optimizer_step(step: u64, interval_ms: Option<f64>) -> OptimizerStep {
         first_step_ms: None,
         arrived_ns: None,
         profiled: false,
+        phases: None,
+        skipped: false,
+    }
+}
+
+/// Phases that add up to `interval_ms` less `other_ms`: a step's time as the hook would split it.
+pub fn step_phases(
+    data_ms: f64,
+    forward_ms: f64,
+    backward_ms: f64,
+    optimizer_ms: f64,
+) -> StepPhases {
+    StepPhases {
+        data_ms,
+        forward_ms,
+        backward_ms,
+        optimizer_ms,
+        forward_passes: 1,
+        backward_passes: 1,
     }
 }
 
@@ -262,6 +281,15 @@ pub fn every_body() -> Vec<Body> {
             first_step_ms: None,
             arrived_ns: Some(5_000_250_000),
             profiled: true,
+            phases: Some(StepPhases {
+                data_ms: 6.5,
+                forward_ms: 8.25,
+                backward_ms: 12.125,
+                optimizer_ms: 2.5,
+                forward_passes: 4,
+                backward_passes: 4,
+            }),
+            skipped: false,
         }),
         Body::OptimizerStep(OptimizerStep {
             process: 1,
@@ -271,6 +299,8 @@ pub fn every_body() -> Vec<Body> {
             first_step_ms: Some(6312.5),
             arrived_ns: None,
             profiled: false,
+            phases: None,
+            skipped: true,
         }),
         Body::ScriptProcess(ScriptProcess {
             process: 1,
@@ -294,6 +324,12 @@ pub fn every_body() -> Vec<Body> {
             ms: 12.5,
             interval_ms: Some(14.25),
             grad: false,
+        }),
+        Body::BackwardPass(BackwardPass {
+            process: 0,
+            pass: 2,
+            interval_ms: Some(40.5),
+            phases: Some(step_phases(10.0, 9.5, 18.25, 0.0)),
         }),
         Body::Scalar(Scalar {
             process: 0,

@@ -130,10 +130,10 @@ mod tests {
                 .collect();
             kinds.len()
         };
-        assert_eq!(kinds(&parses), 14, "a sample of every worker event");
+        assert_eq!(kinds(&parses), 15, "a sample of every worker event");
         assert_eq!(
             kinds(&parses_from_a_script_process),
-            7,
+            8,
             "a sample of every script event"
         );
     }

@@ -1,7 +1,8 @@
 //! What golow's Python hook says about a user's own script (`--cmd`). Every Python process of the command that has
 //! something to report connects to the worker's socket (its path in [`SOCKET_ENV`]) and says who it is, then what
-//! it sees: optimiser steps, forward passes of its model until the first step, and what the script reports itself
-//! through the optional API. The monitor numbers the connections: an event's `process` is set by the monitor, never
+//! it sees: optimiser steps with where each one's time went (its [`StepPhases`]), forward passes of its model until
+//! the first step, backward passes where no optimiser steps, and what the script reports itself through the optional
+//! API. The monitor numbers the connections: an event's `process` is set by the monitor, never
 //! trusted from the line.
 
 use schemars::JsonSchema;
@@ -67,6 +68,45 @@ pub struct OptimizerStep {
     /// figures.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profiled: bool,
+    /// Where the interval went, on the first optimiser's steps that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<StepPhases>,
+    /// A GradScaler found infinite gradients and skipped the optimiser's step: counted apart and kept out of the
+    /// step figures. `step` is then the number the next step that is taken will have; the interval of that step
+    /// starts here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
+}
+
+/// Where a step's interval went on the host, as the hook timed it, in milliseconds: waiting on a DataLoader
+/// (`data`), in the model's forward passes with gradients (`forward`), in backward passes (`backward`) and in
+/// optimiser steps, a GradScaler's included (`optimizer`), with the passes counted. What is left of the interval is
+/// the step's `other`. On a GPU these are the host's times: asynchronous work is counted where the host waits for it.
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq)]
+#[schemars(deny_unknown_fields)]
+pub struct StepPhases {
+    pub data_ms: f64,
+    pub forward_ms: f64,
+    pub backward_ms: f64,
+    pub optimizer_ms: f64,
+    pub forward_passes: u32,
+    pub backward_passes: u32,
+}
+
+/// A backward pass of a process that trains with no optimiser (its parameters updated by hand): its step. Said only
+/// until an optimiser begins a step in the process.
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
+pub struct BackwardPass {
+    #[serde(default)]
+    pub process: u32,
+    /// Counts from 0.
+    pub pass: u64,
+    /// Since the end of the previous backward pass; `null` for the first.
+    pub interval_ms: Option<f64>,
+    /// Where the interval went, on passes that have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<StepPhases>,
 }
 
 /// An optimiser, before its first step.

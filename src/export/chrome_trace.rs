@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use serde_json::{Value, json};
 
 use golow_protocol::event::{
-    Body, Compile, CompileTrigger, ForwardPass, OperatorWindow, OptimizerStep, Record,
-    ScriptProcess, Step,
+    BackwardPass, Body, Compile, CompileTrigger, ForwardPass, OperatorWindow, OptimizerStep,
+    Record, ScriptProcess, Step, StepPhases,
 };
 
 /// Trace time is laid out in whole ticks of 1/8 µs: a tick count over 8 is exact both as a
@@ -177,6 +177,10 @@ impl<W: Write> ChromeTrace<'_, W> {
                 let track = self.process_track(worker, pass.process, None)?;
                 self.forward_pass(track, ts, pass)?;
             }
+            (Body::BackwardPass(pass), Some(worker)) => {
+                let track = self.process_track(worker, pass.process, None)?;
+                self.backward_pass(track, ts, pass)?;
+            }
             (Body::Operators(window), Some(worker)) => {
                 // A script's window goes on the process that profiled it; a built-in worker has no such process.
                 let track = match self.by_process.get(&(worker.to_owned(), window.process)) {
@@ -287,8 +291,62 @@ impl<W: Write> ChromeTrace<'_, W> {
             self.name_new_thread(track, tid, &format!("optimizer {} steps", step.optimizer))?;
         }
         let (start, stop) = self.place(track, tid, end, ticks(ms).max(0));
-        let name = format!("step {}", step.step);
-        self.slice(track, tid, &name, start, stop, serde_json::to_value(step)?)
+        let name = if step.skipped {
+            format!("step {} skipped", step.step)
+        } else {
+            format!("step {}", step.step)
+        };
+        self.slice(track, tid, &name, start, stop, serde_json::to_value(step)?)?;
+        match &step.phases {
+            Some(phases) => self.phases(track, tid, (start, stop), phases),
+            None => Ok(()),
+        }
+    }
+
+    /// A step of a script that trains with no optimiser: the interval since its previous backward pass.
+    fn backward_pass(&mut self, track: usize, end: i64, pass: &BackwardPass) -> io::Result<()> {
+        let Some(ms) = pass.interval_ms else {
+            return Ok(());
+        };
+        let (start, stop) = self.place(track, TID, end, ticks(ms).max(0));
+        let name = format!("step {} (backward pass)", pass.pass);
+        self.slice(track, TID, &name, start, stop, serde_json::to_value(pass)?)?;
+        match &pass.phases {
+            Some(phases) => self.phases(track, TID, (start, stop), phases),
+            None => Ok(()),
+        }
+    }
+
+    /// A step's phases inside its slice, one after another in their order and the rest of the step last (a
+    /// breakdown, not a timeline: micro-batches interleave them).
+    fn phases(
+        &mut self,
+        track: usize,
+        tid: u32,
+        (start, stop): (i64, i64),
+        phases: &StepPhases,
+    ) -> io::Result<()> {
+        let timed = [
+            ("data", phases.data_ms, None),
+            ("forward", phases.forward_ms, Some(phases.forward_passes)),
+            ("backward", phases.backward_ms, Some(phases.backward_passes)),
+            ("optimizer", phases.optimizer_ms, None),
+        ];
+        let mut at = start;
+        for (name, ms, passes) in timed {
+            let next = at.saturating_add(ticks(ms).max(0)).min(stop);
+            self.slice(
+                track,
+                tid,
+                name,
+                at,
+                next,
+                json!({"ms": ms, "passes": passes}),
+            )?;
+            at = next;
+        }
+        let other_ms = (stop - at) as f64 / TICKS_PER_MS;
+        self.slice(track, tid, "other", at, stop, json!({"ms": other_ms}))
     }
 
     /// Names a thread of `track` that has no slice yet (the first slice placed on it gives it an end).

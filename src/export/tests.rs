@@ -502,6 +502,8 @@ fn a_scripts_processes_have_their_real_pids_and_step_slices() {
             first_step_ms,
             arrived_ns: None,
             profiled: false,
+            phases: None,
+            skipped: false,
         })
     };
     let pass = Body::ForwardPass(ForwardPass {
@@ -597,5 +599,86 @@ fn a_scripts_processes_have_their_real_pids_and_step_slices() {
     assert_eq!(
         slices[&(4242, 0)],
         [(60_000.0, 100_000.0, "forward 0".to_string())]
+    );
+}
+
+/// A script's step holds its phases, one after another inside it, the rest of the step last; a skipped step says
+/// so, and a step counted by its backward pass holds its phases too.
+#[test]
+fn a_scripts_step_slices_hold_their_phases() {
+    use golow_protocol::event::{BackwardPass, OptimizerStep};
+    use golow_protocol::samples::{optimizer_step, step_phases};
+    let at = |t_ms: f64, body| Record::new(t_ms, Some("train".into()), body);
+    let records = vec![
+        Record::new(0.0, None, session_start()),
+        at(100.0, Body::OptimizerStep(optimizer_step(0, None))),
+        at(
+            140.0,
+            Body::OptimizerStep(OptimizerStep {
+                phases: Some(step_phases(10.0, 8.0, 12.0, 4.0)),
+                ..optimizer_step(1, Some(40.0))
+            }),
+        ),
+        at(
+            190.0,
+            Body::OptimizerStep(OptimizerStep {
+                skipped: true,
+                ..optimizer_step(2, Some(50.0))
+            }),
+        ),
+        at(
+            400.0,
+            Body::BackwardPass(BackwardPass {
+                process: 1,
+                pass: 3,
+                interval_ms: Some(20.0),
+                phases: Some(step_phases(5.0, 5.0, 5.0, 0.0)),
+            }),
+        ),
+    ];
+    let trace = chrome_trace(records);
+    let slices: Vec<(String, f64, f64)> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (
+                e["name"].as_str().unwrap().to_string(),
+                ts,
+                ts + e["dur"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let named = |name: &str| -> Vec<(f64, f64)> {
+        slices
+            .iter()
+            .filter(|(n, ..)| n == name)
+            .map(|&(_, a, b)| (a, b))
+            .collect()
+    };
+    let step = named("step 1")[0];
+    assert_eq!(step, (100_000.0, 140_000.0));
+    let phases: Vec<(f64, f64)> = ["data", "forward", "backward", "optimizer", "other"]
+        .iter()
+        .map(|name| named(name)[0])
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            (100_000.0, 110_000.0),
+            (110_000.0, 118_000.0),
+            (118_000.0, 130_000.0),
+            (130_000.0, 134_000.0),
+            (134_000.0, 140_000.0)
+        ]
+    );
+    assert_eq!(named("step 2 skipped"), [(140_000.0, 190_000.0)]);
+    assert_eq!(named("step 3 (backward pass)"), [(380_000.0, 400_000.0)]);
+    assert_eq!(
+        named("other").len(),
+        2,
+        "the backward pass's step holds its phases too"
     );
 }

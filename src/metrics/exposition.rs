@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::state::phases::Phase;
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
 
@@ -167,6 +168,14 @@ fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
         "Time per sample of a measured step.",
         &samples,
     );
+    let phases: Vec<Labelled> = all.iter().flat_map(phase_times).collect();
+    histogram(
+        out,
+        "golow_step_phase_seconds",
+        "Time of a --cmd worker's measured step in each phase on the host (data, forward, backward, optimizer, other), \
+         of its primary process (rank 0 in a distributed job).",
+        &phases,
+    );
     ranks(out, all);
     for (name, kind, help, of) in PER_WORKER {
         per_worker(out, all, name, kind, help, of);
@@ -200,6 +209,26 @@ fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
     } else {
         ranked
     }
+}
+
+/// A `--cmd` worker's phases, one series each, labelled with the primary process's rank where it has one.
+fn phase_times(w: &WorkerState) -> Vec<Labelled<'_>> {
+    let Some(script) = &w.script else {
+        return Vec::new();
+    };
+    let rank = script.primary_process().and_then(|p| p.rank);
+    Phase::ALL
+        .iter()
+        .zip(&script.phases.durations)
+        .map(|(phase, durations)| {
+            let mut labels = vec![("worker", label(&w.name))];
+            if let Some(rank) = rank {
+                labels.push(("rank", rank.to_string()));
+            }
+            labels.push(("phase", phase.name().to_string()));
+            (labels, durations)
+        })
+        .collect()
 }
 
 /// Each series' durations as a cumulative histogram in seconds; a series with none yet is left out, and a family
@@ -771,6 +800,8 @@ mod tests {
                         first_step_ms: None,
                         arrived_ns: Some(step * 100_000_000 + u64::from(rank) * 40_000_000),
                         profiled: false,
+                        phases: (step > 0).then(|| samples::step_phases(40.0, 20.0, 30.0, 5.0)),
+                        skipped: false,
                     }),
                 ));
             }
@@ -796,6 +827,23 @@ mod tests {
             "{text}"
         );
         assert!(samples(&text, "golow_rank_resident_memory_bytes").is_empty());
+        // The phases are the primary process's, rank 0: 40 ms of data and 5 ms of the rest in each step of 100 ms.
+        let counts = samples(&text, "golow_step_phase_seconds_count");
+        assert_eq!(counts.len(), 5, "{counts:?}");
+        assert_eq!(
+            counts[0],
+            "golow_step_phase_seconds_count{worker=\"ddp\",rank=\"0\",phase=\"data\"} 29"
+        );
+        let sums = samples(&text, "golow_step_phase_seconds_sum");
+        let sum = |phase: &str| -> f64 {
+            let line = sums
+                .iter()
+                .find(|l| l.contains(&format!("phase=\"{phase}\"")))
+                .unwrap();
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert!((sum("data") - 29.0 * 0.04).abs() < 1e-3, "{sums:?}");
+        assert!((sum("other") - 29.0 * 0.005).abs() < 1e-3, "{sums:?}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod compile;
 pub mod conditions;
 pub mod kernels;
 pub mod operators;
+pub mod phases;
 pub mod ranks;
 pub mod regression;
 pub mod script;
@@ -22,7 +23,9 @@ pub use stats::{Durations, Percentiles};
 pub use summary::{ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary};
 
 use golow_protocol::config::SessionConfig;
-use golow_protocol::event::{Body, Epoch, Hello, OptimizerStep, Record, Step, Stream, WorkerExit};
+use golow_protocol::event::{
+    BackwardPass, Body, Epoch, Hello, OptimizerStep, Record, Step, StepPhases, Stream, WorkerExit,
+};
 
 /// Workers and GPUs a state tracks at most: a recording from elsewhere cannot make it grow without
 /// bound by naming ever new ones; records about others are dropped.
@@ -275,20 +278,74 @@ impl WorkerState {
             now_ns: origin_ns.saturating_add((t.max(0.0) * 1e9) as u64),
         });
         let script = self.script.get_or_insert_with(Default::default);
-        if let script::StepRole::Other = script.step(step, warmup, t, since_start, clock) {
-            return;
+        if script.takes_over_from_backward(step) {
+            self.forget_steps();
         }
+        let script = self.script.get_or_insert_with(Default::default);
+        match script.step(step, warmup, t, since_start, clock) {
+            script::StepRole::Iteration => {}
+            script::StepRole::Skipped => {
+                // What the script reported for a step that was not taken is not the next step's.
+                script.pending_samples = 0.0;
+                return;
+            }
+            script::StepRole::Other => return,
+        }
+        self.script_step(t, step.interval_ms, step.phases, step.profiled, warmup);
+    }
+
+    /// A backward pass of a `--cmd` worker whose primary process trains without an optimiser: its step.
+    fn apply_backward_pass(&mut self, t: f64, pass: &BackwardPass, warmup: u64) {
+        self.last_progress_s = Some(t);
+        let script = self.script.get_or_insert_with(Default::default);
+        if let script::StepRole::Iteration = script.backward_pass(pass) {
+            self.script_step(t, pass.interval_ms, pass.phases, false, warmup);
+        }
+    }
+
+    /// The step figures a `--cmd` worker's backward passes made while they were its steps: its primary process has
+    /// an optimiser after all (its first steps come after several backward passes, as under gradient accumulation).
+    fn forget_steps(&mut self) {
+        self.steps = 0;
+        self.warmup_steps = 0;
+        self.samples = 0;
+        self.sample_time = Durations::default();
+        self.step_time = Durations::default();
+        self.step_interval = Durations::default();
+        self.series.step_ms = Series::default();
+        self.series.sample_ms = Series::default();
+        self.series.throughput = Series::default();
+        self.operators = operators::Operators::default();
+        if let Some(script) = self.script.as_mut() {
+            script.phases = phases::PhasesState::default();
+        }
+    }
+
+    /// One of a `--cmd` worker's steps, ending `interval_ms` after the one before: counted, and past the warm-up
+    /// timed, with its phases.
+    fn script_step(
+        &mut self,
+        t: f64,
+        interval_ms: Option<f64>,
+        step_phases: Option<StepPhases>,
+        profiled: bool,
+        warmup: u64,
+    ) {
+        let script = self.script.get_or_insert_with(Default::default);
         let samples = std::mem::take(&mut script.pending_samples);
         self.steps += 1;
         if self.steps <= warmup {
             self.warmup_steps += 1;
             return;
         }
-        let Some(ms) = step.interval_ms else { return };
-        self.operators.step(ms, step.profiled);
-        if step.profiled {
+        let Some(ms) = interval_ms else { return };
+        self.operators.step(ms, profiled);
+        if profiled {
             // Kept out of the timing figures, as a built-in worker's profiled steps are.
             return;
+        }
+        if let Some(split) = &step_phases {
+            script.phases.record(t, ms, split);
         }
         self.step_time.record_ms(ms);
         self.step_interval.record_ms(ms);
@@ -418,8 +475,8 @@ impl State {
             .is_some_and(|s| s.commands.contains_key(&worker.name));
         let forward = worker.script.as_ref().map_or(0, |s| s.forward.passes);
         (command && worker.steps == 0 && forward == 0 && worker.pid.is_some()).then_some(
-            "no step seen: golow counts torch.optim optimiser steps and, before the first, forward passes of the \
-             model (the first module with parameters the script calls)",
+            "no step seen: golow counts torch.optim optimiser steps (or, with none, backward passes) and, before the \
+             first, forward passes of the model (the first module with parameters the script calls)",
         )
     }
 
@@ -629,6 +686,7 @@ fn apply_worker_event(
         Body::TurnEnd(_) => worker.awaiting_turn = true,
         Body::OptimizerStep(step) => worker.apply_optimizer_step(t, step, warmup, origin_ns),
         Body::ForwardPass(pass) => worker.apply_forward_pass(t, pass, warmup),
+        Body::BackwardPass(pass) => worker.apply_backward_pass(t, pass, warmup),
         Body::Scalar(scalar) => worker.apply_scalar(t, scalar),
         Body::ScriptProcess(hello) => worker
             .script
@@ -870,6 +928,109 @@ mod tests {
             medians.iter().all(|m| (m - 10.0).abs() < 0.01),
             "{medians:?}"
         );
+    }
+
+    fn backward_pass(pass: u64, interval_ms: Option<f64>) -> Body {
+        Body::BackwardPass(golow_protocol::event::BackwardPass {
+            process: 0,
+            pass,
+            interval_ms,
+            phases: interval_ms
+                .map(|ms| golow_protocol::samples::step_phases(ms / 2.0, 1.0, 2.0, 0.0)),
+        })
+    }
+
+    fn phased_step(step: u64, interval_ms: Option<f64>, skipped: bool) -> Body {
+        Body::OptimizerStep(golow_protocol::event::OptimizerStep {
+            phases: interval_ms
+                .map(|ms| golow_protocol::samples::step_phases(1.0, ms / 4.0, ms / 4.0, 1.0)),
+            skipped,
+            ..golow_protocol::samples::optimizer_step(step, interval_ms)
+        })
+    }
+
+    /// A script that updates its parameters by hand steps by its backward passes; one whose optimiser steps only
+    /// after several (gradient accumulation) has those passes forgotten once it does.
+    #[test]
+    fn backward_passes_are_steps_until_an_optimiser_steps() {
+        let by_hand: Vec<Body> = (0..10)
+            .map(|i| backward_pass(i, (i > 0).then_some(40.0)))
+            .collect();
+        let state = fold("script", by_hand.clone());
+        let summary = Summary::from_state(&state);
+        let w = &summary.workers[0];
+        let script = w.script.as_ref().unwrap();
+        assert_eq!(w.steps, 10);
+        assert_eq!(script.steps_counted_by.as_deref(), Some("backward"));
+        let phases = script.phases.as_ref().unwrap();
+        assert!((phases.data.share - 0.5).abs() < 1e-9, "{phases:?}");
+        assert!(script.input_bound);
+        assert!(
+            w.notice
+                .as_deref()
+                .unwrap()
+                .starts_with("input-bound: waiting on data takes 50%")
+        );
+
+        let then_an_optimiser = by_hand
+            .into_iter()
+            .chain((0..6).map(|i| phased_step(i, (i > 0).then_some(20.0), false)))
+            .collect();
+        let state = fold("script", then_an_optimiser);
+        let summary = Summary::from_state(&state);
+        let w = &summary.workers[0];
+        let script = w.script.as_ref().unwrap();
+        assert_eq!(w.steps, 6);
+        assert_eq!(state.workers[0].step_time.len(), 5);
+        assert!((w.step_time_ms.unwrap().p50 - 20.0).abs() < 0.01);
+        assert_eq!(script.steps_counted_by.as_deref(), Some("optimizer"));
+        assert_eq!(state.workers[0].script.as_ref().unwrap().phases.steps(), 5);
+        assert!(!script.input_bound);
+        assert_eq!(w.notice, None);
+        // Backward passes after the optimiser's first step are no steps.
+        let mut state = state;
+        state.apply(&Record::new(
+            99.0,
+            Some("script".into()),
+            backward_pass(10, Some(40.0)),
+        ));
+        assert_eq!(state.workers[0].steps, 6);
+    }
+
+    #[test]
+    fn skipped_steps_are_counted_apart_and_kept_out_of_the_step_figures() {
+        let bodies = vec![
+            phased_step(0, None, false),
+            phased_step(1, Some(10.0), false),
+            phased_step(2, Some(500.0), true),
+            phased_step(2, Some(10.0), false),
+            phased_step(3, Some(10.0), false),
+        ];
+        let state = fold("script", bodies);
+        let summary = Summary::from_state(&state);
+        let w = &summary.workers[0];
+        let script = w.script.as_ref().unwrap();
+        assert_eq!((w.steps, script.skipped_steps), (4, 1));
+        assert!(
+            (w.step_time_ms.unwrap().max - 10.0).abs() < 0.01,
+            "{:?}",
+            w.step_time_ms
+        );
+        assert_eq!(script.optimizers[0].steps, 4);
+        assert_eq!(script.micro_batches_per_step, Some(1));
+        let phases = script.phases.as_ref().unwrap();
+        let shares = [
+            phases.data.share,
+            phases.forward.share,
+            phases.backward.share,
+            phases.optimizer.share,
+            phases.other.share,
+        ];
+        assert!(
+            (shares.iter().sum::<f64>() - 1.0).abs() < 1e-9,
+            "{shares:?}"
+        );
+        assert!((phases.other.p50_ms - 3.0).abs() < 0.01, "{phases:?}");
     }
 
     #[test]

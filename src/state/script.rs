@@ -9,10 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use golow_protocol::event::{ForwardPass, Optimizer, OptimizerStep, ScriptProcess};
+use golow_protocol::event::{BackwardPass, ForwardPass, Optimizer, OptimizerStep, ScriptProcess};
 use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS};
 
 use super::Durations;
+use super::phases::PhasesState;
 use super::ranks::Arrivals;
 use super::series::Series;
 
@@ -157,6 +158,14 @@ pub struct ScriptState {
     /// Where the ranks arrived at each step, and who was last: stragglers.
     pub arrivals: Arrivals,
     pub band: RankBand,
+    /// Where the worker's measured steps' time went.
+    pub phases: PhasesState,
+    /// The primary process's first optimiser's steps a GradScaler skipped (infinite gradients).
+    pub skipped_steps: u64,
+    /// The worker's steps are the primary process's backward passes: it trains with no optimiser (so far).
+    pub counted_by_backward: bool,
+    /// An optimiser of the primary process began stepping: backward passes are no longer steps.
+    optimizer_seen: bool,
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
@@ -168,10 +177,12 @@ pub fn bounded(name: &str) -> String {
     name[..end].to_string()
 }
 
-/// What an optimiser step means for the worker's figures.
+/// What an optimiser step (or a backward pass) means for the worker's figures.
 pub enum StepRole {
     /// The primary process's first optimiser: a worker's step.
     Iteration,
+    /// The primary process's first optimiser's step, skipped by a GradScaler: counted apart, not timed.
+    Skipped,
     /// Counted on its own (another optimiser, another process).
     Other,
 }
@@ -259,6 +270,13 @@ impl ScriptState {
     ) -> StepRole {
         let primary = self.is_primary(step.process);
         let lead = step.optimizer == 0;
+        if step.skipped {
+            if !(primary && lead) {
+                return StepRole::Other;
+            }
+            self.skipped_steps += 1;
+            return StepRole::Skipped;
+        }
         let mut arrival = None;
         let mut measured = false;
         if let Some(p) = self.process_mut(step.process).filter(|_| lead) {
@@ -311,6 +329,26 @@ impl ScriptState {
         } else {
             StepRole::Other
         }
+    }
+
+    /// Whether `step` is the primary process's first word of an optimiser after its backward passes were counted as
+    /// the worker's steps: those counts are then to be forgotten, and the optimiser's steps counted from here. True
+    /// once.
+    pub fn takes_over_from_backward(&mut self, step: &OptimizerStep) -> bool {
+        if !self.is_primary(step.process) {
+            return false;
+        }
+        self.optimizer_seen = true;
+        std::mem::take(&mut self.counted_by_backward)
+    }
+
+    /// A backward pass: one of the worker's steps while its primary process has not stepped an optimiser.
+    pub fn backward_pass(&mut self, pass: &BackwardPass) -> StepRole {
+        if !self.is_primary(pass.process) || self.optimizer_seen {
+            return StepRole::Other;
+        }
+        self.counted_by_backward = true;
+        StepRole::Iteration
     }
 
     /// The band at `t`, from each rank's latest step time, when the job has ranks.
@@ -430,6 +468,16 @@ impl ScriptState {
     pub fn phase(&mut self, process: u32, name: &str) {
         if self.is_primary(process) {
             self.phase = Some(bounded(name));
+        }
+    }
+
+    /// What the worker's steps are, once it has any: `backward` passes where the primary process trains with no
+    /// optimiser, else `optimizer` steps.
+    pub fn steps_counted_by(&self) -> Option<&'static str> {
+        if self.counted_by_backward {
+            Some("backward")
+        } else {
+            self.optimizer_seen.then_some("optimizer")
         }
     }
 

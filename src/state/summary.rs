@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::compile::{Cache, CompileState};
 use super::operators::Operators;
+use super::phases::PhasesState;
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
@@ -94,6 +95,54 @@ pub struct ScriptSummary {
         with = "golow_protocol::nonfinite::values"
     )]
     pub scalars: BTreeMap<String, f64>,
+    /// What the worker's steps are: `optimizer` steps, or `backward` passes of a script that trains with no
+    /// optimiser; `null` before any.
+    pub steps_counted_by: Option<String>,
+    /// Where the measured steps' time went on the host; `null` without phases (an evaluation loop, an old hook).
+    pub phases: Option<PhasesSummary>,
+    /// Waiting on data took a fifth of the steps or more (the median step's share).
+    pub input_bound: bool,
+    /// Forward passes per optimiser step, the median: more than one is gradient accumulation.
+    pub micro_batches_per_step: Option<u32>,
+    /// Steps a GradScaler skipped (infinite gradients): kept out of the step figures.
+    pub skipped_steps: u64,
+}
+
+/// Each phase of the measured steps: its median time per step and its share of all their time.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct PhasesSummary {
+    pub data: PhaseSummary,
+    pub forward: PhaseSummary,
+    pub backward: PhaseSummary,
+    pub optimizer: PhaseSummary,
+    pub other: PhaseSummary,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct PhaseSummary {
+    pub p50_ms: f64,
+    pub share: f64,
+}
+
+impl PhasesSummary {
+    fn of(phases: &PhasesState) -> Option<PhasesSummary> {
+        let shares = phases.shares()?;
+        let phase = |i: usize| -> Option<PhaseSummary> {
+            // A phase the script never spent time in (no optimiser, no DataLoader) is 0, not the histogram's floor.
+            let p50_ms = phases.durations[i].median_ms()?;
+            Some(PhaseSummary {
+                p50_ms: if shares[i] > 0.0 { p50_ms } else { 0.0 },
+                share: shares[i],
+            })
+        };
+        Some(PhasesSummary {
+            data: phase(0)?,
+            forward: phase(1)?,
+            backward: phase(2)?,
+            optimizer: phase(3)?,
+            other: phase(4)?,
+        })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -153,6 +202,11 @@ impl ScriptSummary {
             more_processes: s.more_processes,
             threads: s.primary_process().and_then(|p| p.threads),
             scalars: s.scalars.clone(),
+            steps_counted_by: s.steps_counted_by().map(String::from),
+            phases: PhasesSummary::of(&s.phases),
+            input_bound: s.phases.input_bound().is_some(),
+            micro_batches_per_step: s.phases.micro_batches_per_step(),
+            skipped_steps: s.skipped_steps,
         }
     }
 }
@@ -209,7 +263,8 @@ pub struct WorkerSummary {
     /// Why the worker failed: its own message, else its last stderr lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// What a reader of these figures must know: a `--cmd` worker that measured nothing, and why.
+    /// What a reader of these figures must know: a `--cmd` worker that measured nothing, and why; or one that is
+    /// input-bound, and what would help.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
     /// A `--cmd` worker's script, as golow's hook saw it.
@@ -489,7 +544,10 @@ impl WorkerSummary {
             break_even_steps: state.break_even_steps(w),
             compile: w.compile.as_ref().map(CompileSummary::from),
             error,
-            notice: state.unmeasured(w).map(String::from),
+            notice: state.unmeasured(w).map(String::from).or_else(|| {
+                let share = w.script.as_ref()?.phases.input_bound()?;
+                Some(super::phases::input_bound_notice(share))
+            }),
             script: w.script.as_ref().map(ScriptSummary::from_script),
             ranks: w.script.as_ref().map(ranks).unwrap_or_default(),
             stragglers: w.script.as_ref().and_then(stragglers),

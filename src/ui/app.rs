@@ -670,9 +670,17 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         if unmeasured {
             status.push_str(", no optimiser step or forward pass seen");
         }
+        // The phases pane says what would help.
+        let input_bound = w.script.as_ref().and_then(|s| s.phases.input_bound_now());
+        if let Some(share) = input_bound {
+            status.push_str(&format!(
+                ", INPUT-BOUND (data {:.0}% of a step)",
+                share * 100.0
+            ));
+        }
         let style = if status == "FAILED" {
             Style::default().fg(view.theme.error)
-        } else if stalled.is_some() || unmeasured {
+        } else if stalled.is_some() || unmeasured || input_bound.is_some() {
             Style::default().fg(view.theme.warning)
         } else {
             view.text()

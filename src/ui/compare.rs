@@ -530,6 +530,8 @@ mod tests {
                     first_step_ms: None,
                     arrived_ns: None,
                     profiled: false,
+                    phases: None,
+                    skipped: false,
                 }),
             );
         }

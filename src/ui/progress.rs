@@ -8,6 +8,7 @@ use golow_protocol::event::{Body, Record};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::session::Observer;
+use crate::state::phases::input_bound_notice;
 use crate::state::{Activity, State, WorkerState};
 
 /// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often (and
@@ -30,6 +31,8 @@ pub struct Progress {
     pass_output: bool,
     /// Whether the machine was last said to be busy (other processes taking a share of the CPUs).
     busy_told: bool,
+    /// Which workers were said to be input-bound (once each).
+    input_bound_told: Vec<bool>,
 }
 
 impl Progress {
@@ -51,6 +54,7 @@ impl Progress {
             stall_told: Vec::new(),
             pass_output: false,
             busy_told: false,
+            input_bound_told: Vec::new(),
         }
     }
 
@@ -75,6 +79,24 @@ impl Progress {
                 notices.push(stall_notice(state, w));
             }
             self.stall_told[i] = stalled.is_some();
+        }
+        for notice in notices {
+            self.say(&notice);
+        }
+    }
+
+    /// Says once of each `--cmd` worker that it is input-bound, with what would help, when its latest steps are.
+    fn tell_input_bound(&mut self, state: &State) {
+        self.input_bound_told.resize(state.workers.len(), false);
+        let mut notices = Vec::new();
+        for (told, w) in self.input_bound_told.iter_mut().zip(&state.workers) {
+            if *told {
+                continue;
+            }
+            if let Some(share) = w.script.as_ref().and_then(|s| s.phases.input_bound_now()) {
+                *told = true;
+                notices.push(format!("{}: {}", w.name, input_bound_notice(share)));
+            }
         }
         for notice in notices {
             self.say(&notice);
@@ -223,6 +245,9 @@ impl Observer for Progress {
             _ => {}
         }
         self.tell_stalls(state);
+        if matches!(record.body, Body::OptimizerStep(_) | Body::BackwardPass(_)) {
+            self.tell_input_bound(state);
+        }
         if matches!(record.body, Body::MachineLoad { .. }) {
             self.tell_busy(state);
         }

@@ -428,6 +428,8 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                         first_step_ms: None,
                         arrived_ns: Some(step * 250_000_000 + (late_ms * 1e6) as u64),
                         profiled: false,
+                        phases: None,
+                        skipped: false,
                     }),
                 ));
                 if step % 2 == 0 {

@@ -472,6 +472,163 @@ class HookTest(unittest.TestCase):
         self.assert_steps(streams[0], 0, 5)
         self.assertEqual(len(of_type(streams[0], "forward_pass")), 1)
 
+    def assert_phases_add_up(self, event, passes=1):
+        """A step's phases: each timed, the passes counted, and together no more than the step's interval (to the
+        microsecond the hook rounds each to)."""
+        phases = event["phases"]
+        timed = [phases[k] for k in ("data_ms", "forward_ms", "backward_ms", "optimizer_ms")]
+        self.assertTrue(all(ms >= 0 for ms in timed), event)
+        self.assertLessEqual(sum(timed), event["interval_ms"] + 0.004, event)
+        self.assertEqual((phases["forward_passes"], phases["backward_passes"]), (passes, passes), event)
+        return phases
+
+    def test_each_step_says_where_its_interval_went(self):
+        source = """
+        import time, torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def slow(batch):
+            time.sleep(0.03)  # a costly transform: the step waits on its data
+            return torch.utils.data.default_collate(batch)
+
+        model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        data = DataLoader(TensorDataset(torch.randn(64, 16), torch.randn(64, 1)), batch_size=8,
+                          collate_fn=slow, num_workers=NUM_WORKERS)
+        for x, y in data:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            time.sleep(0.02)  # logging, a checkpoint: the step's "other"
+            with torch.no_grad():
+                model(x)  # an evaluation pass is not the step's forward
+        print("trained", flush=True)
+        """
+        for workers in (0, 2):
+            with self.subTest(num_workers=workers):
+                self.socket_path = os.path.join(self.tmp.name, f"events-{workers}.sock")
+                proc, streams = self.run_monitored(source.replace("NUM_WORKERS", str(workers)))
+                self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+                self.assertEqual(len(streams), 1, "a DataLoader's worker processes say nothing")
+                steps = of_type(streams[0], "optimizer_step")
+                self.assertEqual(len(steps), 8)
+                self.assertNotIn("phases", steps[0])
+                for step in steps[1:]:
+                    phases = self.assert_phases_add_up(step)
+                    other = step["interval_ms"] - sum(
+                        phases[k] for k in ("data_ms", "forward_ms", "backward_ms", "optimizer_ms"))
+                    self.assertGreaterEqual(other, 20, step)
+                    self.assertGreater(phases["forward_ms"], 0, step)
+                    self.assertGreater(phases["backward_ms"], 0, step)
+                    self.assertGreater(phases["optimizer_ms"], 0, step)
+                if workers == 0:
+                    # In the process itself: every batch's transform is waited for.
+                    self.assertTrue(all(s["phases"]["data_ms"] >= 30 for s in steps[1:]), steps)
+                # The first iteration's backward pass came before any optimiser: said, then no more.
+                self.assertEqual([e["pass"] for e in of_type(streams[0], "backward_pass")], [0])
+
+    def test_gradient_accumulation_is_one_step_of_several_passes(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for step in range(5):
+            for micro in range(4):
+                (model(torch.randn(8, 4)).sum() / 4).backward()
+            opt.step()
+            opt.zero_grad()
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        self.assert_steps(streams[0], 0, 5)
+        for step in of_type(streams[0], "optimizer_step")[1:]:
+            self.assert_phases_add_up(step, passes=4)
+        # Before the first step golow could not know an optimiser would come: those passes were said, and only those.
+        self.assertEqual([e["pass"] for e in of_type(streams[0], "backward_pass")], [0, 1, 2, 3])
+
+    def test_a_closure_is_one_step_however_many_passes_it_runs(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+        # Never converged: every step runs its closure as often as it may.
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5, tolerance_grad=-1, tolerance_change=-1)
+        passes = []
+
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            passes[-1] += 1
+            return loss
+
+        for _ in range(4):
+            passes.append(0)
+            opt.step(closure)
+        print(passes, flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        passes = json.loads(proc.stdout)
+        self.assertTrue(all(n > 1 for n in passes), passes)
+        self.assert_steps(streams[0], 0, 4)
+        for step, n in zip(of_type(streams[0], "optimizer_step")[1:], passes[1:]):
+            self.assert_phases_add_up(step, passes=n)
+        self.assertEqual(of_type(streams[0], "backward_pass"), [], "the closure's passes are the optimiser's")
+
+    def test_steps_a_grad_scaler_skips_are_said_and_start_the_next_interval(self):
+        source = """
+        import time, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+        for step in range(6):
+            opt.zero_grad()
+            loss = model(torch.randn(8, 4)).sum()
+            if step in (2, 3):
+                loss = loss * float("inf")  # an overflow: the scaler skips this step
+                time.sleep(0.05)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        steps = of_type(streams[0], "optimizer_step")
+        self.assertEqual([(s["step"], s.get("skipped", False)) for s in steps],
+                         [(0, False), (1, False), (2, True), (2, True), (2, False), (3, False)])
+        for step in steps[1:]:
+            self.assert_phases_add_up(step)
+        # The step after the skips is timed from the last skip, not from the step before them.
+        self.assertLess(steps[4]["interval_ms"], 50, steps)
+        self.assertGreaterEqual(steps[2]["interval_ms"], 50, steps)
+
+    def test_training_without_an_optimiser_is_counted_by_backward_passes(self):
+        # PyTorch's word_language_model example: the parameters are updated by hand after each backward pass.
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        for step in range(5):
+            model.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(p.grad, alpha=-0.01)
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        passes = of_type(streams[0], "backward_pass")
+        self.assertEqual([p["pass"] for p in passes], list(range(5)))
+        self.assertIsNone(passes[0]["interval_ms"])
+        self.assertNotIn("phases", passes[0])
+        for p in passes[1:]:
+            phases = self.assert_phases_add_up(p)
+            self.assertEqual(phases["optimizer_ms"], 0)
+        self.assertEqual(of_type(streams[0], "optimizer_step"), [])
+
     def test_wrapper_loaders_leave_no_trace(self):
         source = textwrap.dedent("""
         import sys

@@ -2,10 +2,18 @@
 
 Loaded by golow's sitecustomize in every Python process of a ``--cmd`` worker.
 Importing torch takes seconds, so nothing here imports it: meta-path finders
-wait for the user's code to import ``torch.optim.optimizer`` (then a global
-optimiser step post-hook is registered) and ``torch.nn.modules.module`` (then
-global forward hooks find the script's model, whose forward passes are timed
-until the first optimiser step).
+wait for the user's code to import ``torch.optim.optimizer`` (then global
+optimiser step hooks are registered, and ``torch.autograd.backward`` wrapped),
+``torch.nn.modules.module`` (then global forward hooks find the script's model
+and time its calls), ``torch.utils.data.dataloader`` (then waiting on a
+DataLoader is timed) and ``torch.amp.grad_scaler`` (then a GradScaler's steps,
+and those it skips, are seen).
+
+Each step of the process's first optimiser says where the time since the
+previous one went: its phases (waiting on data, the model's forward passes,
+backward passes, optimiser steps; the rest is the step's "other"). A process
+that trains with no optimiser (parameters updated by hand) has its backward
+passes counted as its steps instead, until an optimiser steps.
 
 A process connects to the worker's socket (``GOLOW_EVENT_SOCKET``, inherited
 by whatever a launcher starts) only when it first has something to say, so a
@@ -22,6 +30,8 @@ import time
 
 _OPTIM = "torch.optim.optimizer"
 _MODULE = "torch.nn.modules.module"
+_DATALOADER = "torch.utils.data.dataloader"
+_SCALER = "torch.amp.grad_scaler"
 _MAX_OPTIMIZERS = 16  # golow_protocol::script::MAX_OPTIMIZERS
 _MAX_NAME = 64
 
@@ -47,13 +57,27 @@ class _Process:
         self.last_pass_ns = None
         self.pass_start_ns = None
         self.depth = 0
-        self.backward_ns = None  # when the latest backward pass since the last step began: where a rank arrives
+        self.arrived_ns = None  # when the latest backward pass since the last step began: where a rank arrives
         self.operators = None  # golow_operators.Operators for the first optimiser's steps, made at its first step
+        self.optimizing_seen = False  # an optimiser (or a GradScaler) began a step in this process
+        self.post_hooks = 0  # optimiser steps finished, to tell a GradScaler's skipped step
+        self.backward_passes = 0  # backward passes said as steps, while no optimiser is seen
+        self.last_backward_end_ns = None
+        # The step under way: where its time went so far (ns), and how many passes it ran.
+        self.data_ns = 0
+        self.forward_ns = 0
+        self.backward_ns = 0
+        self.optimizer_ns = 0
+        self.forward_passes_in_step = 0
+        self.backward_passes_in_step = 0
+        self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
+        self.optimizing_since = None  # when the outermost began (or the last step ended inside it)
+        self.nested_ns = 0  # forward and backward passes inside it (a closure's): theirs, not the optimiser's
 
 
 _me = _Process()
 _forward_hooks = []  # the global forward hooks' handles
-_counting = True     # forward passes are timed until the process's first optimiser step
+_counting = True     # the model's calls are timed (until anything in here fails)
 _model = None        # a weak reference to the model once found
 
 
@@ -68,7 +92,8 @@ def install():
         if _path is None:
             return
         os.register_at_fork(after_in_child=_forked)
-        for target, register in ((_MODULE, _register_forward), (_OPTIM, _register_steps)):
+        for target, register in ((_MODULE, _register_forward), (_OPTIM, _register_steps),
+                                 (_DATALOADER, _register_data), (_SCALER, _register_scaler)):
             module = sys.modules.get(target)
             if module is not None:  # e.g. a .pth file imported torch already
                 register(module)
@@ -81,12 +106,13 @@ def install():
 def _forked():
     global _me, _lock
     _lock = threading.RLock()  # the parent's may have been held by another thread
-    parent_stepped = _me.stepped
+    parent_stepped, parent_optimizing = _me.stepped, _me.optimizing_seen
     if _me.operators:
         # A child forked while the parent records a step (a data loader's workers) must not record on.
         _looking(_me.operators.abandon)
     _me = _Process()
-    _me.stepped = parent_stepped  # forward passes stay uncounted where the parent trains
+    # Forward passes, and backward passes as steps, stay unsaid where the parent trains with an optimiser.
+    _me.stepped, _me.optimizing_seen = parent_stepped, parent_optimizing
 
 
 class _Finder:
@@ -139,36 +165,83 @@ class _Loader:
 
 def _register_steps(module):
     try:
+        module.register_optimizer_step_pre_hook(_on_step_begin)
         module.register_optimizer_step_post_hook(_on_step)
     except Exception:
         pass
     _register_backward()
 
 
-def _register_backward():
-    """Stamps the start of every backward pass (``loss.backward()`` goes through ``torch.autograd.backward``): in
-    synchronous data-parallel training the ranks leave a step together, so the moment each starts its backward pass,
-    towards the gradients' all-reduce, is what tells which rank arrived last."""
+def _wrap(module, owner, name, make):
+    """Replaces ``module.owner.name`` (``module.name`` without an owner) with ``make(original)``, once however often
+    the hook is loaded; where torch has no such thing, nothing."""
     try:
-        autograd = sys.modules.get("torch.autograd")
-        original = getattr(autograd, "backward", None)
+        owner = module if owner is None else getattr(module, owner)
+        original = getattr(owner, name, None)
         if original is None or getattr(original, "_golow", False):
             return
         import functools
 
-        @functools.wraps(original)
-        def backward(*args, **kwargs):
-            try:
-                if not _compiling():
-                    _me.backward_ns = time.perf_counter_ns()
-            except Exception:
-                pass
-            return original(*args, **kwargs)
-
-        backward._golow = True
-        autograd.backward = backward
+        wrapper = functools.wraps(original)(make(original))
+        wrapper._golow = True
+        setattr(owner, name, wrapper)
     except Exception:
         pass
+
+
+def _register_backward():
+    """Times every backward pass (``loss.backward()`` goes through ``torch.autograd.backward``) and stamps its start:
+    in synchronous data-parallel training the ranks leave a step together, so the moment each starts its backward
+    pass, towards the gradients' all-reduce, is what tells which rank arrived last."""
+    def make(original):
+        def backward(*args, **kwargs):
+            start = None
+            try:
+                if not _compiling():
+                    start = _me.arrived_ns = time.perf_counter_ns()
+            except Exception:
+                pass
+            result = original(*args, **kwargs)
+            if start is not None:
+                _on_backward_end(start)
+            return result
+        return backward
+
+    _wrap(sys.modules.get("torch.autograd"), None, "backward", make)
+
+
+def _register_data(module):
+    """Times each batch taken from any DataLoader, whatever its number of workers: their iterators share
+    ``__next__``."""
+    def make(original):
+        def __next__(self):
+            start = time.perf_counter_ns()
+            try:
+                return original(self)
+            finally:
+                _me.data_ns += time.perf_counter_ns() - start
+        return __next__
+
+    _wrap(module, "_BaseDataLoaderIter", "__next__", make)
+
+
+def _register_scaler(module):
+    """A GradScaler's step is the optimiser's phase too (it unscales and checks the gradients); one that finds
+    infinite gradients skips the optimiser's step, which is then said as a skipped step."""
+    def make(original):
+        def step(self, optimizer, *args, **kwargs):
+            before = _me.post_hooks
+            _optimizing_begins()
+            try:
+                result = original(self, optimizer, *args, **kwargs)
+            except BaseException:
+                _optimizing_ends(time.perf_counter_ns())
+                raise
+            _on_scaler_step(optimizer, skipped=_me.post_hooks == before)
+            return result
+        return step
+
+    _wrap(module, "GradScaler", "step", make)
 
 
 def _register_forward(module):
@@ -203,9 +276,9 @@ def _compiling():
 
 
 def _stop_counting_passes():
-    """After the first optimiser step (or a failure) forward passes are no longer timed. The hooks go too, unless
-    torch.compile may have compiled code that checks them (it guards on how many global hooks there are, and
-    removing them would recompile): then they stay, doing nothing."""
+    """After a failure forward passes are no longer timed. The hooks go too, unless torch.compile may have compiled
+    code that checks them (it guards on how many global hooks there are, and removing them would recompile): then
+    they stay, doing nothing."""
     global _counting
     try:
         with _lock:
@@ -230,7 +303,7 @@ def _on_module_start(module, args):
             return
         with _lock:
             if model is None:
-                if _me.stepped or next(iter(module.parameters()), None) is None:
+                if next(iter(module.parameters()), None) is None:
                     return
                 import weakref
                 _model = weakref.ref(module)
@@ -255,16 +328,27 @@ def _on_module_end(module, args, output):
             if _me.depth == 0:
                 return
             _me.depth -= 1
-            if _me.depth > 0 or _me.stepped or _me.pass_start_ns is None:
+            if _me.depth > 0 or _me.pass_start_ns is None:
                 return
-            start, last = _me.pass_start_ns, _me.last_pass_ns
+            start = _me.pass_start_ns
+            _me.pass_start_ns = None
             torch = sys.modules.get("torch")
+            grad = bool(torch is not None and torch.is_grad_enabled())
+            if grad:
+                # A pass without gradients in a training loop is evaluation: the step's "other", not its forward.
+                _me.forward_ns += now - start
+                _me.forward_passes_in_step += 1
+                if _me.optimizing:
+                    _me.nested_ns += now - start
+            if _me.stepped:
+                return
+            last = _me.last_pass_ns
             event = {
                 "type": "forward_pass",
                 "pass": _me.passes,
                 "ms": _ms(now - start),
                 "interval_ms": None if last is None else _ms(start - last),
-                "grad": bool(torch is not None and torch.is_grad_enabled()),
+                "grad": grad,
             }
             _me.passes += 1
             _me.last_pass_ns = start
@@ -273,30 +357,92 @@ def _on_module_end(module, args, output):
         pass
 
 
+def _optimizing_begins():
+    try:
+        with _lock:
+            _me.optimizing_seen = True
+            _me.optimizing += 1
+            if _me.optimizing == 1:
+                _me.optimizing_since, _me.nested_ns = time.perf_counter_ns(), 0
+    except Exception:
+        pass
+
+
+def _optimizing_ends(now):
+    """The end of an optimiser's (or a GradScaler's) step: the outermost adds its time, less the passes inside."""
+    try:
+        with _lock:
+            if _me.optimizing == 0:
+                return
+            _me.optimizing -= 1
+            if _me.optimizing == 0 and _me.optimizing_since is not None:
+                _me.optimizer_ns += max(0, now - _me.optimizing_since - _me.nested_ns)
+                _me.optimizing_since = None
+    except Exception:
+        pass
+
+
+def _on_step_begin(optimizer, args, kwargs):
+    _optimizing_begins()
+
+
+def _phases(now):
+    """Where the time since the last step went, up to ``now``, in milliseconds."""
+    optimizer_ns = _me.optimizer_ns
+    if _me.optimizing and _me.optimizing_since is not None:  # a step ending inside a GradScaler's
+        optimizer_ns += max(0, now - _me.optimizing_since - _me.nested_ns)
+    return {
+        "data_ms": _ms(_me.data_ns),
+        "forward_ms": _ms(_me.forward_ns),
+        "backward_ms": _ms(_me.backward_ns),
+        "optimizer_ms": _ms(optimizer_ns),
+        "forward_passes": _me.forward_passes_in_step,
+        "backward_passes": _me.backward_passes_in_step,
+    }
+
+
+def _next_step(now):
+    """The step under way ends at ``now``: the next one's phases start from nothing."""
+    _me.data_ns = _me.forward_ns = _me.backward_ns = _me.optimizer_ns = 0
+    _me.forward_passes_in_step = _me.backward_passes_in_step = 0
+    if _me.optimizing:
+        _me.optimizing_since, _me.nested_ns = now, 0
+
+
+def _entry(optimizer):
+    """The optimiser's [index, steps, end of its last step], said the first time it is seen."""
+    if _me.optimizers is None:
+        import weakref
+        _me.optimizers = weakref.WeakKeyDictionary()
+    entry = _me.optimizers.get(optimizer)
+    if entry is None:
+        index = min(_me.next_optimizer, _MAX_OPTIMIZERS - 1)
+        _me.next_optimizer += 1
+        entry = _me.optimizers[optimizer] = [index, 0, None]
+        _send({"type": "optimizer", "optimizer": index,
+               "class": type(optimizer).__name__[:_MAX_NAME], "lr": _lr(optimizer)})
+    return entry
+
+
 def _on_step(optimizer, args, kwargs):
     try:
         now = time.perf_counter_ns()
         with _lock:
-            if _me.optimizers is None:
-                import weakref
-                _me.optimizers = weakref.WeakKeyDictionary()
-            entry = _me.optimizers.get(optimizer)
-            if entry is None:
-                index = min(_me.next_optimizer, _MAX_OPTIMIZERS - 1)
-                _me.next_optimizer += 1
-                entry = _me.optimizers[optimizer] = [index, 0, None]
-                _send({"type": "optimizer", "optimizer": index,
-                       "class": type(optimizer).__name__[:_MAX_NAME], "lr": _lr(optimizer)})
+            _me.post_hooks += 1
+            _optimizing_ends(now)
+            entry = _entry(optimizer)
             index, step, last = entry
             interval_ms = None if last is None else _ms(now - last)
             event = {"type": "optimizer_step", "optimizer": index, "step": step, "interval_ms": interval_ms}
+            if index == 0 and interval_ms is not None:
+                event["phases"] = _phases(now)
             operators = _looking(_operators) if index == 0 else None
             if operators is not None and _looking(operators.end, interval_ms or 0.0):
                 event["profiled"] = True
-            if _me.backward_ns is not None:
+            if _me.arrived_ns is not None:
                 # perf_counter is CLOCK_MONOTONIC on Linux: one clock for every rank of the machine.
-                event["arrived_ns"] = _me.backward_ns
-                _me.backward_ns = None
+                event["arrived_ns"] = _me.arrived_ns
+                _me.arrived_ns = None
             if not _me.stepped:
                 _me.stepped = True
                 if _me.first_forward_ns is not None:
@@ -308,8 +454,58 @@ def _on_step(optimizer, args, kwargs):
                 # What looking took is in neither step's interval.
                 now = time.perf_counter_ns()
             entry[1], entry[2] = step + 1, now
-        if _counting:
-            _stop_counting_passes()
+            if index == 0:
+                _next_step(now)
+    except Exception:
+        pass
+
+
+def _on_scaler_step(optimizer, skipped):
+    """A GradScaler's step ended; one that skipped the optimiser's step (infinite gradients) says so, and the next
+    step's interval and phases start from here, not from the step before."""
+    try:
+        now = time.perf_counter_ns()
+        _optimizing_ends(now)
+        if not skipped:
+            return
+        with _lock:
+            entry = _entry(optimizer)
+            index, step, last = entry
+            event = {"type": "optimizer_step", "optimizer": index, "step": step,
+                     "interval_ms": None if last is None else _ms(now - last), "skipped": True}
+            if index == 0 and last is not None:
+                event["phases"] = _phases(now)
+            _me.arrived_ns = None
+            _send(event)
+            entry[2] = now
+            if index == 0:
+                _next_step(now)
+    except Exception:
+        pass
+
+
+def _on_backward_end(start):
+    """A backward pass ended. In a process that has not begun an optimiser's step, it is the step: said with its
+    phases, from the end of the one before."""
+    try:
+        now = time.perf_counter_ns()
+        with _lock:
+            _me.backward_ns += now - start
+            _me.backward_passes_in_step += 1
+            if _me.optimizing:
+                _me.nested_ns += now - start
+                return
+            if _me.optimizing_seen:
+                return
+            last = _me.last_backward_end_ns
+            event = {"type": "backward_pass", "pass": _me.backward_passes,
+                     "interval_ms": None if last is None else _ms(now - last)}
+            if last is not None:
+                event["phases"] = _phases(now)
+            _send(event)
+            _me.backward_passes += 1
+            _me.last_backward_end_ns = now
+            _next_step(now)
     except Exception:
         pass
 
