@@ -77,6 +77,7 @@ class _Process:
 
 _me = _Process()
 _forward_hooks = []  # the global forward hooks' handles
+_step_hooks = []     # the global optimiser step hooks' handles
 _counting = True     # the model's calls are timed (until anything in here fails)
 _model = None        # a weak reference to the model once found
 
@@ -165,8 +166,8 @@ class _Loader:
 
 def _register_steps(module):
     try:
-        module.register_optimizer_step_pre_hook(_on_step_begin)
-        module.register_optimizer_step_post_hook(_on_step)
+        _step_hooks.append(module.register_optimizer_step_pre_hook(_on_step_begin))
+        _step_hooks.append(module.register_optimizer_step_post_hook(_on_step))
     except Exception:
         pass
     _register_backward()
