@@ -10,7 +10,8 @@ use golow_protocol::script::StepPhases;
 use super::Durations;
 use super::series::Series;
 
-/// The phases in the order they are shown and stacked.
+/// The phases in the order they are shown and stacked, each numbered by its place in a [`Split`] and in
+/// `PhasesState::durations`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     Data,
@@ -41,13 +42,13 @@ impl Phase {
 }
 
 /// A step is input-bound when waiting on data takes at least this share of it (the median over `RECENT` steps).
-pub const INPUT_BOUND_SHARE: f64 = 0.2;
+const INPUT_BOUND_SHARE: f64 = 0.2;
 
 /// The steps the verdict and the shares now are taken over.
-pub const RECENT: usize = 20;
+const RECENT: usize = 20;
 
 /// Fewer measured steps give no verdict: one slow first batch is not a pattern.
-pub const VERDICT_MIN_STEPS: usize = 5;
+const VERDICT_MIN_STEPS: usize = 5;
 
 /// What golow says of an input-bound script whose data takes `share` of its steps: the verdict, and what the user
 /// can do about it, in one line.

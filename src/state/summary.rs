@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::compile::{Cache, CompileState};
 use super::operators::Operators;
-use super::phases::PhasesState;
+use super::phases::{Phase, PhasesState};
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
@@ -127,7 +127,8 @@ pub struct PhaseSummary {
 impl PhasesSummary {
     fn of(phases: &PhasesState) -> Option<PhasesSummary> {
         let shares = phases.shares()?;
-        let phase = |i: usize| -> Option<PhaseSummary> {
+        let phase = |phase: Phase| -> Option<PhaseSummary> {
+            let i = phase as usize;
             // A phase the script never spent time in (no optimiser, no DataLoader) is 0, not the histogram's floor.
             let p50_ms = phases.durations[i].median_ms()?;
             Some(PhaseSummary {
@@ -136,11 +137,11 @@ impl PhasesSummary {
             })
         };
         Some(PhasesSummary {
-            data: phase(0)?,
-            forward: phase(1)?,
-            backward: phase(2)?,
-            optimizer: phase(3)?,
-            other: phase(4)?,
+            data: phase(Phase::Data)?,
+            forward: phase(Phase::Forward)?,
+            backward: phase(Phase::Backward)?,
+            optimizer: phase(Phase::Optimizer)?,
+            other: phase(Phase::Other)?,
         })
     }
 }

@@ -670,7 +670,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         if unmeasured {
             status.push_str(", no optimiser step or forward pass seen");
         }
-        // The phases pane says what would help.
+        // The verdict alone: headless progress and the summary's notice name what would help.
         let input_bound = w.script.as_ref().and_then(|s| s.phases.input_bound_now());
         if let Some(share) = input_bound {
             status.push_str(&format!(

@@ -5,7 +5,8 @@
 //! what: a session takes controls, a player takes the times its timeline reaches.
 //!
 //! A running session rings at a sampling tick once what it brought is due to be shown (steps and readings twice a
-//! second, the rest at once: [`Changes::due`]), so the view draws whenever it is woken; keys draw at once. A replay's timeline keeps a virtual clock, which moves once a frame while it plays.
+//! second, the rest at once: [`Changes::due`]), so the view draws whenever it is woken; keys draw at once. A
+//! replay's timeline keeps a virtual clock, which moves once a frame while it plays.
 
 use std::io;
 use std::sync::mpsc::Sender;
