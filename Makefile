@@ -64,6 +64,7 @@ gpu-bundle: build
 	patchelf --remove-rpath $(BUNDLE)/golow-worker
 	strip --strip-unneeded -o $(BUNDLE)/libgolow_cupti.so target/release/libgolow_cupti.so
 	strip --strip-unneeded -o $(BUNDLE)/libgolow_ops.so target/release/libgolow_ops.so
+	strip --strip-unneeded -o $(BUNDLE)/libgolow_exec.so target/release/libgolow_exec.so
 	strip -o $(BUNDLE)/gpu-tests "$$(cargo test --release --test gpu --no-run --message-format=json \
 		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
 	strip -o $(BUNDLE)/gpu-worker-tests "$$(cargo test --release -p golow-worker --lib --no-run --message-format=json \

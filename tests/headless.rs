@@ -322,6 +322,10 @@ fn doctor_reports_torch_libtorch_and_the_missing_gpu() {
         "{report}"
     );
     assert!(
+        report.contains("exec interposer: /") && report.contains("libgolow_exec.so (keeps"),
+        "{report}"
+    );
+    assert!(
         report.lines().count() <= 24,
         "more than one screen: {report}"
     );

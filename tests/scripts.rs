@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{golow, headless, summary, summary_of, text, with_venv_path, worker};
+use common::{PYTHON, golow, headless, summary, summary_of, text, with_venv_path, worker};
 
 fn write(dir: &Path, name: &str, source: &str) {
     let path = dir.join(name);
@@ -225,8 +225,11 @@ fn a_rank_that_arrives_late_is_named_the_straggler() {
     assert!(last[0] >= 12 && last[1] >= 25, "{w}");
 }
 
+/// A python reached every way a Makefile, a CI job or a launcher reaches one, with a PYTHONPATH (or a whole
+/// environment) of its own, is measured: golow's exec interposer puts the hook back wherever a program starts. A python
+/// that no environment reaches (`-I`) is named, once.
 #[test]
-fn a_command_that_sets_its_own_pythonpath_is_still_measured() {
+fn a_python_reached_by_path_env_bash_make_or_a_clean_environment_is_still_measured() {
     let tmp = tempfile::tempdir().unwrap();
     write(tmp.path(), "src/mylib/__init__.py", "STEPS = 7\n");
     write(
@@ -238,16 +241,49 @@ fn a_command_that_sets_its_own_pythonpath_is_still_measured() {
          for _ in range(mylib.STEPS):\n\
          \x20   o.zero_grad(); m(torch.randn(2, 4)).sum().backward(); o.step()\n",
     );
-    let (_, s) = run(
+    write(
         tmp.path(),
-        &[
-            "own=PYTHONPATH=src python train.py",
-            "exported=export PYTHONPATH=src; python3 train.py",
-        ],
-        &[],
+        "Makefile",
+        &format!("train:\n\tPYTHONPATH=src {PYTHON} train.py\n"),
     );
-    assert_eq!(worker(&s, "own")["steps"], 7);
-    assert_eq!(worker(&s, "exported")["steps"], 7);
+    write(
+        tmp.path(),
+        "launch.py",
+        "import subprocess, sys\n\
+         subprocess.run([sys.executable, 'train.py'], env={'PYTHONPATH': 'src'}, check=True)\n",
+    );
+    write(
+        tmp.path(),
+        "isolated.py",
+        "import subprocess, sys\n\
+         for _ in range(2):\n\
+         \x20   subprocess.run([sys.executable, '-I', '-c', 'import torch'], check=True)\n",
+    );
+    let commands = [
+        "own=PYTHONPATH=src python train.py".to_string(),
+        "exported=export PYTHONPATH=src; python3 train.py".into(),
+        format!("by_path=PYTHONPATH=src {PYTHON} train.py"),
+        format!("env=env PYTHONPATH=src {PYTHON} train.py"),
+        format!("bash=bash -c 'PYTHONPATH=src {PYTHON} train.py'"),
+        "make=make -s train".into(),
+        "clean=PYTHONPATH=src python launch.py".into(),
+        "isolated=python isolated.py".into(),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let (out, s) = run(tmp.path(), &commands, &[]);
+    for name in ["own", "exported", "by_path", "env", "bash", "make", "clean"] {
+        assert_eq!(worker(&s, name)["steps"], 7, "{name}: {}", worker(&s, name));
+    }
+    let stderr = text(&out.stderr);
+    let told = format!(
+        "isolated | golow: {PYTHON} is not measured: -I (isolated mode) ignores PYTHONPATH"
+    );
+    assert_eq!(
+        stderr.matches(&told).count(),
+        2,
+        "each isolated python once: {stderr}"
+    );
+    assert!(!stderr.contains("by_path | golow:"), "{stderr}");
 }
 
 const EVAL: &str = "\

@@ -15,6 +15,9 @@ pub const WINDOW_ENV: &str = "GOLOW_CUPTI_WINDOW_MS";
 pub const INODE_ENV: &str = "GOLOW_CUPTI_INODE";
 /// A libcupti to load instead of searching for one.
 pub const LIBRARY_ENV: &str = "GOLOW_CUPTI_LIB";
+/// Every variable the monitor may set for the collector: what golow's exec interposer puts back where a program is
+/// started without them.
+pub const VARIABLES: [&str; 5] = [INJECTION_ENV, FD_ENV, WINDOW_ENV, INODE_ENV, LIBRARY_ENV];
 /// The largest message the collector sends; the monitor reads messages into a buffer this large.
 pub const MAX_MESSAGE_BYTES: usize = 192 * 1024;
 

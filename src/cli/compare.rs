@@ -72,7 +72,7 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         ))
         .into());
     }
-    print!("{}", printable(&judged.report(args.threshold)));
+    say!("{}", printable(&judged.report(args.threshold)));
     Ok(verdict(judged.rows.iter().any(|r| r.regression)))
 }
 
@@ -288,8 +288,8 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
         }
         compared += 1;
         regression |= judged.rows.iter().any(|r| r.regression);
-        println!("batch {} at {} px", cell.batch_size, cell.resolution);
-        print!("{}", printable(&judged.report(threshold)));
+        sayln!("batch {} at {} px", cell.batch_size, cell.resolution);
+        say!("{}", printable(&judged.report(threshold)));
     }
     if compared == 0 {
         return Err(BadInput(format!(

@@ -205,38 +205,45 @@ fn worker_report() -> (bool, String, Option<serde_json::Value>) {
 }
 
 pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
-    println!("golow {}", env!("CARGO_PKG_VERSION"));
+    sayln!("golow {}", env!("CARGO_PKG_VERSION"));
     let python = python::resolve(args.python);
     let python_ok = match python::check(&python) {
         Ok(version) => {
-            println!("python: {} (torch {version})", python.display());
+            sayln!("python: {} (torch {version})", python.display());
             true
         }
         Err(e) => {
-            println!("python: {e}");
+            sayln!("python: {e}");
             false
         }
     };
     let (worker_ok, worker, probe) = worker_report();
-    println!("{worker}");
+    sayln!("{worker}");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores > 1 {
-        println!(
+        sayln!(
             "CPU cores: {cores} (a worker's threads fill them by default, and golow's wake-ups then preempt them: \
              --threads {} --monitor-cpu {} gives golow a core of its own; README, \"The observer effect\")",
             cores - 1,
             cores - 1
         );
     } else {
-        println!("CPU cores: 1");
+        sayln!("CPU cores: 1");
+    }
+    match programs::interposer() {
+        Ok(library) => sayln!(
+            "exec interposer: {} (keeps the step hook on every python a --cmd command starts)",
+            library.display()
+        ),
+        Err(why) => sayln!("exec interposer: missing, so --cmd cannot run: {why}"),
     }
     match programs::cpp_compiler() {
-        Ok(cxx) => println!(
+        Ok(cxx) => sayln!(
             "C++ compiler: {} (Inductor builds --impl aoti's package and --impl compile's CPU kernels with it)",
             cxx.display()
         ),
         Err(why) => {
-            println!(
+            sayln!(
                 "C++ compiler: missing, so --impl aoti cannot run, nor --impl compile on the CPU: {why}"
             )
         }
@@ -255,14 +262,14 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     needs.extend(torch_needs(&python));
     needs.extend(worker_needs(probe.as_ref()));
     needs.push(Need::new("CUPTI collector", collector));
-    println!("A run on a GPU needs:");
+    sayln!("A run on a GPU needs:");
     for need in &needs {
         match &need.found {
-            Ok(found) => println!("  ok       {}: {found}", need.what),
-            Err(why) => println!("  missing  {}: {why}", need.what),
+            Ok(found) => sayln!("  ok       {}: {found}", need.what),
+            Err(why) => sayln!("  missing  {}: {why}", need.what),
         }
         for line in &need.details {
-            println!("           {line}");
+            sayln!("           {line}");
         }
     }
     let missing: Vec<&str> = needs
@@ -271,9 +278,9 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
         .map(|n| n.what)
         .collect();
     if missing.is_empty() {
-        println!("GPU runs: ready (--device cuda)");
+        sayln!("GPU runs: ready (--device cuda)");
     } else {
-        println!(
+        sayln!(
             "GPU runs: not possible here; missing {}",
             missing.join(", ")
         );

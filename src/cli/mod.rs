@@ -2,6 +2,23 @@
 //! and handing the work to the part that does it. Bad input gets one line on stderr and exit code 2, before
 //! anything is written.
 
+/// `print!`, for what the commands print on stdout: a reader that went away (`golow doctor | head`) stops it
+/// without a panic, and the command finishes its work (a session still writes its recording).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `println!`, the same way.
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 mod compare;
 mod doctor;
 mod export;

@@ -286,6 +286,11 @@ impl SessionOptions {
         } else {
             Some(programs::collector().map_err(BadInput)?)
         };
+        let interposer = if workload.commands.is_empty() {
+            None
+        } else {
+            Some(programs::interposer().map_err(BadInput)?)
+        };
         let worker_program = if workload.impls.is_empty() {
             None
         } else {
@@ -333,6 +338,7 @@ impl SessionOptions {
             python,
             worker_program,
             collector,
+            interposer,
         })
     }
 }

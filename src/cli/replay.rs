@@ -93,7 +93,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
             );
         }
         let summary = Summary::from_state(&player.state());
-        print!(
+        say!(
             "{}",
             golow_protocol::text::printable(&crate::ui::report::table(&summary))
         );
@@ -128,7 +128,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
 fn sweep(dir: &Path, headless: bool, theme: Theme) -> Result<i32, Failure> {
     let results = Results::load(dir).map_err(BadInput)?;
     if headless {
-        print!(
+        say!(
             "{}",
             golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
         );

@@ -269,7 +269,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let mut recorded = Vec::new();
     for (k, (record, summary_json)) in records.iter().zip(&summaries).enumerate() {
         if sessions > 1 {
-            println!("session {} of {sessions}", k + 1);
+            sayln!("session {} of {sessions}", k + 1);
         }
         let (code, path) = one_session(
             &plan,
@@ -288,7 +288,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     }
     if sessions > 1 && !recorded.is_empty() {
         let names: Vec<String> = recorded.iter().map(|p| p.display().to_string()).collect();
-        println!(
+        sayln!(
             "{} sessions recorded: compare them with another setup's as golow compare {} --vs …",
             recorded.len(),
             golow_protocol::text::printable(&names.join(" "))

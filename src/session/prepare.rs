@@ -9,7 +9,7 @@ use super::launcher::WorkerCommand;
 use super::programs;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{AotiPackage, Impl, Mode, SessionConfig, WorkerConfig};
-use golow_protocol::script;
+use golow_protocol::{collector, script};
 
 /// The Python sources, embedded so that the `golow` binary is all a user needs to carry.
 const PYTHON_SOURCES: [(&str, &str); 6] = [
@@ -46,43 +46,6 @@ const HOOK_SOURCES: [(&str, &str); 4] = [
 
 /// The operator recorder the Python levels and the hook share.
 const OPERATORS_SOURCE: &str = include_str!("../workers/pytorch/golow_operators.py");
-
-/// The programs a `--cmd` worker's PATH finds golow's shim for first: each puts the hook back first on PYTHONPATH,
-/// which a command such as `PYTHONPATH=src python train.py` replaced, and runs the real program of that name.
-const SHIMMED: [&str; 12] = [
-    "python",
-    "python3",
-    "python3.9",
-    "python3.10",
-    "python3.11",
-    "python3.12",
-    "python3.13",
-    "python3.14",
-    "torchrun",
-    "accelerate",
-    "deepspeed",
-    "pytest",
-];
-
-/// The shim, with `@HOOK@` and `@SHIMS@` replaced by the session's directories. It looks for the real program on
-/// PATH after its own directory, so PATH reaches the program unchanged.
-const SHIM: &str = r#"#!/bin/sh
-# golow: keeps golow's step hook first on PYTHONPATH, then runs the real program.
-case ":${PYTHONPATH-}:" in
-*":@HOOK@:"*) ;;
-*) PYTHONPATH="@HOOK@${PYTHONPATH:+:$PYTHONPATH}"; export PYTHONPATH ;;
-esac
-name=${0##*/}
-rest=$PATH
-while [ -n "$rest" ]; do
-  dir=${rest%%:*}
-  case "$rest" in *:*) rest=${rest#*:} ;; *) rest= ;; esac
-  [ "$dir" = "@SHIMS@" ] && continue
-  [ -x "${dir:-.}/$name" ] && [ ! -d "${dir:-.}/$name" ] && exec "${dir:-.}/$name" "$@"
-done
-echo "$name: not found" >&2
-exit 127
-"#;
 
 /// How long a run is: a number of steps, or of passes over the split the mode reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +106,8 @@ pub struct Plan {
     pub worker_program: Option<PathBuf>,
     /// The CUPTI collector library injected into every worker; `None` with `--no-cupti`.
     pub collector: Option<PathBuf>,
+    /// The exec interposer preloaded into `--cmd` workers, when there are some.
+    pub interposer: Option<PathBuf>,
 }
 
 pub struct Prepared {
@@ -184,7 +149,10 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
     if !plan.commands.is_empty() {
         let hook_dir = dir.path().join("pyhook");
         write_sources(&hook_dir, &HOOK_SOURCES)?;
-        let shim_dir = write_shims(dir.path(), &hook_dir)?;
+        let interposer = plan
+            .interposer
+            .as_deref()
+            .ok_or_else(|| PrepareError::Setup("the exec interposer was not resolved".into()))?;
         for (i, (name, command)) in plan.commands.iter().enumerate() {
             let socket = dir.path().join(format!("events-{i}.sock"));
             if socket.as_os_str().len() >= MAX_SOCKET_PATH {
@@ -195,7 +163,7 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
             }
             workers.push((
                 name.clone(),
-                command_worker(command, &hook_dir, &shim_dir, socket, &session),
+                command_worker(command, &hook_dir, interposer, socket, &session),
             ));
         }
     }
@@ -220,25 +188,7 @@ fn write_sources(dir: &Path, sources: &[(&str, &str)]) -> Result<(), PrepareErro
 /// What a Unix socket's address holds (`sun_path`, with its terminating zero).
 const MAX_SOCKET_PATH: usize = 108;
 
-fn write_shims(session_dir: &Path, hook_dir: &Path) -> Result<PathBuf, PrepareError> {
-    use std::os::unix::fs::PermissionsExt;
-    let shim_dir = session_dir.join("shims");
-    let text = SHIM
-        .replace("@HOOK@", &hook_dir.display().to_string())
-        .replace("@SHIMS@", &shim_dir.display().to_string());
-    let failed = setup("cannot write the PYTHONPATH shims");
-    let written = std::fs::create_dir_all(&shim_dir).and_then(|()| {
-        SHIMMED.iter().try_for_each(|name| {
-            let path = shim_dir.join(name);
-            std::fs::write(&path, &text)?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        })
-    });
-    written.map_err(failed)?;
-    Ok(shim_dir)
-}
-
-/// `first`, then what `var` of golow's own environment holds, as a search path.
+/// `first`, then what `var` of golow's own environment holds, as a search path (LD_PRELOAD's too: it takes `:`).
 fn prepended(first: &Path, var: &str) -> String {
     match std::env::var_os(var).filter(|p| !p.is_empty()) {
         Some(existing) => format!("{}:{}", first.display(), existing.to_string_lossy()),
@@ -246,19 +196,21 @@ fn prepended(first: &Path, var: &str) -> String {
     }
 }
 
-/// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH (and its shims first on
-/// PATH, which put it back where the command sets PYTHONPATH itself), its events on `socket`, what `--threads` set,
-/// and which steps the hook records the operators of.
+/// A user's command, run by the shell as typed, with golow's step hook first on PYTHONPATH, its events on `socket`,
+/// what `--threads` set, and which steps the hook records the operators of. The exec interposer, preloaded into the
+/// shell and so into whatever it starts, puts the hook and these variables back into the environment of every program
+/// started without them (a python called by its path with a PYTHONPATH of its own, `env -i`, `subprocess`'s `env=`).
 fn command_worker(
     command: &str,
     hook_dir: &Path,
-    shim_dir: &Path,
+    interposer: &Path,
     socket: PathBuf,
     session: &SessionConfig,
 ) -> WorkerCommand {
-    let mut env = vec![
+    let mut env: Vec<(String, String)> = vec![
         ("PYTHONPATH".into(), prepended(hook_dir, "PYTHONPATH")),
-        ("PATH".into(), prepended(shim_dir, "PATH")),
+        ("LD_PRELOAD".into(), prepended(interposer, "LD_PRELOAD")),
+        (script::HOOK_DIR_ENV.into(), hook_dir.display().to_string()),
         (script::OPS_EVERY_ENV.into(), session.ops_every.to_string()),
         (script::OPS_WARMUP_ENV.into(), session.warmup.to_string()),
     ];
@@ -268,6 +220,15 @@ fn command_worker(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone())),
     );
+    // The launcher sets the socket's and the collector's variables; a name that is not set is not put back.
+    let kept: Vec<&str> = env
+        .iter()
+        .map(|(name, _)| name.as_str())
+        .filter(|name| !matches!(*name, "PYTHONPATH" | "LD_PRELOAD"))
+        .chain([script::SOCKET_ENV, script::EXEC_KEEP_ENV])
+        .chain(collector::VARIABLES)
+        .collect();
+    env.push((script::EXEC_KEEP_ENV.into(), kept.join(":")));
     WorkerCommand {
         program: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), command.into()],

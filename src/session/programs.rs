@@ -1,11 +1,13 @@
-//! Where golow finds the other programs a session runs: `golow-worker`, the CUPTI collector library and the
-//! operator recorder the Python levels load, all installed next to the `golow` executable.
+//! Where golow finds the other programs a session runs: `golow-worker`, the CUPTI collector library, the operator
+//! recorder the Python levels load and the exec interposer of `--cmd` workers, all installed next to the `golow`
+//! executable.
 
 use std::path::PathBuf;
 
 const WORKER_FILE: &str = "golow-worker";
 const COLLECTOR_FILE: &str = "libgolow_cupti.so";
 const OPS_LIBRARY_FILE: &str = "libgolow_ops.so";
+const INTERPOSER_FILE: &str = "libgolow_exec.so";
 
 fn beside_golow(file: &str) -> Result<PathBuf, String> {
     let exe =
@@ -25,17 +27,31 @@ pub fn worker() -> Result<PathBuf, String> {
     Ok(worker)
 }
 
-/// The collector library CUDA loads into every worker.
-pub fn collector() -> Result<PathBuf, String> {
-    let library = beside_golow(COLLECTOR_FILE)?;
+/// A library golow needs beside itself, or `what_to_do` about its absence.
+fn library(file: &str, what_to_do: &str) -> Result<PathBuf, String> {
+    let library = beside_golow(file)?;
     if library.is_file() {
         Ok(library)
     } else {
-        Err(format!(
-            "{} not found: build it with `cargo build --release` (or pass --no-cupti)",
-            library.display()
-        ))
+        Err(format!("{} not found: {what_to_do}", library.display()))
     }
+}
+
+/// The collector library CUDA loads into every worker.
+pub fn collector() -> Result<PathBuf, String> {
+    library(
+        COLLECTOR_FILE,
+        "build it with `cargo build --release` (or pass --no-cupti)",
+    )
+}
+
+/// The exec interposer preloaded into `--cmd` workers, which keeps the step hook within reach of every python they
+/// start.
+pub fn interposer() -> Result<PathBuf, String> {
+    library(
+        INTERPOSER_FILE,
+        "--cmd needs it beside golow (run `make build`)",
+    )
 }
 
 /// The library of libtorch's operator callbacks the Python levels record their operators with, where it was built

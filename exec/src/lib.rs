@@ -1,0 +1,304 @@
+//! golow's exec interposer. golow preloads it (LD_PRELOAD) into a `--cmd` worker's shell, and it stays preloaded in
+//! everything started from there: each `execve`, `execv`, `execvp`, `execvpe`, `posix_spawn` and `posix_spawnp`
+//! starts its program with golow's step hook first on PYTHONPATH and golow's variables in its environment, however
+//! the command set them: a python named by its path with a PYTHONPATH of its own, `env`, `bash -c`, `make`,
+//! `subprocess` with an `env=` of its own. A python that no environment reaches (`-I`, `-E`, `-S`) is named once on
+//! its stderr. Programs that make their system calls themselves (statically linked ones, Go's) are beyond it.
+//!
+//! Without golow's variables (a program that kept the library on LD_PRELOAD outside golow) it changes nothing.
+
+mod environment;
+mod python;
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+use environment::{Environment, Gaps, Wanted};
+use golow_protocol::script::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
+
+type Envp = *const *const c_char;
+type Exec = unsafe extern "C" fn(*const c_char, Envp, Envp) -> c_int;
+type Spawn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const c_void,
+    *const c_void,
+    Envp,
+    Envp,
+) -> c_int;
+
+unsafe extern "C" {
+    static environ: Envp;
+}
+
+/// The C library's own functions, found once at load time (`dlsym` may allocate, which must not happen after
+/// `vfork`).
+struct Real {
+    execve: Option<Exec>,
+    execvpe: Option<Exec>,
+    posix_spawn: Option<Spawn>,
+    posix_spawnp: Option<Spawn>,
+}
+
+struct Setup {
+    real: Real,
+    /// What golow wants every program to have; `None` outside golow.
+    wanted: Option<Wanted<'static>>,
+}
+
+static SETUP: OnceLock<Setup> = OnceLock::new();
+
+/// Runs as the library is loaded, before the program's own code: single-threaded, the heap free to use.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static LOAD: extern "C" fn() = load;
+
+extern "C" fn load() {
+    let _ = std::panic::catch_unwind(setup);
+}
+
+fn setup() -> &'static Setup {
+    SETUP.get_or_init(|| Setup {
+        real: Real {
+            execve: real(c"execve"),
+            execvpe: real(c"execvpe"),
+            posix_spawn: real(c"posix_spawn"),
+            posix_spawnp: real(c"posix_spawnp"),
+        },
+        wanted: wanted(),
+    })
+}
+
+fn real<F: Copy>(name: &CStr) -> Option<F> {
+    // SAFETY: RTLD_NEXT finds the definition this library hides; F is its C signature.
+    let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    (!found.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&found) })
+}
+
+fn leaked(bytes: &[u8]) -> &'static [u8] {
+    Box::leak(bytes.to_vec().into_boxed_slice())
+}
+
+fn variable(name: &str) -> Option<Vec<u8>> {
+    use std::os::unix::ffi::OsStringExt;
+    std::env::var_os(name).map(|value| value.into_vec())
+}
+
+/// golow's wishes, from the environment golow started the worker with.
+fn wanted() -> Option<Wanted<'static>> {
+    let hook_dir = variable(HOOK_DIR_ENV).filter(|dir| !dir.is_empty())?;
+    let library = own_path()?;
+    let kept: Vec<&'static [u8]> = variable(EXEC_KEEP_ENV)
+        .unwrap_or_default()
+        .split(|&b| b == b':')
+        .filter(|name| !name.is_empty())
+        .filter_map(|name| {
+            let name = std::str::from_utf8(name).ok()?;
+            let value = variable(name)?;
+            Some(leaked(&[name.as_bytes(), b"=", &value].concat()))
+        })
+        .collect();
+    Some(Wanted {
+        hook_dir: leaked(&hook_dir),
+        library,
+        kept: Box::leak(kept.into_boxed_slice()),
+    })
+}
+
+/// This library's path, as the loader opened it.
+fn own_path() -> Option<&'static [u8]> {
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: any address within this library; `info` is written by dladdr.
+    let found = unsafe { libc::dladdr(load as *const c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr's file name is a null-terminated string the loader keeps.
+    Some(leaked(unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes()))
+}
+
+fn set_errno(value: c_int) {
+    // SAFETY: the calling thread's errno.
+    unsafe { *libc::__errno_location() = value };
+}
+
+fn errno() -> c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}
+
+/// The arguments after `argv[0]`, read in place.
+///
+/// # Safety
+/// `argv` is null or a null-terminated array of null-terminated strings.
+unsafe fn arguments<'a>(argv: Envp) -> impl Iterator<Item = &'a [u8]> {
+    let mut index = 1;
+    std::iter::from_fn(move || {
+        if argv.is_null() || unsafe { argv.read().is_null() } {
+            return None;
+        }
+        let arg = unsafe { argv.add(index).read() };
+        if arg.is_null() {
+            return None;
+        }
+        index += 1;
+        Some(unsafe { CStr::from_ptr(arg) }.to_bytes())
+    })
+}
+
+/// One line on stderr, written with no allocation, at most `buffer`'s length.
+fn tell(program: &[u8], why: &str) {
+    let mut buffer = [0u8; 512];
+    let mut len = 0;
+    for part in [
+        b"golow: ".as_slice(),
+        program,
+        b" is not measured: ",
+        why.as_bytes(),
+    ] {
+        let take = part.len().min(buffer.len() - 1 - len);
+        buffer[len..len + take].copy_from_slice(&part[..take]);
+        len += take;
+    }
+    buffer[len] = b'\n';
+    // SAFETY: `len + 1` initialised bytes.
+    unsafe { libc::write(2, buffer.as_ptr().cast(), len + 1) };
+}
+
+/// Calls `start` with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
+///
+/// # Safety
+/// `program`, `argv` and `envp` are what the C function being interposed was given.
+unsafe fn completed<R>(
+    program: *const c_char,
+    argv: Envp,
+    envp: Envp,
+    start: impl FnOnce(Envp) -> R,
+) -> R {
+    let Some(wanted) = setup().wanted.as_ref() else {
+        return start(envp);
+    };
+    if envp.is_null() {
+        return start(envp);
+    }
+    // SAFETY: the interposed function's contract.
+    let environment = unsafe { Environment::new(envp) };
+    let gaps = Gaps::of(&environment, wanted);
+    let why = (!program.is_null() && !gaps.told())
+        .then(|| {
+            let program = unsafe { CStr::from_ptr(program) }.to_bytes();
+            python::unreachable(program, unsafe { arguments(argv) }).map(|why| (program, why))
+        })
+        .flatten();
+    if let Some((program, why)) = why {
+        tell(program, why);
+    }
+    if gaps.none() && why.is_none() {
+        return start(envp);
+    }
+    let size = gaps.size(&environment, wanted, why.is_some());
+    // Memory of its own, not the heap's: after vfork, the heap is the parent's, and its lock may be held.
+    // SAFETY: an anonymous private mapping.
+    let memory = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if memory == libc::MAP_FAILED {
+        return start(envp);
+    }
+    // SAFETY: `size` bytes, page-aligned.
+    let envp = unsafe { gaps.lay_out(memory.cast(), &environment, wanted, why.is_some()) };
+    let result = start(envp);
+    let saved = errno();
+    // SAFETY: the mapping made above; an exec that returned failed, a spawn that returned has exec'd or failed.
+    unsafe { libc::munmap(memory, size) };
+    set_errno(saved);
+    result
+}
+
+fn missing() -> c_int {
+    set_errno(libc::ENOSYS);
+    -1
+}
+
+/// # Safety
+/// As `execve(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: Envp, envp: Envp) -> c_int {
+    match setup().real.execve {
+        Some(real) => unsafe { completed(path, argv, envp, |envp| real(path, argv, envp)) },
+        None => missing(),
+    }
+}
+
+/// # Safety
+/// As `execv(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: Envp) -> c_int {
+    unsafe { execve(path, argv, environ) }
+}
+
+/// # Safety
+/// As `execvpe(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Envp, envp: Envp) -> c_int {
+    match setup().real.execvpe {
+        Some(real) => unsafe { completed(file, argv, envp, |envp| real(file, argv, envp)) },
+        None => missing(),
+    }
+}
+
+/// # Safety
+/// As `execvp(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: Envp) -> c_int {
+    unsafe { execvpe(file, argv, environ) }
+}
+
+/// # Safety
+/// As `posix_spawn(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    file_actions: *const c_void,
+    attributes: *const c_void,
+    argv: Envp,
+    envp: Envp,
+) -> c_int {
+    match setup().real.posix_spawn {
+        Some(real) => unsafe {
+            completed(path, argv, envp, |envp| {
+                real(pid, path, file_actions, attributes, argv, envp)
+            })
+        },
+        None => libc::ENOSYS,
+    }
+}
+
+/// # Safety
+/// As `posix_spawnp(3)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    file_actions: *const c_void,
+    attributes: *const c_void,
+    argv: Envp,
+    envp: Envp,
+) -> c_int {
+    match setup().real.posix_spawnp {
+        Some(real) => unsafe {
+            completed(file, argv, envp, |envp| {
+                real(pid, file, file_actions, attributes, argv, envp)
+            })
+        },
+        None => libc::ENOSYS,
+    }
+}
