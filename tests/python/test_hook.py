@@ -635,17 +635,56 @@ class HookTest(unittest.TestCase):
         import torch.optim.optimizer as o, torch.nn.modules.module as m
         for module in (o, m):
             print(type(module.__loader__).__name__, module.__spec__.loader is module.__loader__)
-        print(any(type(f).__name__ == "_Finder" for f in sys.meta_path))
+        print(sorted(f._target for f in sys.meta_path if type(f).__name__ == "_Finder"))
         """) + TRAIN
         proc, streams = self.run_monitored(source)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout, "SourceFileLoader True\nSourceFileLoader True\nFalse\ntrained\n")
+        # torch's finders went once they found their module; those of frameworks the script never imports wait.
+        waiting = ["lightning.pytorch.strategies.strategy", "pytorch_lightning.strategies.strategy",
+                   "transformers.trainer"]
+        self.assertEqual(proc.stdout, f"SourceFileLoader True\nSourceFileLoader True\n{waiting}\ntrained\n")
         # The wrappers did their work before leaving: the hooks they registered on both modules reported (no trace
         # because no hook was loaded would pass the lines above too).
         self.assertEqual(len(streams), 1, streams)
         self.assertEqual(streams[0][0]["type"], "script_process")
         self.assert_steps(streams[0], 0, 5)
         self.assertEqual(len(of_type(streams[0], "forward_pass")), 1)
+
+    LIGHTNING = """
+    import torch, lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+    {report}
+    class Net(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 2)
+        def training_step(self, batch, i):
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.net(x), y)
+            print(loss.item(), flush=True)
+            return {{"loss": loss}}
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+    data = TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,)))
+    L.Trainer(max_steps=4, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False).fit(Net(), DataLoader(data, batch_size=8))
+    """
+
+    def losses(self, report):
+        proc, streams = self.run_monitored(textwrap.dedent(self.LIGHTNING.format(report=report)))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        said = [e["value"] for e in of_type(streams[0], "scalar") if e["name"] == "loss"]
+        return [float(line) for line in proc.stdout.split()], said
+
+    def test_lightnings_loss_is_said_for_every_step_as_its_training_step_returned_it(self):
+        printed, said = self.losses("")
+        self.assertEqual(len(printed), 4)
+        self.assertEqual(said, printed)
+
+    def test_a_script_that_reports_its_loss_keeps_it(self):
+        printed, said = self.losses("import golow; golow.report(loss=123.0)")
+        self.assertEqual(len(printed), 4)
+        self.assertEqual(said, [123.0])
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ wait for the user's code to import ``torch.optim.optimizer`` (then global
 optimiser step hooks are registered, and ``torch.autograd.backward`` wrapped),
 ``torch.nn.modules.module`` (then global forward hooks find the script's model
 and time its calls), ``torch.utils.data.dataloader`` (then waiting on a
-DataLoader is timed) and ``torch.amp.grad_scaler`` (then a GradScaler's steps,
-and those it skips, are seen).
+DataLoader is timed), ``torch.amp.grad_scaler`` (then a GradScaler's steps,
+and those it skips, are seen), and the training frameworks' modules that hand
+over a loss (PyTorch Lightning's strategy, Hugging Face's Trainer).
 
 Each step of the process's first optimiser says where the time since the
 previous one went: its phases (waiting on data, the model's forward passes,
@@ -32,6 +33,11 @@ _OPTIM = "torch.optim.optimizer"
 _MODULE = "torch.nn.modules.module"
 _DATALOADER = "torch.utils.data.dataloader"
 _SCALER = "torch.amp.grad_scaler"
+# Where a framework hands over the loss it computed: Lightning's training step (both of its package names) and the
+# logs of Hugging Face's Trainer.
+_LIGHTNING = ("lightning.pytorch.strategies.strategy", "pytorch_lightning.strategies.strategy")
+_TRANSFORMERS = "transformers.trainer"
+_MAX_PENDING_LOSSES = 8  # losses on a device whose copy to the host is under way
 _MAX_OPTIMIZERS = 16  # golow_protocol::script::MAX_OPTIMIZERS
 _MAX_NAME = 64
 
@@ -73,6 +79,8 @@ class _Process:
         self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
         self.optimizing_since = None  # when the outermost began (or the last step ended inside it)
         self.nested_ns = 0  # forward and backward passes inside it (a closure's): theirs, not the optimiser's
+        self.own_loss = False  # the script reports its loss itself (golow.report): a framework's is not said
+        self.pending_losses = []  # (host tensor, CUDA event) of a framework's losses still being copied
 
 
 _me = _Process()
@@ -93,8 +101,10 @@ def install():
         if _path is None:
             return
         os.register_at_fork(after_in_child=_forked)
-        for target, register in ((_MODULE, _register_forward), (_OPTIM, _register_steps),
-                                 (_DATALOADER, _register_data), (_SCALER, _register_scaler)):
+        targets = [(_MODULE, _register_forward), (_OPTIM, _register_steps), (_DATALOADER, _register_data),
+                   (_SCALER, _register_scaler), (_TRANSFORMERS, _register_transformers)]
+        targets += [(name, _register_lightning) for name in _LIGHTNING]
+        for target, register in targets:
             module = sys.modules.get(target)
             if module is not None:  # e.g. a .pth file imported torch already
                 register(module)
@@ -243,6 +253,73 @@ def _register_scaler(module):
         return step
 
     _wrap(module, "GradScaler", "step", make)
+
+
+def _register_lightning(module):
+    """Lightning's strategies run the module's ``training_step`` through ``Strategy.training_step``: what it returns
+    (the loss, or a dict holding it) is the step's loss."""
+    def make(original):
+        def training_step(self, *args, **kwargs):
+            output = original(self, *args, **kwargs)
+            _framework_loss(output.get("loss") if isinstance(output, dict) else output)
+            return output
+        return training_step
+
+    _wrap(module, "Strategy", "training_step", make)
+
+
+def _register_transformers(module):
+    """Hugging Face's Trainer logs its training loss (averaged since its last log) through ``Trainer.log``."""
+    def make(original):
+        def log(self, logs, *args, **kwargs):
+            if isinstance(logs, dict):
+                _framework_loss(logs.get("loss"))
+            return original(self, logs, *args, **kwargs)
+        return log
+
+    _wrap(module, "Trainer", "log", make)
+
+
+def _framework_loss(value):
+    """A loss a framework computed, said as the script's ``loss`` unless the script reports its own. A tensor on a
+    device is never read there (that would wait for the device): it is copied to the host asynchronously and said once
+    its copy is done, at a later step."""
+    try:
+        if _me.own_loss or value is None:
+            return
+        if hasattr(value, "detach"):
+            if value.numel() != 1:
+                return
+            value = value.detach()
+            if value.device.type == "cuda":
+                torch = sys.modules["torch"]
+                host = value.to("cpu", non_blocking=True)
+                done = torch.cuda.Event()
+                done.record()
+                with _lock:
+                    _me.pending_losses.append((host, done))
+                    del _me.pending_losses[:-_MAX_PENDING_LOSSES]
+                return
+            if value.device.type != "cpu":
+                return
+        _send_loss(float(value))
+    except Exception:
+        pass
+
+
+def _send_loss(value):
+    if math.isfinite(value):
+        _send({"type": "scalar", "name": "loss", "value": value})
+
+
+def _copied_losses():
+    """Says the framework's losses whose copies to the host are done, in their order."""
+    try:
+        while _me.pending_losses and _me.pending_losses[0][1].query():
+            host, _ = _me.pending_losses.pop(0)
+            _send_loss(float(host))
+    except Exception:
+        _me.pending_losses = []
 
 
 def _register_forward(module):
@@ -457,6 +534,8 @@ def _on_step(optimizer, args, kwargs):
             entry[1], entry[2] = step + 1, now
             if index == 0:
                 _next_step(now)
+                if _me.pending_losses:
+                    _copied_losses()
     except Exception:
         pass
 
@@ -618,6 +697,8 @@ def report(**scalars):
     """golow.report: numbers the script reports, e.g. report(loss=0.7, samples=64)."""
     with _lock:
         for name, value in scalars.items():
+            if name == "loss":
+                _me.own_loss = True
             try:
                 value = float(value)
             except (TypeError, ValueError):
