@@ -1,7 +1,7 @@
 //! Frame render time of the live view: 200×60, three workers, every pane full (a GPU session, so all
 //! nine panes draw, the operators pane among them), drawn through ratatui's `Terminal` (layout, widgets and the buffer diff).
 //! Target: p99 ≤ 2 ms. Also the compare view, and a distributed job's dashboard with the ranks pane (two jobs of
-//! four ranks) and that pane maximised with a line per rank. `GOLOW_BENCH_FRAMES` (default 2000) per view.
+//! four ranks) and that pane maximised with a line per rank, and two scripts' dashboard with the step phases pane. `GOLOW_BENCH_FRAMES` (default 2000) per view.
 
 #[path = "../tests/common/ui_session.rs"]
 mod ui_session;
@@ -62,11 +62,14 @@ fn main() {
         expanded.on_key(KeyEvent::new(key, KeyModifiers::NONE), &distributed);
     }
     let expanded = frames(expanded, &distributed, count);
+    let scripted = ui_session::scripted_session(2000);
+    let phases = frames(App::new(dark(), None), &scripted, count);
     let worst = [
         report("dashboard 200×60", &dashboard),
         report("compare view 200×60", &compare),
         report("ranks dashboard", &ranks),
         report("ranks, a line per rank", &expanded),
+        report("phases dashboard", &phases),
     ]
     .into_iter()
     .fold(0.0, f64::max);

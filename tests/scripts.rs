@@ -766,7 +766,10 @@ fn lightning_and_hugging_face_trainers_are_counted_split_into_phases_and_give_th
     );
     let stderr = text(&out.stderr);
     let names = ["data", "forward", "backward", "optimizer", "other"];
-    for (name, printed_steps) in [("lightning", "lightning | optimizer steps"), ("hf", "hf | optimizer steps")] {
+    for (name, printed_steps) in [
+        ("lightning", "lightning | optimizer steps"),
+        ("hf", "hf | optimizer steps"),
+    ] {
         let w = worker(&s, name);
         let script = &w["script"];
         assert_eq!(f64_of(&w["steps"]), printed(&out, printed_steps), "{w}");
@@ -777,14 +780,20 @@ fn lightning_and_hugging_face_trainers_are_counted_split_into_phases_and_give_th
         let shares: f64 = names.iter().map(|p| f64_of(&phases[p]["share"])).sum();
         assert!((shares - 1.0).abs() < 1e-6, "{phases}");
         for phase in ["data", "forward", "backward", "optimizer"] {
-            assert!(f64_of(&phases[phase]["p50_ms"]) > 0.0, "{name} {phase}: {phases}");
+            assert!(
+                f64_of(&phases[phase]["p50_ms"]) > 0.0,
+                "{name} {phase}: {phases}"
+            );
         }
         assert!(w["loss"]["first"].is_number(), "{w}");
     }
     let lightning = worker(&s, "lightning");
     let last = f64_of(&lightning["loss"]["last"]);
     let own = printed(&out, "lightning | last loss");
-    assert!((last - own).abs() < 1e-5, "golow {last}, the script's {own}");
+    assert!(
+        (last - own).abs() < 1e-5,
+        "golow {last}, the script's {own}"
+    );
     let hf = worker(&s, "hf");
     let logged: Vec<f64> = stderr
         .lines()

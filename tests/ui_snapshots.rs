@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::ui_session::{distributed_session, session};
+use common::ui_session::{distributed_session, scripted_session, session};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use golow::state::State;
 use golow::ui::app::App;
@@ -123,6 +123,75 @@ fn a_distributed_job_gets_the_ranks_pane_collapsed_to_a_band_and_expandable() {
     let mut app = self::app();
     assert!(!render(&mut app, &plain, 200, 60).contains("ranks: step time"));
     press(&mut app, &plain, KeyCode::Char('9'));
+    assert!(render(&mut app, &plain, 160, 40).contains("sample time"));
+}
+
+/// A script's steps split into phases: the pane appears only then, stacks the chosen worker's phases over time and
+/// sets each worker's shares now side by side, with the input-bound one marked.
+#[test]
+fn scripts_with_step_phases_get_the_phases_pane_stacked_with_their_shares_now() {
+    let state = scripted_session(60);
+    let mut app = app();
+    let dashboard = render(&mut app, &state, 200, 60);
+    assert!(
+        dashboard.contains("step phases (stacked ms per step"),
+        "{dashboard}"
+    );
+    press(&mut app, &state, KeyCode::Char('p'));
+    let maximised = render(&mut app, &state, 160, 40);
+    let row = |name: &str| {
+        let line = maximised
+            .lines()
+            .find(|l| l.contains(&format!("{name:<12}")) && l.contains('%'))
+            .unwrap_or_else(|| panic!("no {name} row: {maximised}"));
+        line.split(|c: char| c.is_whitespace() || c == '│')
+            .filter(|cell| cell.ends_with('%'))
+            .map(|c| c.trim_end_matches('%').parse::<u32>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(row("loader"), [60, 15, 15, 5, 5], "{maximised}");
+    assert_eq!(row("compute"), [4, 36, 40, 10, 10], "{maximised}");
+    assert_eq!(
+        maximised.matches("INPUT-BOUND: data 60% of a step").count(),
+        1,
+        "{maximised}"
+    );
+    assert!(
+        maximised.contains("charted: loader (↑/↓ another)"),
+        "{maximised}"
+    );
+    insta::assert_snapshot!("phases_maximised", maximised);
+    // The same key again is the way back; ↓ charts the next worker.
+    press(&mut app, &state, KeyCode::Char('p'));
+    assert_eq!(render(&mut app, &state, 200, 60), dashboard);
+    press(&mut app, &state, KeyCode::Char('p'));
+    press(&mut app, &state, KeyCode::Down);
+    assert!(render(&mut app, &state, 160, 40).contains("charted: compute"));
+    // The compare view sets the two scripts' phases side by side: A's median over B's, and A less B.
+    press(&mut app, &state, KeyCode::Tab);
+    let compared = render(&mut app, &state, 160, 40);
+    let row = |label: &str| {
+        compared
+            .lines()
+            .find(|l| l.contains(label))
+            .unwrap_or_else(|| panic!("no {label} row: {compared}"))
+            .to_string()
+    };
+    assert!(
+        row("data p50 (ms)").contains("30.00") && row("data p50 (ms)").contains("+58.0 ms"),
+        "{compared}"
+    );
+    assert!(row("backward p50 (ms)").contains("-5.0 ms"), "{compared}");
+    assert!(
+        row("data share now").contains("60% INPUT-BOUND") && row("data share now").contains("4%"),
+        "{compared}"
+    );
+    insta::assert_snapshot!("phases_compared", compared);
+    // Without phases the pane takes no room, and p maximises nothing.
+    let plain = session(false, 80);
+    let mut app = self::app();
+    assert!(!render(&mut app, &plain, 200, 60).contains("step phases"));
+    press(&mut app, &plain, KeyCode::Char('p'));
     assert!(render(&mut app, &plain, 160, 40).contains("sample time"));
 }
 

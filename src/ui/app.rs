@@ -379,6 +379,7 @@ impl App {
             ended: state.ended,
             gpu: gpu_present(state),
             ranks: panes::any_ranks(state),
+            phases: panes::any_phases(state),
             workers: state.workers.len(),
         }
     }
@@ -503,6 +504,7 @@ struct Look {
     ended: bool,
     gpu: bool,
     ranks: bool,
+    phases: bool,
     workers: usize,
 }
 
@@ -525,8 +527,13 @@ fn dashboard_layout<'s>(
 ) -> Dashboard<'s> {
     let gpu = gpu_present(state);
     let ranks = panes::any_ranks(state);
+    let phases = panes::any_phases(state);
     let visible: Vec<usize> = (0..panes.len())
-        .filter(|&i| (gpu || !panes[i].needs_gpu()) && (ranks || !panes[i].needs_ranks()))
+        .filter(|&i| {
+            (gpu || !panes[i].needs_gpu())
+                && (ranks || !panes[i].needs_ranks())
+                && (phases || !panes[i].needs_phases())
+        })
         .collect();
     let mut body = body;
     let mut notice = None;

@@ -12,6 +12,7 @@ use super::render;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::MIN_SAMPLES;
 use crate::state::operators::Operators;
+use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
 use golow_protocol::config::Schedule;
@@ -322,6 +323,56 @@ fn rank_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, Str
     ]
 }
 
+/// Rows for `--cmd` workers' step phases, when either side has them: each phase's median per step, A over B with its
+/// interval and A less B, then each one's share of data and whether it is input-bound.
+fn phase_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, String, String)> {
+    fn phases(w: &WorkerState) -> Option<&PhasesState> {
+        w.script
+            .as_ref()
+            .map(|s| &s.phases)
+            .filter(|p| p.steps() > 0)
+    }
+    let (pa, pb) = (phases(a), phases(b));
+    if pa.is_none() && pb.is_none() {
+        return Vec::new();
+    }
+    let none = PhasesState::default();
+    let (da, db) = (pa.unwrap_or(&none), pb.unwrap_or(&none));
+    let labels = [
+        "data p50 (ms)",
+        "forward p50 (ms)",
+        "backward p50 (ms)",
+        "optimizer p50 (ms)",
+        "other p50 (ms)",
+    ];
+    let mut rows: Vec<_> = Phase::ALL
+        .iter()
+        .zip(labels)
+        .map(|(&phase, label)| {
+            let (a, b) = (&da.durations[phase as usize], &db.durations[phase as usize]);
+            let middle = match (a.median_ms(), b.median_ms()) {
+                (Some(x), Some(y)) => {
+                    format!("{} {:+.1} ms", ratio_cell(ratio_of_medians(a, b)), x - y)
+                }
+                _ => String::new(),
+            };
+            let p50 = |d: &Durations| d.median_ms().map_or("-".into(), ms);
+            (label, p50(a), middle, p50(b))
+        })
+        .collect();
+    let verdict =
+        |p: Option<&PhasesState>| match p.map(|p| (p.recent_shares(), p.input_bound_now())) {
+            Some((Some(shares), bound)) => format!(
+                "{:.0}%{}",
+                shares[Phase::Data as usize] * 100.0,
+                if bound.is_some() { " INPUT-BOUND" } else { "" }
+            ),
+            _ => "-".into(),
+        };
+    rows.push(("data share now", verdict(pa), String::new(), verdict(pb)));
+    rows
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
     let inner = view.framed(frame, area, " compare ");
     let Some((a, b)) = pair(view, wanted) else {
@@ -333,7 +384,8 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
     };
     let mut breakdown = kernel_family_lines(view, a, b);
     breakdown.extend(operator_lines(view, a, b));
-    let ranked = rank_rows(a, b);
+    let mut ranked = rank_rows(a, b);
+    ranked.extend(phase_rows(a, b));
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(10 + ranked.len() as u16),

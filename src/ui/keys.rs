@@ -204,16 +204,17 @@ pub const BINDINGS: &[Binding] = &[
         },
     },
     Binding {
-        keys: "1 … 9, 0",
-        does: "maximise a pane (dashboard order; 9: ranks, 0: operators); the same key again or Esc back",
+        keys: "1 … 9, 0, p",
+        does: "maximise a pane (dashboard order; 9: ranks, 0: operators, p: step phases); the same key again or Esc back",
         views: &[Live, Replay],
         footer: &[
-            (Live, "1-9,0 maximise, Esc back"),
-            (Replay, "1-9,0 maximise"),
+            (Live, "1-9,0,p maximise, Esc back"),
+            (Replay, "1-9,0,p maximise"),
         ],
         command: |k| match (k.code, char_key(k)) {
             (_, Some(c @ '1'..='9')) => Some(Command::Maximise(Some(c as usize - '1' as usize))),
             (_, Some('0')) => Some(Command::Maximise(Some(9))),
+            (_, Some('p')) => Some(Command::Maximise(Some(super::panes::PHASES))),
             (KeyCode::Esc, _) => Some(Command::Maximise(None)),
             _ => None,
         },

@@ -463,3 +463,64 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
     }
     records
 }
+
+/// Two single-process `--cmd` workers on a machine without a GPU, `steps` optimiser steps each with their phases:
+/// `loader`, whose 100 ms steps wait 60 ms on data (input-bound), and `compute`, whose 50 ms steps are mostly forward
+/// and backward passes (data 2, forward 18, backward 20, optimizer 5, other 5 ms).
+pub fn scripted_session(steps: u64) -> State {
+    const JOBS: [(&str, f64, [f64; 4]); 2] = [
+        ("loader", 100.0, [60.0, 15.0, 15.0, 5.0]),
+        ("compute", 50.0, [2.0, 18.0, 20.0, 5.0]),
+    ];
+    let mut start = session_start(
+        JOBS.iter().map(|(w, ..)| w.to_string()).collect(),
+        "cpu",
+        Schedule::Parallel,
+    );
+    if let Body::SessionStart(config) = &mut start.body {
+        config.commands = JOBS
+            .iter()
+            .map(|(w, ..)| (w.to_string(), format!("python {w}.py")))
+            .collect();
+    }
+    let mut records = vec![start, no_gpu()];
+    for (j, (job, _, _)) in JOBS.iter().enumerate() {
+        let worker = Some(job.to_string());
+        let pid = 300 + j as u32;
+        records.push(Record::new(
+            5.0,
+            worker.clone(),
+            Body::WorkerStarted {
+                pid,
+                command: vec![],
+            },
+        ));
+        let Body::ScriptProcess(mut hello) = golow_protocol::samples::rank_hello(0, pid, 0, 1)
+        else {
+            unreachable!()
+        };
+        (hello.rank, hello.local_rank, hello.world_size) = (None, None, None);
+        records.push(Record::new(900.0, worker, Body::ScriptProcess(hello)));
+    }
+    for step in 0..steps {
+        for (job, interval_ms, [data, forward, backward, optimizer]) in JOBS {
+            let mut event = golow_protocol::samples::optimizer_step(step, None);
+            if step > 0 {
+                event.interval_ms = Some(interval_ms);
+                event.phases = Some(golow_protocol::samples::step_phases(
+                    data, forward, backward, optimizer,
+                ));
+            }
+            records.push(Record::new(
+                1000.0 + step as f64 * interval_ms,
+                Some(job.to_string()),
+                Body::OptimizerStep(event),
+            ));
+        }
+    }
+    let mut state = State::default();
+    for r in &records {
+        state.apply(r);
+    }
+    state
+}

@@ -6,6 +6,7 @@ mod gpu;
 mod kernels;
 mod memory;
 mod operators;
+mod phases;
 mod ranks;
 mod sample_time;
 mod throughput;
@@ -30,6 +31,10 @@ pub trait Pane {
     fn needs_ranks(&self) -> bool {
         false
     }
+    /// Panes about `--cmd` workers' step phases are shown only while some worker has them.
+    fn needs_phases(&self) -> bool {
+        false
+    }
     /// The changes that alter what it shows: it is redrawn only after those.
     fn shows(&self) -> Changes;
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View);
@@ -39,7 +44,7 @@ pub trait Pane {
     }
 }
 
-/// Every pane, in the order of the digit keys that maximise them (1 … 9, then 0).
+/// Every pane, in the order of the keys that maximise them (1 … 9, then 0, then p: [`PHASES`]).
 pub fn all() -> Vec<Box<dyn Pane>> {
     vec![
         Box::new(sample_time::SampleTime),
@@ -52,9 +57,14 @@ pub fn all() -> Vec<Box<dyn Pane>> {
         Box::new(cpu::HostCpu),
         Box::new(ranks::Ranks::default()),
         Box::new(operators::Operators::default()),
+        Box::new(phases::Phases::default()),
     ]
 }
 
+/// The phases pane's place among [`all`].
+pub const PHASES: usize = 10;
+
+pub use phases::any as any_phases;
 pub use ranks::any as any_ranks;
 
 /// ↑/↓ move a maximised pane's choice of a row (clamped when drawn); true when the key was one of them.

@@ -1,0 +1,139 @@
+//! Where a `--cmd` worker's steps spend their time, shown only while some worker has step phases. On the left the
+//! chosen worker's steps over time as a stacked band: each line is the top of a phase stacked on those before it
+//! (data, then forward, backward, the optimiser, and the whole interval on top); ↑/↓ in the maximised pane choose the
+//! worker. On the right each worker's shares over its latest steps, and whether it is input-bound now. The times are
+//! the host's: on a GPU, asynchronous work counts where the host waits for it.
+
+use crossterm::event::KeyCode;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
+use super::{Pane, choose, name};
+use crate::state::phases::{Phase, PhasesState};
+use crate::state::{State, WorkerState};
+use crate::store::Changes;
+use crate::ui::chart::{self, Line as ChartLine};
+use crate::ui::render;
+use crate::ui::view::{View, ms};
+
+#[derive(Default)]
+pub struct Phases {
+    /// The worker whose band is charted, among those with phases (clamped when drawn).
+    selected: usize,
+}
+
+/// The workers whose steps have phases.
+fn phased(state: &State) -> Vec<(&WorkerState, &PhasesState)> {
+    state
+        .workers
+        .iter()
+        .filter_map(|w| {
+            let phases = &w.script.as_ref()?.phases;
+            (phases.steps() > 0).then_some((w, phases))
+        })
+        .collect()
+}
+
+/// Whether any worker of the state has step phases: the pane is shown only then.
+pub fn any(state: &State) -> bool {
+    !phased(state).is_empty()
+}
+
+fn phase_color(view: &View, phase: usize) -> ratatui::style::Color {
+    view.theme.implementation_color(phase)
+}
+
+/// What the table's columns are: each phase's share, in its colour.
+const COLUMN: usize = 10;
+
+impl Pane for Phases {
+    fn title(&self) -> &'static str {
+        " step phases (stacked ms per step, host clock) "
+    }
+
+    fn needs_phases(&self) -> bool {
+        true
+    }
+
+    fn shows(&self) -> Changes {
+        Changes::STEPS
+    }
+
+    fn on_key(&mut self, key: KeyCode) -> bool {
+        choose(&mut self.selected, key)
+    }
+
+    fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
+        let inner = view.framed(frame, area, self.title());
+        let workers = phased(view.state);
+        let [plot, table] = Layout::horizontal([
+            Constraint::Min(20),
+            Constraint::Length((12 + COLUMN * Phase::ALL.len()) as u16),
+        ])
+        .areas(inner);
+        let chosen = workers.get(self.selected.min(workers.len().saturating_sub(1)));
+        let lines: Vec<ChartLine> = chosen
+            .map(|(_, phases)| {
+                // The top first, so that each phase's own line is drawn over the ones stacked on it.
+                (0..Phase::ALL.len())
+                    .rev()
+                    .map(|i| ChartLine {
+                        color: phase_color(view, i),
+                        series: &phases.stacked[i],
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        chart::draw(frame, plot, view, &lines, ms, None);
+
+        let mut header = vec![Span::styled(format!("{:<12}", "share now"), view.muted())];
+        for (i, phase) in Phase::ALL.iter().enumerate() {
+            header.push(Span::styled(
+                format!("{:>COLUMN$}", phase.name()),
+                Style::default()
+                    .fg(phase_color(view, i))
+                    .add_modifier(Modifier::BOLD),
+            ));
+        }
+        let mut rows = vec![Line::from(header)];
+        for (w, phases) in &workers {
+            let cells: String = match phases.recent_shares() {
+                Some(shares) => shares
+                    .iter()
+                    .map(|s| format!("{:>COLUMN$}", format!("{:.0}%", s * 100.0)))
+                    .collect(),
+                None => format!("{:>COLUMN$}", "-"),
+            };
+            rows.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(cells, view.text()),
+            ]));
+            if let Some(share) = phases.input_bound_now() {
+                rows.push(Line::styled(
+                    format!("  INPUT-BOUND: data {:.0}% of a step", share * 100.0),
+                    Style::default()
+                        .fg(view.theme.warning)
+                        .add_modifier(Modifier::BOLD),
+                ));
+            }
+        }
+        if let Some((w, _)) = chosen {
+            let more = if workers.len() > 1 {
+                " (↑/↓ another)"
+            } else {
+                ""
+            };
+            rows.push(Line::styled(
+                format!("charted: {}{more}", w.name),
+                view.muted(),
+            ));
+        }
+        rows.push(Line::styled(
+            "on a GPU: launch times, waits where the host waits",
+            view.muted(),
+        ));
+        render::lines(frame, table, &rows);
+    }
+}
