@@ -786,6 +786,29 @@ fn lightning_and_hugging_face_trainers_are_counted_split_into_phases_and_give_th
             );
         }
         assert!(w["loss"]["first"].is_number(), "{w}");
+        // Samples per step, inferred from the batch dimension: Lightning's model takes the batch's tensor, Hugging
+        // Face's its keywords (the DataLoader's batch then): two micro-batches of 16 and of 8.
+        assert_eq!(script["samples_from"], "batch dimension", "{w}");
+        let per_step = if name == "lightning" { 32 } else { 16 };
+        // Profiled steps are kept out of the figures, as warm-up steps are.
+        let profiled = w["operators"]["profiled_steps"].as_u64().unwrap_or(0);
+        let measured =
+            w["steps"].as_u64().unwrap() - w["warmup_steps"].as_u64().unwrap() - profiled;
+        assert_eq!(w["samples"].as_u64().unwrap(), per_step * measured, "{w}");
+        assert!(f64_of(&w["throughput_samples_per_s"]) > 0.0, "{w}");
+    }
+    for name in ["lightning", "hf"] {
+        let line = text(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}: first step after")))
+            .unwrap_or_else(|| panic!("{}", text(&out.stdout)))
+            .to_string();
+        assert!(line.contains("; phases data "), "{line}");
+        assert!(
+            line.contains("samples per step from the batch dimension"),
+            "{line}"
+        );
+        assert!(line.contains("; top operators "), "{line}");
     }
     let lightning = worker(&s, "lightning");
     let last = f64_of(&lightning["loss"]["last"]);

@@ -93,6 +93,7 @@ pub fn step_phases(
         optimizer_ms,
         forward_passes: 1,
         backward_passes: 1,
+        samples: None,
     }
 }
 
@@ -288,6 +289,7 @@ pub fn every_body() -> Vec<Body> {
                 optimizer_ms: 2.5,
                 forward_passes: 4,
                 backward_passes: 4,
+                samples: Some(128),
             }),
             skipped: false,
         }),

@@ -98,6 +98,12 @@ pub struct StepPhases {
     pub optimizer_ms: f64,
     pub forward_passes: u32,
     pub backward_passes: u32,
+    /// Samples the step went through, inferred by the hook: the batch dimension (the first) of the model's first
+    /// tensor input (or, where the model takes keyword arguments only, of the DataLoader's latest batch), summed over
+    /// the step's forward passes with gradients; absent where none had one. What the script reports itself
+    /// (`golow.report(samples=…)`) overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
 }
 
 /// A backward pass of a process that trains with no optimiser (its parameters updated by hand): its step. Said only

@@ -20,7 +20,9 @@ use std::collections::VecDeque;
 pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
-pub use summary::{ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary};
+pub use summary::{
+    OperatorSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+};
 
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{
@@ -332,7 +334,7 @@ impl WorkerState {
         warmup: u64,
     ) {
         let script = self.script.get_or_insert_with(Default::default);
-        let samples = std::mem::take(&mut script.pending_samples);
+        let samples = script.step_samples(step_phases.as_ref());
         self.steps += 1;
         if self.steps <= warmup {
             self.warmup_steps += 1;

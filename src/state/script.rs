@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use golow_protocol::event::{BackwardPass, ForwardPass, Optimizer, OptimizerStep, ScriptProcess};
-use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS};
+use golow_protocol::script::{MAX_NAME_BYTES, MAX_OPTIMIZERS, StepPhases};
 
 use super::Durations;
 use super::phases::PhasesState;
@@ -22,6 +22,24 @@ pub const MAX_PROCESSES: usize = 64;
 
 /// Scalar names kept; the script's later names are dropped.
 pub const MAX_SCALARS: usize = 16;
+
+/// Where a script's samples per step come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SamplesFrom {
+    /// `golow.report(samples=…)`.
+    Report,
+    /// The hook's inference: the batch dimension of the model's first input.
+    BatchDimension,
+}
+
+impl SamplesFrom {
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplesFrom::Report => "report",
+            SamplesFrom::BatchDimension => "batch dimension",
+        }
+    }
+}
 
 /// One process of the command that reported.
 #[derive(Debug, Clone, Default)]
@@ -155,6 +173,9 @@ pub struct ScriptState {
     pub scalars: BTreeMap<String, f64>,
     /// Samples the script reported since its previous measured step.
     pub pending_samples: f64,
+    /// Where the samples of the latest step with some came from: what the script reported, or the hook's inference
+    /// from the batch dimension.
+    pub samples_from: Option<SamplesFrom>,
     /// Where the ranks arrived at each step, and who was last: stragglers.
     pub arrivals: Arrivals,
     pub band: RankBand,
@@ -471,6 +492,23 @@ impl ScriptState {
         }
     }
 
+    /// The samples of a step past the warm-up: those the script reported since the step before, else those the hook
+    /// inferred from the batch dimension; zero when neither.
+    pub fn step_samples(&mut self, phases: Option<&StepPhases>) -> f64 {
+        let reported = std::mem::take(&mut self.pending_samples);
+        if reported >= 1.0 {
+            self.samples_from = Some(SamplesFrom::Report);
+            return reported;
+        }
+        match phases.and_then(|p| p.samples).filter(|&n| n > 0) {
+            Some(n) => {
+                self.samples_from = Some(SamplesFrom::BatchDimension);
+                n as f64
+            }
+            None => 0.0,
+        }
+    }
+
     /// What the worker's steps are, once it has any: `backward` passes where the primary process trains with no
     /// optimiser, else `optimizer` steps.
     pub fn steps_counted_by(&self) -> Option<&'static str> {
@@ -569,6 +607,22 @@ mod tests {
     }
 
     /// 70 processes, each reporting 51 times: 6 past the cap, not 6 × 51 events.
+    #[test]
+    fn samples_the_script_reports_override_those_inferred_from_the_batch_dimension() {
+        let mut s = ScriptState::default();
+        s.hello(&hello(0, None));
+        let mut phases = golow_protocol::samples::step_phases(1.0, 1.0, 1.0, 1.0);
+        assert_eq!(s.step_samples(Some(&phases)), 0.0, "neither");
+        assert_eq!(s.samples_from, None);
+        phases.samples = Some(32);
+        assert_eq!(s.step_samples(Some(&phases)), 32.0);
+        assert_eq!(s.samples_from, Some(SamplesFrom::BatchDimension));
+        assert!(s.scalar(0, "samples", 10.0));
+        assert_eq!(s.step_samples(Some(&phases)), 10.0);
+        assert_eq!(s.samples_from, Some(SamplesFrom::Report));
+        assert_eq!(s.step_samples(None), 0.0, "a report counts once");
+    }
+
     #[test]
     fn processes_past_the_cap_are_counted_once_each() {
         let mut s = ScriptState::default();

@@ -106,6 +106,10 @@ pub struct ScriptSummary {
     pub micro_batches_per_step: Option<u32>,
     /// Steps a GradScaler skipped (infinite gradients): kept out of the step figures.
     pub skipped_steps: u64,
+    /// Where samples per step came from: `report` (`golow.report(samples=…)`) or `batch dimension` (the hook's
+    /// inference from the model's first input); `null` when neither gave any.
+    #[serde(default)]
+    pub samples_from: Option<String>,
 }
 
 /// Each phase of the measured steps: its median time per step and its share of all their time.
@@ -208,6 +212,7 @@ impl ScriptSummary {
             input_bound: s.phases.input_bound().is_some(),
             micro_batches_per_step: s.phases.micro_batches_per_step(),
             skipped_steps: s.skipped_steps,
+            samples_from: s.samples_from.map(|from| from.name().to_string()),
         }
     }
 }

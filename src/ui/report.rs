@@ -1,7 +1,9 @@
 //! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
+use crate::state::script::SamplesFrom;
 use crate::state::{
-    Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+    OperatorSummary, Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
+    WorkerSummary,
 };
 
 /// Where a session's description goes.
@@ -163,7 +165,7 @@ pub fn table(summary: &Summary) -> String {
         if let Some(line) = w
             .script
             .as_ref()
-            .and_then(|s| script_line(&w.implementation, s))
+            .and_then(|s| script_line(&w.implementation, s, &w.top_operators))
         {
             out.push_str(&line);
         }
@@ -225,9 +227,10 @@ fn compile_line(w: &WorkerSummary, eager: Option<&WorkerSummary>) -> Option<Stri
     Some(format!("{}: {}\n", w.implementation, parts.join("; ")))
 }
 
-/// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes; nothing when its
-/// script has said nothing of these (a process that only said hello).
-fn script_line(name: &str, s: &ScriptSummary) -> Option<String> {
+/// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes, where its steps' time
+/// went, where its samples came from and its top three operators; nothing when its script has said nothing of these
+/// (a process that only said hello).
+fn script_line(name: &str, s: &ScriptSummary, operators: &[OperatorSummary]) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(t) = s.time_to_first_step_s {
         let first = s
@@ -279,6 +282,38 @@ fn script_line(name: &str, s: &ScriptSummary) -> Option<String> {
     }
     if let Some(threads) = s.threads {
         parts.push(format!("torch threads {threads}"));
+    }
+    if let Some(p) = &s.phases {
+        let each = [
+            ("data", p.data),
+            ("forward", p.forward),
+            ("backward", p.backward),
+            ("optimizer", p.optimizer),
+            ("other", p.other),
+        ]
+        .map(|(phase, v)| {
+            format!(
+                "{phase} {:.0}% ({} ms)",
+                v.share * 100.0,
+                opt(Some(v.p50_ms), 1)
+            )
+        });
+        parts.push(format!("phases {}", each.join(", ")));
+    }
+    if s.samples_from.as_deref() == Some(SamplesFrom::BatchDimension.name()) {
+        parts.push(
+            "samples per step from the batch dimension of the model's first input (golow.report(samples=…) \
+             overrides)"
+                .into(),
+        );
+    }
+    if !operators.is_empty() {
+        let top: Vec<String> = operators
+            .iter()
+            .take(3)
+            .map(|o| format!("{} {} ms", o.name, opt(Some(o.self_ms_per_step), 2)))
+            .collect();
+        parts.push(format!("top operators {}", top.join(", ")));
     }
     (!parts.is_empty()).then(|| format!("{name}: {}\n", parts.join("; ")))
 }

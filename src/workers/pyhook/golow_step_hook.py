@@ -79,6 +79,9 @@ class _Process:
         self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
         self.optimizing_since = None  # when the outermost began (or the last step ended inside it)
         self.nested_ns = 0  # forward and backward passes inside it (a closure's): theirs, not the optimiser's
+        self.samples_in_step = 0  # the batch dimension of the model's inputs, summed over the step's passes
+        self.pass_samples = None  # that of the pass under way
+        self.last_batch = None  # that of the latest DataLoader batch, for a model called with keywords alone
         self.own_loss = False  # the script reports its loss itself (golow.report): a framework's is not said
         self.pending_losses = []  # (host tensor, CUDA event) of a framework's losses still being copied
 
@@ -228,12 +231,39 @@ def _register_data(module):
         def __next__(self):
             start = time.perf_counter_ns()
             try:
-                return original(self)
+                batch = original(self)
             finally:
                 _me.data_ns += time.perf_counter_ns() - start
+            _me.last_batch = _batch_size(batch)
+            return batch
         return __next__
 
     _wrap(module, "_BaseDataLoaderIter", "__next__", make)
+
+
+def _jit_tracing():
+    state = getattr(getattr(sys.modules.get("torch"), "_C", None), "_get_tracing_state", None)
+    return state is None or state() is not None
+
+
+def _batch_size(value, depth=0):
+    """The first dimension of a tensor, or of the first tensor among a tuple's, list's or dict's first items (two
+    levels down): a batch's size, as the model takes it. None where there is none."""
+    try:
+        shape = getattr(value, "shape", None)
+        if shape is not None and hasattr(value, "dtype"):
+            return int(shape[0]) if len(shape) >= 1 else None
+        if depth < 2:
+            if isinstance(value, dict):
+                value = list(value.values())
+            if isinstance(value, (list, tuple)):
+                for item in value[:4]:
+                    size = _batch_size(item, depth + 1)
+                    if size is not None:
+                        return size
+    except Exception:
+        pass
+    return None
 
 
 def _register_scaler(module):
@@ -390,6 +420,9 @@ def _on_module_start(module, args):
                 return
             _me.depth += 1
             if _me.depth == 1:
+                # torch.jit.trace records what is read of its inputs' shapes: nothing is read there.
+                size = None if _jit_tracing() else _batch_size(args)
+                _me.pass_samples = size if size is not None else _me.last_batch
                 _me.pass_start_ns = time.perf_counter_ns()
                 if _me.first_forward_ns is None:
                     _me.first_forward_ns = _me.pass_start_ns
@@ -416,6 +449,7 @@ def _on_module_end(module, args, output):
                 # A pass without gradients in a training loop is evaluation: the step's "other", not its forward.
                 _me.forward_ns += now - start
                 _me.forward_passes_in_step += 1
+                _me.samples_in_step += _me.pass_samples or 0
                 if _me.optimizing:
                     _me.nested_ns += now - start
             if _me.stepped:
@@ -476,13 +510,14 @@ def _phases(now):
         "optimizer_ms": _ms(optimizer_ns),
         "forward_passes": _me.forward_passes_in_step,
         "backward_passes": _me.backward_passes_in_step,
+        "samples": _me.samples_in_step or None,
     }
 
 
 def _next_step(now):
     """The step under way ends at ``now``: the next one's phases start from nothing."""
     _me.data_ns = _me.forward_ns = _me.backward_ns = _me.optimizer_ns = 0
-    _me.forward_passes_in_step = _me.backward_passes_in_step = 0
+    _me.forward_passes_in_step = _me.backward_passes_in_step = _me.samples_in_step = 0
     if _me.optimizing:
         _me.optimizing_since, _me.nested_ns = now, 0
 
