@@ -503,6 +503,7 @@ for i in range(12):
     if golow:
         golow.report(loss=loss.item(), samples=len(x))
 print('final loss', loss.item(), flush=True)
+print('step\\t12\\tdone', flush=True)
 ";
 
 #[test]
@@ -522,6 +523,11 @@ fn a_script_that_reports_fills_loss_and_throughput_and_its_output_is_passed_thro
     assert!(
         text(&out.stderr).contains("rep | final loss"),
         "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("rep | step    12      done"),
+        "tabs as a terminal shows them: {}",
         text(&out.stderr)
     );
 

@@ -12,20 +12,32 @@ fn bidirectional(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// `text` with every control character but the line break, and every bidirectional control, shown as its escape
-/// (`\u{1b}`, `\u{202e}`).
+/// Columns between tab stops, as terminals set them.
+const TAB_STOP: usize = 8;
+
+/// `text` with its tabs expanded to spaces (to the next of every eighth column, as a terminal shows them), and every
+/// other control character but the line break, and every bidirectional control, shown as its escape (`\u{1b}`,
+/// `\u{202e}`).
 pub fn printable(text: &str) -> Cow<'_, str> {
     let raw = |c: char| (c.is_control() && c != '\n') || bidirectional(c);
     if !text.chars().any(raw) {
         return Cow::Borrowed(text);
     }
     let mut shown = String::with_capacity(text.len() + 8);
+    let mut column = 0;
     for c in text.chars() {
-        if raw(c) {
-            shown.extend(c.escape_default());
-        } else {
-            shown.push(c);
+        let before = shown.len();
+        match c {
+            '\t' => shown.extend(std::iter::repeat_n(' ', TAB_STOP - column % TAB_STOP)),
+            '\n' => shown.push(c),
+            c if raw(c) => shown.extend(c.escape_default()),
+            c => shown.push(c),
         }
+        column = if c == '\n' {
+            0
+        } else {
+            column + shown[before..].chars().count()
+        };
     }
     Cow::Owned(shown)
 }
@@ -41,8 +53,8 @@ mod tests {
             std::borrow::Cow::Borrowed(_)
         ));
         assert_eq!(
-            printable("\u{1b}]0;pwned\u{7}\u{1b}[2J\tx\u{9b}y\n"),
-            "\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\tx\\u{9b}y\n"
+            printable("\u{1b}]0;pwned\u{7}\u{1b}[2Jx\u{9b}y\n"),
+            "\\u{1b}]0;pwned\\u{7}\\u{1b}[2Jx\\u{9b}y\n"
         );
         for c in [
             '\u{061c}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}',
@@ -57,5 +69,20 @@ mod tests {
             printable("naïve → ok ✓"),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn tabs_are_expanded_to_the_next_tab_stop_as_a_terminal_shows_them() {
+        assert_eq!(
+            printable("epoch\t1\tloss\t0.25"),
+            "epoch   1       loss    0.25"
+        );
+        assert_eq!(printable("\tx\n\ty"), "        x\n        y");
+        assert_eq!(printable("12345678\tz"), "12345678        z");
+        assert_eq!(
+            printable("é\u{7}\tz"),
+            "é\\u{7}  z",
+            "an escape takes the columns it shows"
+        );
     }
 }

@@ -239,6 +239,8 @@ impl Observer for Progress {
                     .as_ref()
                     .is_some_and(|s| s.commands.contains_key(worker));
                 if command {
+                    // Tabs stop where they would in the script's own terminal: from its line's start.
+                    let line = golow_protocol::text::printable(line);
                     self.say(&format!("{worker} | {line}"));
                 }
             }

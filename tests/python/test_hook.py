@@ -527,6 +527,40 @@ class HookTest(unittest.TestCase):
                 # The first iteration's backward pass came before any optimiser: said, then no more.
                 self.assertEqual([e["pass"] for e in of_type(streams[0], "backward_pass")], [0])
 
+    def test_an_evaluation_loaders_wait_between_steps_is_the_steps_other_not_its_data(self):
+        source = """
+        import time, torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def slow(batch):
+            time.sleep(0.03)
+            return torch.utils.data.default_collate(batch)
+
+        model = torch.nn.Linear(16, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        train = DataLoader(TensorDataset(torch.randn(48, 16), torch.randn(48, 1)), batch_size=8)
+        held_out = DataLoader(TensorDataset(torch.randn(16, 16)), batch_size=8, collate_fn=slow)
+        for x, y in train:
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            with torch.no_grad():
+                for (v,) in held_out:
+                    model(v)
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        steps = of_type(streams[0], "optimizer_step")
+        self.assertEqual(len(steps), 6)
+        for step in steps[1:]:
+            phases = self.assert_phases_add_up(step)
+            self.assertLess(phases["data_ms"], 20, step)
+            other = step["interval_ms"] - sum(
+                phases[k] for k in ("data_ms", "forward_ms", "backward_ms", "optimizer_ms"))
+            self.assertGreaterEqual(other, 60, step)
+            self.assertEqual(phases["samples"], 8, "the training batch's, not the held-out ones'")
+
     def test_gradient_accumulation_is_one_step_of_several_passes(self):
         source = """
         import torch

@@ -79,6 +79,7 @@ class _Process:
         self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
         self.optimizing_since = None  # when the outermost began (or the last step ended inside it)
         self.nested_ns = 0  # forward and backward passes inside it (a closure's): theirs, not the optimiser's
+        self.pending_data_ns = 0  # waits on a DataLoader not yet taken by a pass of the model
         self.samples_in_step = 0  # the batch dimension of the model's inputs, summed over the step's passes
         self.pass_samples = None  # that of the pass under way
         self.last_batch = None  # that of the latest DataLoader batch, for a model called with keywords alone
@@ -233,12 +234,17 @@ def _register_data(module):
             try:
                 batch = original(self)
             finally:
-                _me.data_ns += time.perf_counter_ns() - start
+                _me.pending_data_ns += time.perf_counter_ns() - start
             _me.last_batch = _batch_size(batch)
             return batch
         return __next__
 
     _wrap(module, "_BaseDataLoaderIter", "__next__", make)
+
+
+def _grad_enabled():
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.is_grad_enabled())
 
 
 def _jit_tracing():
@@ -420,6 +426,11 @@ def _on_module_start(module, args):
                 return
             _me.depth += 1
             if _me.depth == 1:
+                # A batch the model takes with gradients was the step's data; one an evaluation pass takes (no
+                # gradients) was waited for by the step's "other".
+                if _grad_enabled():
+                    _me.data_ns += _me.pending_data_ns
+                _me.pending_data_ns = 0
                 # torch.jit.trace records what is read of its inputs' shapes: nothing is read there.
                 size = None if _jit_tracing() else _batch_size(args)
                 _me.pass_samples = size if size is not None else _me.last_batch
@@ -443,8 +454,7 @@ def _on_module_end(module, args, output):
                 return
             start = _me.pass_start_ns
             _me.pass_start_ns = None
-            torch = sys.modules.get("torch")
-            grad = bool(torch is not None and torch.is_grad_enabled())
+            grad = _grad_enabled()
             if grad:
                 # A pass without gradients in a training loop is evaluation: the step's "other", not its forward.
                 _me.forward_ns += now - start
@@ -504,7 +514,8 @@ def _phases(now):
     if _me.optimizing and _me.optimizing_since is not None:  # a step ending inside a GradScaler's
         optimizer_ns += max(0, now - _me.optimizing_since - _me.nested_ns)
     return {
-        "data_ms": _ms(_me.data_ns),
+        # Waits no pass of the model took (a model the hooks do not see, a batch for the next step): data still.
+        "data_ms": _ms(_me.data_ns + _me.pending_data_ns),
         "forward_ms": _ms(_me.forward_ns),
         "backward_ms": _ms(_me.backward_ns),
         "optimizer_ms": _ms(optimizer_ns),
@@ -516,7 +527,7 @@ def _phases(now):
 
 def _next_step(now):
     """The step under way ends at ``now``: the next one's phases start from nothing."""
-    _me.data_ns = _me.forward_ns = _me.backward_ns = _me.optimizer_ns = 0
+    _me.data_ns = _me.pending_data_ns = _me.forward_ns = _me.backward_ns = _me.optimizer_ns = 0
     _me.forward_passes_in_step = _me.backward_passes_in_step = _me.samples_in_step = 0
     if _me.optimizing:
         _me.optimizing_since, _me.nested_ns = now, 0
