@@ -674,6 +674,12 @@ fn each_scripts_steps_are_split_into_phases_and_an_input_bound_one_is_told_so() 
         notice.starts_with("input-bound: waiting on data takes"),
         "{notice}"
     );
+    // The remedy is the one its DataLoader (no workers, on a CPU) needs: nothing of pinned memory.
+    assert!(
+        notice.contains("its DataLoader loads each batch in the training process (num_workers=0)")
+            && !notice.contains("pin_memory"),
+        "{notice}"
+    );
     let said = text(&out.stderr).matches("loader: input-bound").count()
         + text(&out.stdout).matches("loader: input-bound").count();
     assert_eq!(

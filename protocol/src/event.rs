@@ -12,7 +12,8 @@ pub use crate::collector::{
     Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
 };
 pub use crate::script::{
-    BackwardPass, ForwardPass, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess, StepPhases,
+    BackwardPass, ForwardPass, LoaderSetup, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess,
+    StepPhases,
 };
 
 use crate::config::{Mode, WorkerConfig};

@@ -7,9 +7,9 @@ use crate::config::{
 };
 use crate::event::{
     BackwardPass, Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind,
-    CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, MemoryKind,
-    OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase, Scalar,
-    ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
+    CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, LoaderSetup,
+    MemoryKind, OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase,
+    Scalar, ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -94,6 +94,7 @@ pub fn step_phases(
         forward_passes: 1,
         backward_passes: 1,
         samples: None,
+        loader: None,
     }
 }
 
@@ -290,6 +291,11 @@ pub fn every_body() -> Vec<Body> {
                 forward_passes: 4,
                 backward_passes: 4,
                 samples: Some(128),
+                loader: Some(LoaderSetup {
+                    num_workers: 0,
+                    pin_memory: false,
+                    cuda: true,
+                }),
             }),
             skipped: false,
         }),

@@ -104,6 +104,20 @@ pub struct StepPhases {
     /// (`golow.report(samples=…)`) overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u64>,
+    /// The DataLoader whose batches the step's model took, said when it first does and whenever it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loader: Option<LoaderSetup>,
+}
+
+/// How a DataLoader loads, and whether its process uses CUDA: what the remedies for an input-bound script depend on.
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
+#[schemars(deny_unknown_fields)]
+pub struct LoaderSetup {
+    pub num_workers: u32,
+    /// Batches are copied into pinned memory (which needs an accelerator).
+    pub pin_memory: bool,
+    /// The process has initialised CUDA.
+    pub cuda: bool,
 }
 
 /// A backward pass of a process that trains with no optimiser (its parameters updated by hand): its step. Said only

@@ -319,7 +319,10 @@ impl WorkerState {
         self.series.throughput = Series::default();
         self.operators = operators::Operators::default();
         if let Some(script) = self.script.as_mut() {
+            // The DataLoader is said once: it stays.
+            let loader = script.phases.loader;
             script.phases = phases::PhasesState::default();
+            script.phases.loader = loader;
         }
     }
 
@@ -335,6 +338,10 @@ impl WorkerState {
     ) {
         let script = self.script.get_or_insert_with(Default::default);
         let samples = script.step_samples(step_phases.as_ref());
+        // Said once, whenever that step falls: a warm-up step's too.
+        if let Some(loader) = step_phases.and_then(|p| p.loader) {
+            script.phases.loader = Some(loader);
+        }
         self.steps += 1;
         if self.steps <= warmup {
             self.warmup_steps += 1;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use golow_protocol::script::StepPhases;
+use golow_protocol::script::{LoaderSetup, StepPhases};
 
 use super::Durations;
 use super::series::Series;
@@ -50,16 +50,6 @@ const RECENT: usize = 20;
 /// Fewer measured steps give no verdict: one slow first batch is not a pattern.
 const VERDICT_MIN_STEPS: usize = 5;
 
-/// What golow says of an input-bound script whose data takes `share` of its steps: the verdict, and what the user
-/// can do about it, in one line.
-pub fn input_bound_notice(share: f64) -> String {
-    format!(
-        "input-bound: waiting on data takes {:.0}% of a step (median); more DataLoader workers (num_workers), \
-         pin_memory=True on a GPU or a cheaper transform would shorten it",
-        share * 100.0
-    )
-}
-
 /// Passes per step told apart; more count as this many.
 const MAX_PASSES: u32 = 4096;
 
@@ -83,6 +73,8 @@ pub struct PhasesState {
     passes_per_step: BTreeMap<u32, u64>,
     /// Each measured step's share of data, to tell whether the whole run was input-bound.
     data_share: Durations,
+    /// The DataLoader the steps' model took its batches from, as the hook last said.
+    pub loader: Option<LoaderSetup>,
 }
 
 impl PhasesState {
@@ -174,6 +166,37 @@ impl PhasesState {
             .filter(|&share| share >= INPUT_BOUND_SHARE)
     }
 
+    /// What golow says of an input-bound script whose data takes `share` of its steps: the verdict, and what the
+    /// user can do about it with the DataLoader it has, in one line.
+    pub fn input_bound_notice(&self, share: f64) -> String {
+        let remedy = match self.loader {
+            None => "more DataLoader workers (num_workers), pin_memory=True on a GPU or a cheaper transform would \
+                     shorten it"
+                .to_string(),
+            Some(loader) => {
+                let mut remedy = if loader.num_workers == 0 {
+                    "its DataLoader loads each batch in the training process (num_workers=0): worker processes \
+                     (num_workers=4, say) or a cheaper transform would prepare the next batches meanwhile"
+                        .to_string()
+                } else {
+                    format!(
+                        "its DataLoader's {} workers do not keep up: more of them (num_workers) or a cheaper \
+                         transform would shorten it",
+                        loader.num_workers
+                    )
+                };
+                if loader.cuda && !loader.pin_memory {
+                    remedy.push_str("; pin_memory=True would speed its copies to the GPU");
+                }
+                remedy
+            }
+        };
+        format!(
+            "input-bound: waiting on data takes {:.0}% of a step (median); {remedy}",
+            share * 100.0
+        )
+    }
+
     /// Forward passes per step, the median: more than one is gradient accumulation.
     pub fn micro_batches_per_step(&self) -> Option<u32> {
         let steps: u64 = self.passes_per_step.values().sum();
@@ -238,6 +261,47 @@ mod tests {
         assert_eq!(phases.input_bound(), None, "nor most of the run's");
         let now = phases.recent_shares().unwrap();
         assert!((now[0] - 0.1).abs() < 1e-12, "{now:?}");
+    }
+
+    #[test]
+    fn the_input_bound_remedy_is_the_one_the_scripts_dataloader_needs() {
+        let mut phases = PhasesState::default();
+        assert!(
+            phases
+                .input_bound_notice(0.5)
+                .contains("more DataLoader workers (num_workers), pin_memory")
+        );
+        let mut said = step_phases(50.0, 10.0, 10.0, 10.0);
+        said.loader = Some(LoaderSetup {
+            num_workers: 0,
+            pin_memory: false,
+            cuda: false,
+        });
+        phases.loader = said.loader;
+        let notice = phases.input_bound_notice(0.5);
+        assert!(notice.starts_with("input-bound: waiting on data takes 50% of a step (median); its DataLoader loads each batch in the training process (num_workers=0)"), "{notice}");
+        assert!(!notice.contains("pin_memory"), "not on a CPU: {notice}");
+        said.loader = Some(LoaderSetup {
+            num_workers: 2,
+            pin_memory: false,
+            cuda: true,
+        });
+        phases.loader = said.loader;
+        let notice = phases.input_bound_notice(0.5);
+        assert!(
+            notice.contains("its DataLoader's 2 workers do not keep up"),
+            "{notice}"
+        );
+        assert!(
+            notice.ends_with("; pin_memory=True would speed its copies to the GPU"),
+            "{notice}"
+        );
+        said.loader = None;
+        phases.record(3.0, 100.0, &said);
+        assert!(
+            phases.input_bound_notice(0.5).contains("2 workers"),
+            "said once, kept"
+        );
     }
 
     #[test]

@@ -551,8 +551,8 @@ impl WorkerSummary {
             compile: w.compile.as_ref().map(CompileSummary::from),
             error,
             notice: state.unmeasured(w).map(String::from).or_else(|| {
-                let share = w.script.as_ref()?.phases.input_bound()?;
-                Some(super::phases::input_bound_notice(share))
+                let phases = &w.script.as_ref()?.phases;
+                Some(phases.input_bound_notice(phases.input_bound()?))
             }),
             script: w.script.as_ref().map(ScriptSummary::from_script),
             ranks: w.script.as_ref().map(ranks).unwrap_or_default(),

@@ -8,7 +8,6 @@ use golow_protocol::event::{Body, Record};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::session::Observer;
-use crate::state::phases::input_bound_notice;
 use crate::state::{Activity, State, WorkerState};
 
 /// A terminal's lines are redrawn at most this often (indicatif's limit), and made anew at most this often (and
@@ -93,9 +92,12 @@ impl Progress {
             if *told {
                 continue;
             }
-            if let Some(share) = w.script.as_ref().and_then(|s| s.phases.input_bound_now()) {
+            let Some(phases) = w.script.as_ref().map(|s| &s.phases) else {
+                continue;
+            };
+            if let Some(share) = phases.input_bound_now() {
                 *told = true;
-                notices.push(format!("{}: {}", w.name, input_bound_notice(share)));
+                notices.push(format!("{}: {}", w.name, phases.input_bound_notice(share)));
             }
         }
         for notice in notices {

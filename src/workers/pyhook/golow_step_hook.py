@@ -79,6 +79,9 @@ class _Process:
         self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
         self.optimizing_since = None  # when the outermost began (or the last step ended inside it)
         self.nested_ns = 0  # forward and backward passes inside it (a closure's): theirs, not the optimiser's
+        self.pending_loader = None  # (num_workers, pin_memory) of the DataLoader waited on last
+        self.loader = None  # that of the DataLoader whose batch the model last took with gradients
+        self.loader_said = None  # what the events said of it, with whether CUDA is in use
         self.pending_data_ns = 0  # waits on a DataLoader not yet taken by a pass of the model
         self.samples_in_step = 0  # the batch dimension of the model's inputs, summed over the step's passes
         self.pass_samples = None  # that of the pass under way
@@ -236,6 +239,10 @@ def _register_data(module):
             finally:
                 _me.pending_data_ns += time.perf_counter_ns() - start
             _me.last_batch = _batch_size(batch)
+            try:
+                _me.pending_loader = (int(self._num_workers), bool(self._pin_memory))
+            except Exception:
+                pass
             return batch
         return __next__
 
@@ -430,6 +437,7 @@ def _on_module_start(module, args):
                 # gradients) was waited for by the step's "other".
                 if _grad_enabled():
                     _me.data_ns += _me.pending_data_ns
+                    _me.loader = _me.pending_loader or _me.loader
                 _me.pending_data_ns = 0
                 # torch.jit.trace records what is read of its inputs' shapes: nothing is read there.
                 size = None if _jit_tracing() else _batch_size(args)
@@ -513,7 +521,7 @@ def _phases(now):
     optimizer_ns = _me.optimizer_ns
     if _me.optimizing and _me.optimizing_since is not None:  # a step ending inside a GradScaler's
         optimizer_ns += max(0, now - _me.optimizing_since - _me.nested_ns)
-    return {
+    phases = {
         # Waits no pass of the model took (a model the hooks do not see, a batch for the next step): data still.
         "data_ms": _ms(_me.data_ns + _me.pending_data_ns),
         "forward_ms": _ms(_me.forward_ns),
@@ -523,6 +531,13 @@ def _phases(now):
         "backward_passes": _me.backward_passes_in_step,
         "samples": _me.samples_in_step or None,
     }
+    if _me.loader is not None:
+        cuda = getattr(sys.modules.get("torch"), "cuda", None)
+        setup = _me.loader + (bool(cuda is not None and cuda.is_initialized()),)
+        if setup != _me.loader_said:
+            _me.loader_said = setup
+            phases["loader"] = {"num_workers": setup[0], "pin_memory": setup[1], "cuda": setup[2]}
+    return phases
 
 
 def _next_step(now):
