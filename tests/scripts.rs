@@ -100,6 +100,16 @@ fn a_torchrun_job_reports_each_rank_apart() {
             "rank {peak} of tree {tree}: {w}"
         );
     }
+    // Each rank's steps split into phases of its own, adding up to its steps.
+    for rank in w["ranks"].as_array().unwrap() {
+        let phases = &rank["phases"];
+        let shares: f64 = ["data", "forward", "backward", "optimizer", "other"]
+            .iter()
+            .map(|p| f64_of(&phases[p]["share"]))
+            .sum();
+        assert!((shares - 1.0).abs() < 1e-6, "{rank}");
+        assert!(f64_of(&phases["backward"]["p50_ms"]) > 0.0, "{rank}");
+    }
 
     // The recording replays the ranks as they were, and exports each rank's readings on its own process.
     let replayed = golow(

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::state::phases::Phase;
+use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
 
@@ -211,15 +211,29 @@ fn step_times(w: &WorkerState) -> Vec<Labelled<'_>> {
     }
 }
 
-/// A `--cmd` worker's phases, one series each, labelled with the primary process's rank where it has one.
+/// A `--cmd` worker's phases, one series each: a distributed job's per rank, else the worker's.
 fn phase_times(w: &WorkerState) -> Vec<Labelled<'_>> {
     let Some(script) = &w.script else {
         return Vec::new();
     };
-    let rank = script.primary_process().and_then(|p| p.rank);
+    let ranks = script.ranks();
+    if ranks.is_empty() {
+        return phase_series(w, None, &script.phases);
+    }
+    ranks
+        .into_iter()
+        .flat_map(|p| phase_series(w, p.rank, &p.phases))
+        .collect()
+}
+
+fn phase_series<'a>(
+    w: &WorkerState,
+    rank: Option<u32>,
+    phases: &'a PhasesState,
+) -> Vec<Labelled<'a>> {
     Phase::ALL
         .iter()
-        .zip(&script.phases.durations)
+        .zip(&phases.durations)
         .map(|(phase, durations)| {
             let mut labels = vec![("worker", label(&w.name))];
             if let Some(rank) = rank {
@@ -800,7 +814,10 @@ mod tests {
                         first_step_ms: None,
                         arrived_ns: Some(step * 100_000_000 + u64::from(rank) * 40_000_000),
                         profiled: false,
-                        phases: (step > 0).then(|| samples::step_phases(40.0, 20.0, 30.0, 5.0)),
+                        // Rank 1 waits 10 ms on its data, rank 0 40 ms.
+                        phases: (step > 0).then(|| {
+                            samples::step_phases(40.0 - 30.0 * f64::from(rank), 20.0, 30.0, 5.0)
+                        }),
                         skipped: false,
                     }),
                 ));
@@ -827,23 +844,25 @@ mod tests {
             "{text}"
         );
         assert!(samples(&text, "golow_rank_resident_memory_bytes").is_empty());
-        // The phases are the primary process's, rank 0: 40 ms of data and 5 ms of the rest in each step of 100 ms.
+        // Each rank's phases: rank 0's 40 ms of data and 5 ms of the rest, rank 1's 10 ms of data and 35 of the rest.
         let counts = samples(&text, "golow_step_phase_seconds_count");
-        assert_eq!(counts.len(), 5, "{counts:?}");
+        assert_eq!(counts.len(), 10, "{counts:?}");
         assert_eq!(
             counts[0],
             "golow_step_phase_seconds_count{worker=\"ddp\",rank=\"0\",phase=\"data\"} 29"
         );
         let sums = samples(&text, "golow_step_phase_seconds_sum");
-        let sum = |phase: &str| -> f64 {
+        let sum = |rank: u32, phase: &str| -> f64 {
             let line = sums
                 .iter()
-                .find(|l| l.contains(&format!("phase=\"{phase}\"")))
+                .find(|l| l.contains(&format!("rank=\"{rank}\",phase=\"{phase}\"")))
                 .unwrap();
             line.rsplit(' ').next().unwrap().parse().unwrap()
         };
-        assert!((sum("data") - 29.0 * 0.04).abs() < 1e-3, "{sums:?}");
-        assert!((sum("other") - 29.0 * 0.005).abs() < 1e-3, "{sums:?}");
+        assert!((sum(0, "data") - 29.0 * 0.04).abs() < 1e-3, "{sums:?}");
+        assert!((sum(1, "data") - 29.0 * 0.01).abs() < 1e-3, "{sums:?}");
+        assert!((sum(1, "other") - 29.0 * 0.035).abs() < 1e-3, "{sums:?}");
+        assert!((sum(0, "other") - 29.0 * 0.005).abs() < 1e-3, "{sums:?}");
     }
 
     #[test]

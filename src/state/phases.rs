@@ -82,8 +82,20 @@ impl PhasesState {
     /// negative count as none, and phases that add up to more than the interval (threads that overlap) are scaled
     /// down to it, so that the five always add up to the interval.
     pub fn record(&mut self, t: f64, interval_ms: f64, phases: &StepPhases) {
+        if let Some(split) = self.tally(interval_ms, phases) {
+            let mut top = 0.0;
+            for (stacked, ms) in self.stacked.iter_mut().zip(split) {
+                top += ms;
+                stacked.push(t, top);
+            }
+        }
+    }
+
+    /// Keeps a measured step's figures, uncharted (a rank's: only the worker's phases are charted); its split, when
+    /// the interval was one.
+    pub fn tally(&mut self, interval_ms: f64, phases: &StepPhases) -> Option<Split> {
         if !interval_ms.is_finite() || interval_ms <= 0.0 {
-            return;
+            return None;
         }
         let clean = |ms: f64| if ms.is_finite() { ms.max(0.0) } else { 0.0 };
         let mut split: Split = [
@@ -100,12 +112,9 @@ impl PhasesState {
             }
         }
         split[4] = (interval_ms - split[..4].iter().sum::<f64>()).max(0.0);
-        let mut top = 0.0;
         for (i, &ms) in split.iter().enumerate() {
             self.durations[i].record_ms(ms);
             self.totals_ms[i] += ms;
-            top += ms;
-            self.stacked[i].push(t, top);
         }
         self.interval_total_ms += interval_ms;
         self.data_share.record_ms(split[0] / interval_ms);
@@ -117,6 +126,7 @@ impl PhasesState {
             .passes_per_step
             .entry(phases.forward_passes.min(MAX_PASSES))
             .or_default() += 1;
+        Some(split)
     }
 
     pub fn steps(&self) -> u64 {

@@ -62,6 +62,8 @@ pub struct ProcessState {
     pub series: RankSeries,
     pub peak_rss_bytes: u64,
     pub peak_gpu_memory_bytes: Option<u64>,
+    /// Where its measured steps' time went (uncharted: the worker charts its primary process's).
+    pub phases: PhasesState,
     /// Its latest believed arrival (start of a backward pass), on the host's monotonic clock.
     last_arrived_ns: Option<u64>,
 }
@@ -308,6 +310,9 @@ impl ScriptState {
             {
                 p.step_interval.record_ms(ms);
                 p.series.step_ms.push(t, ms);
+                if let Some(phases) = &step.phases {
+                    p.phases.tally(ms, phases);
+                }
                 measured = true;
             }
             if let (Some(rank), Some(world), Some(ns)) = (p.rank, p.world_size, step.arrived_ns) {

@@ -376,6 +376,9 @@ pub struct RankSummary {
     /// Its processes' highest GPU memory, from NVML.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_gpu_mem_bytes: Option<u64>,
+    /// Where its measured steps' time went, as the worker's `script.phases`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<PhasesSummary>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -416,6 +419,7 @@ fn ranks(s: &ScriptState) -> Vec<RankSummary> {
                 straggler_steps: s.arrivals.last_counts.get(&rank).copied().unwrap_or(0),
                 peak_host_rss_bytes: p.peak_rss_bytes,
                 peak_gpu_mem_bytes: p.peak_gpu_memory_bytes,
+                phases: PhasesSummary::of(&p.phases),
             })
         })
         .collect()
