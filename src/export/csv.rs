@@ -11,7 +11,8 @@ use golow_protocol::event::{Body, Record};
 const CSV_COLUMNS: &str = "t_ms,worker,type,step,epoch,phase,batch_size,data_ms,h2d_ms,\
     h2d_bytes,compute_ms,loss,correct,warmup,interval_ms,train_loss,train_accuracy,eval_loss,\
     eval_accuracy,pid,rss_bytes,peak_rss_bytes,cpu_percent,gpu_index,utilization_percent,\
-    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank,profiled";
+    memory_used_bytes,power_watts,sm_clock_mhz,memory_bytes,sm_percent,rank,profiled,forward_ms,\
+    backward_ms,optimizer_ms,forward_passes,backward_passes,samples,skipped";
 
 pub fn write(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io::Result<()> {
     let mut csv = csv::WriterBuilder::new()
@@ -25,6 +26,7 @@ pub fn write(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io:
             Body::Step(_)
                 | Body::Epoch(_)
                 | Body::OptimizerStep(_)
+                | Body::BackwardPass(_)
                 | Body::Process { .. }
                 | Body::GpuDevice { .. }
                 | Body::GpuProcess { .. }
@@ -40,6 +42,17 @@ pub fn write(records: impl Iterator<Item = Record>, out: &mut impl Write) -> io:
         {
             // The schema leaves `profiled` out when false; a column that filters steps says so in every step's row.
             map.entry("profiled").or_insert(Value::Bool(false));
+            if matches!(record.body, Body::OptimizerStep(_)) {
+                map.entry("skipped").or_insert(Value::Bool(false));
+            }
+        }
+        // A script's step phases are columns of their own (its wait on data is `data_ms`, as a built-in step's).
+        if let Value::Object(map) = &mut fields
+            && let Some(Value::Object(phases)) = map.remove("phases")
+        {
+            for (name, value) in phases {
+                map.entry(name).or_insert(value);
+            }
         }
         for column in &columns {
             // `gpu_index` is the records' `index`, renamed to say of what; no other column is.

@@ -226,12 +226,16 @@ fn csv_has_fixed_columns_and_quotes_worker_names() {
     let text = exported(Format::Csv);
     assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
     let rows = parse_csv(&text);
-    assert_eq!(rows[0].len(), 32);
+    assert_eq!(rows[0].len(), 39);
     assert_eq!(
-        (rows[0][0].as_str(), rows[0][31].as_str()),
-        ("t_ms", "profiled")
+        (
+            rows[0][0].as_str(),
+            rows[0][31].as_str(),
+            rows[0][38].as_str()
+        ),
+        ("t_ms", "profiled", "skipped")
     );
-    assert!(rows.iter().all(|row| row.len() == 32));
+    assert!(rows.iter().all(|row| row.len() == 39));
     // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
     assert_eq!(rows.len(), 1 + 2 * 13 + 1);
     let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
@@ -636,6 +640,51 @@ fn a_scripts_step_slices_hold_their_phases() {
             }),
         ),
     ];
+    let mut csv = Vec::new();
+    export(
+        &header(),
+        records.clone().into_iter(),
+        Format::Csv,
+        &mut csv,
+    )
+    .unwrap();
+    let rows = parse_csv(&String::from_utf8(csv).unwrap());
+    let cells = |t_ms: &str, columns: &[&str]| -> Vec<String> {
+        let row = rows.iter().find(|r| r[0] == t_ms).unwrap();
+        columns
+            .iter()
+            .map(|c| row[rows[0].iter().position(|h| h == c).unwrap()].clone())
+            .collect()
+    };
+    let phases = [
+        "type",
+        "interval_ms",
+        "data_ms",
+        "forward_ms",
+        "backward_ms",
+        "optimizer_ms",
+        "forward_passes",
+        "skipped",
+    ];
+    assert_eq!(
+        cells("140.0", &phases),
+        [
+            "optimizer_step",
+            "40.0",
+            "10.0",
+            "8.0",
+            "12.0",
+            "4.0",
+            "1",
+            "false"
+        ]
+    );
+    assert_eq!(cells("190.0", &["skipped"]), ["true"]);
+    assert_eq!(
+        cells("400.0", &phases[..6]),
+        ["backward_pass", "20.0", "5.0", "5.0", "5.0", "0.0"]
+    );
+
     let trace = chrome_trace(records);
     let slices: Vec<(String, f64, f64)> = trace["traceEvents"]
         .as_array()
