@@ -160,6 +160,10 @@ fn scripts_with_step_phases_get_the_phases_pane_stacked_with_their_shares_now() 
         maximised.contains("charted: loader (↑/↓ another)"),
         "{maximised}"
     );
+    assert!(
+        maximised.contains("GPU busy 50% of its steps, copying 6% (CUPTI)"),
+        "{maximised}"
+    );
     insta::assert_snapshot!("phases_maximised", maximised);
     // The same key again is the way back; ↓ charts the next worker.
     press(&mut app, &state, KeyCode::Char('p'));

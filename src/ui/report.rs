@@ -2,8 +2,7 @@
 
 use crate::state::script::SamplesFrom;
 use crate::state::{
-    OperatorSummary, Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
-    WorkerSummary,
+    Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
 };
 
 /// Where a session's description goes.
@@ -162,11 +161,7 @@ pub fn table(summary: &Summary) -> String {
         if let Some(line) = compile_line(w, eager) {
             out.push_str(&line);
         }
-        if let Some(line) = w
-            .script
-            .as_ref()
-            .and_then(|s| script_line(&w.implementation, s, &w.top_operators))
-        {
+        if let Some(line) = w.script.as_ref().and_then(|s| script_line(w, s)) {
             out.push_str(&line);
         }
         if let Some(notice) = &w.notice {
@@ -230,7 +225,8 @@ fn compile_line(w: &WorkerSummary, eager: Option<&WorkerSummary>) -> Option<Stri
 /// A `--cmd` worker's script in one line: its start, optimisers, forward passes and processes, where its steps' time
 /// went, where its samples came from and its top three operators; nothing when its script has said nothing of these
 /// (a process that only said hello).
-fn script_line(name: &str, s: &ScriptSummary, operators: &[OperatorSummary]) -> Option<String> {
+fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
+    let (name, operators) = (&w.implementation, &w.top_operators);
     let mut parts = Vec::new();
     if let Some(t) = s.time_to_first_step_s {
         let first = s
@@ -298,7 +294,16 @@ fn script_line(name: &str, s: &ScriptSummary, operators: &[OperatorSummary]) -> 
                 opt(Some(v.p50_ms), 1)
             )
         });
-        parts.push(format!("phases {}", each.join(", ")));
+        let device = w
+            .gpu_breakdown
+            .map(|b| {
+                format!(
+                    " (host times; GPU busy {:.0}% of the steps, CUPTI)",
+                    b.busy * 100.0
+                )
+            })
+            .unwrap_or_default();
+        parts.push(format!("phases {}{device}", each.join(", ")));
     }
     if s.samples_from.as_deref() == Some(SamplesFrom::BatchDimension.name()) {
         parts.push(

@@ -518,6 +518,23 @@ pub fn scripted_session(steps: u64) -> State {
             ));
         }
     }
+    // CUPTI in `compute`'s process: its device busy half of the time, copying a sixteenth.
+    let mut window = golow_protocol::samples::kernel_window(vec![golow_protocol::samples::kernel(
+        "sm90_xmma_gemm",
+        40,
+        400_000_000,
+    )]);
+    window.breakdown = golow_protocol::event::Breakdown {
+        busy: 0.5,
+        copy: 0.0625,
+        idle: 0.4375,
+    };
+    (window.monotonic_start_ns, window.monotonic_end_ns) = (None, None);
+    records.push(Record::new(
+        1000.0 + steps as f64 * 100.0,
+        Some("compute".into()),
+        Body::Kernels(Box::new(window)),
+    ));
     let mut state = State::default();
     for r in &records {
         state.apply(r);

@@ -2,7 +2,8 @@
 //! chosen worker's steps over time as a stacked band: each line is the top of a phase stacked on those before it
 //! (data, then forward, backward, the optimiser, and the whole interval on top); ↑/↓ in the maximised pane choose the
 //! worker. On the right each worker's shares over its latest steps, and whether it is input-bound now. The times are
-//! the host's: on a GPU, asynchronous work counts where the host waits for it.
+//! the host's: on a GPU, asynchronous work counts where the host waits for it, so where CUPTI runs the device's busy
+//! share of the steps is set beside them.
 
 use crossterm::event::KeyCode;
 use ratatui::Frame;
@@ -110,6 +111,17 @@ impl Pane for Phases {
                 name(view, &w.name, 12),
                 Span::styled(cells, view.text()),
             ]));
+            // The host's phases count asynchronous work where the host waits: the device's own busy time beside them.
+            if let Some(b) = w.gpu_activity.breakdown() {
+                rows.push(Line::styled(
+                    format!(
+                        "  GPU busy {:.0}% of its steps, copying {:.0}% (CUPTI)",
+                        b.busy * 100.0,
+                        b.copy * 100.0
+                    ),
+                    view.text(),
+                ));
+            }
             if let Some(share) = phases.input_bound_now() {
                 rows.push(Line::styled(
                     format!("  INPUT-BOUND: data {:.0}% of a step", share * 100.0),
