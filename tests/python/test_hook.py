@@ -561,6 +561,49 @@ class HookTest(unittest.TestCase):
             self.assertGreaterEqual(other, 60, step)
             self.assertEqual(phases["samples"], 8, "the training batch's, not the held-out ones'")
 
+    def test_batches_from_anything_but_a_dataloaders_iterator_are_the_steps_other_and_change_nothing(self):
+        # A DataLoader whose __iter__ the script replaced, a generator and a plain list of batches: their waits are
+        # the step's "other" (none is a DataLoader's iterator), the steps are counted, and what the script computes
+        # is what it computes without golow.
+        source = """
+        import time, torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        class Own(DataLoader):
+            def __iter__(self):
+                for i in range(0, len(self.dataset), self.batch_size):
+                    time.sleep(0.02)
+                    yield self.dataset[i:i + self.batch_size]
+
+        def generated():
+            for _ in range(4):
+                time.sleep(0.02)
+                yield torch.ones(8, 4), torch.zeros(8, 1)
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        batches = [(torch.ones(8, 4), torch.zeros(8, 1))] * 4
+        sources = (Own(TensorDataset(torch.ones(32, 4), torch.zeros(32, 1)), batch_size=8), generated(), batches)
+        for source in sources:
+            for x, y in source:
+                opt.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                opt.step()
+        print(model.weight.sum().item(), flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        alone = subprocess.run([sys.executable, self.write("alone.py", source)], capture_output=True, text=True,
+                               timeout=300, cwd=self.tmp.name, env=self.env(""))
+        self.assertEqual(proc.stdout, alone.stdout, "the script's result is its own")
+        steps = of_type(streams[0], "optimizer_step")
+        self.assertEqual(len(steps), 12)
+        for step in steps[1:]:
+            phases = self.assert_phases_add_up(step)
+            self.assertEqual(phases["data_ms"], 0, step)
+            self.assertEqual(phases["samples"], 8, step)
+
     def test_gradient_accumulation_is_one_step_of_several_passes(self):
         source = """
         import torch
