@@ -960,3 +960,55 @@ fn arguments_that_are_not_utf8_are_paths_or_one_line() {
         "invalid UTF-8",
     );
 }
+
+/// `--cmd` preloads golow's exec interposer, and puts the hook on PYTHONPATH: a golow installed where LD_PRELOAD
+/// cannot name its library (a space in the path) refuses with one line, as does a TMPDIR that PYTHONPATH cannot carry
+/// (a colon); neither starts the command.
+#[test]
+fn a_cmd_that_cannot_be_reached_by_preload_or_pythonpath_is_refused_before_it_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let installed = tmp.path().join("with space");
+    std::fs::create_dir_all(&installed).unwrap();
+    let built = Path::new(env!("CARGO_BIN_EXE_golow"));
+    for file in ["golow", "libgolow_exec.so"] {
+        std::fs::copy(built.with_file_name(file), installed.join(file)).unwrap();
+    }
+    let ran = tmp.path().join("ran");
+    let cmd = format!("a=touch {}", ran.display());
+    let args = ["--no-cupti", "--cmd", cmd.as_str()];
+    let mut command = std::process::Command::new(installed.join("golow"));
+    command
+        .env("TMPDIR", tmp.path())
+        .current_dir(tmp.path())
+        .args(["run", "--headless"])
+        .args(args);
+    rejects_command(
+        tmp.path(),
+        command,
+        &args,
+        "LD_PRELOAD cannot carry a path with a space or a colon",
+    );
+    assert!(!ran.exists());
+
+    let tmp = tempfile::tempdir().unwrap();
+    let colon = tmp.path().join("a:b");
+    std::fs::create_dir_all(&colon).unwrap();
+    let out = headless(tmp.path(), &args)
+        .env("TMPDIR", &colon)
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("golow: ")
+            && stderr.contains("holds a colon, which PYTHONPATH cannot carry"),
+        "{stderr}"
+    );
+    assert!(!ran.exists());
+    assert_eq!(
+        std::fs::read_dir(&colon).unwrap().count(),
+        0,
+        "nothing left"
+    );
+}

@@ -148,6 +148,13 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
     };
     if !plan.commands.is_empty() {
         let hook_dir = dir.path().join("pyhook");
+        if hook_dir.to_string_lossy().contains(':') {
+            return Err(PrepareError::Setup(format!(
+                "the session directory's path holds a colon, which PYTHONPATH cannot carry ({}): set TMPDIR to a \
+                 directory without one",
+                hook_dir.display()
+            )));
+        }
         write_sources(&hook_dir, &HOOK_SOURCES)?;
         let interposer = plan
             .interposer

@@ -48,10 +48,19 @@ pub fn collector() -> Result<PathBuf, String> {
 /// The exec interposer preloaded into `--cmd` workers, which keeps the step hook within reach of every python they
 /// start.
 pub fn interposer() -> Result<PathBuf, String> {
-    library(
+    let library = library(
         INTERPOSER_FILE,
         "--cmd needs it beside golow (run `make build`)",
-    )
+    )?;
+    // The dynamic loader splits LD_PRELOAD at spaces and colons: no such path can be preloaded.
+    if library.to_string_lossy().contains([' ', ':']) {
+        return Err(format!(
+            "{}: LD_PRELOAD cannot carry a path with a space or a colon, so --cmd cannot run from here; install \
+             golow in a directory without them",
+            library.display()
+        ));
+    }
+    Ok(library)
 }
 
 /// The library of libtorch's operator callbacks the Python levels record their operators with, where it was built
