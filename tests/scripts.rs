@@ -280,7 +280,9 @@ fn a_python_reached_by_path_env_bash_make_or_a_clean_environment_is_still_measur
         "isolated=python isolated.py".into(),
     ];
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let (out, s) = run(tmp.path(), &commands, &[]);
+    // One at a time: eight pythons importing torch at once would starve the tests that run beside this one and time
+    // what their scripts do.
+    let (out, s) = run(tmp.path(), &commands, &["--schedule", "sequential"]);
     for name in ["own", "exported", "by_path", "env", "bash", "make", "clean"] {
         assert_eq!(worker(&s, name)["steps"], 7, "{name}: {}", worker(&s, name));
     }
@@ -784,7 +786,8 @@ fn lightning_and_hugging_face_trainers_are_counted_split_into_phases_and_give_th
     let (out, s) = run(
         tmp.path(),
         &["lightning=python lit.py", "hf=python hf.py"],
-        &["--warmup", "2"],
+        // One at a time, for the tests beside this one that time their scripts.
+        &["--warmup", "2", "--schedule", "sequential"],
     );
     let stderr = text(&out.stderr);
     let names = ["data", "forward", "backward", "optimizer", "other"];
