@@ -222,19 +222,48 @@ unsafe fn completed<R>(
     result
 }
 
-fn missing() -> c_int {
-    set_errno(libc::ENOSYS);
-    -1
+/// An exec through the C library's own `real`, its environment completed.
+///
+/// # Safety
+/// As the exec function `real` is.
+unsafe fn exec(real: Option<Exec>, program: *const c_char, argv: Envp, envp: Envp) -> c_int {
+    match real {
+        Some(real) => unsafe { completed(program, argv, envp, |envp| real(program, argv, envp)) },
+        None => {
+            set_errno(libc::ENOSYS);
+            -1
+        }
+    }
+}
+
+/// A spawn through the C library's own `real`, its environment completed.
+///
+/// # Safety
+/// As the spawn function `real` is.
+unsafe fn spawn(
+    real: Option<Spawn>,
+    pid: *mut libc::pid_t,
+    program: *const c_char,
+    file_actions: *const c_void,
+    attributes: *const c_void,
+    argv: Envp,
+    envp: Envp,
+) -> c_int {
+    match real {
+        Some(real) => unsafe {
+            completed(program, argv, envp, |envp| {
+                real(pid, program, file_actions, attributes, argv, envp)
+            })
+        },
+        None => libc::ENOSYS,
+    }
 }
 
 /// # Safety
 /// As `execve(2)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: Envp, envp: Envp) -> c_int {
-    match setup().real.execve {
-        Some(real) => unsafe { completed(path, argv, envp, |envp| real(path, argv, envp)) },
-        None => missing(),
-    }
+    unsafe { exec(setup().real.execve, path, argv, envp) }
 }
 
 /// # Safety
@@ -248,10 +277,7 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: Envp) -> c_int {
 /// As `execvpe(3)`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Envp, envp: Envp) -> c_int {
-    match setup().real.execvpe {
-        Some(real) => unsafe { completed(file, argv, envp, |envp| real(file, argv, envp)) },
-        None => missing(),
-    }
+    unsafe { exec(setup().real.execvpe, file, argv, envp) }
 }
 
 /// # Safety
@@ -272,14 +298,8 @@ pub unsafe extern "C" fn posix_spawn(
     argv: Envp,
     envp: Envp,
 ) -> c_int {
-    match setup().real.posix_spawn {
-        Some(real) => unsafe {
-            completed(path, argv, envp, |envp| {
-                real(pid, path, file_actions, attributes, argv, envp)
-            })
-        },
-        None => libc::ENOSYS,
-    }
+    let real = setup().real.posix_spawn;
+    unsafe { spawn(real, pid, path, file_actions, attributes, argv, envp) }
 }
 
 /// # Safety
@@ -293,12 +313,6 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: Envp,
     envp: Envp,
 ) -> c_int {
-    match setup().real.posix_spawnp {
-        Some(real) => unsafe {
-            completed(file, argv, envp, |envp| {
-                real(pid, file, file_actions, attributes, argv, envp)
-            })
-        },
-        None => libc::ENOSYS,
-    }
+    let real = setup().real.posix_spawnp;
+    unsafe { spawn(real, pid, file, file_actions, attributes, argv, envp) }
 }

@@ -172,8 +172,8 @@ fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     histogram(
         out,
         "golow_step_phase_seconds",
-        "Time of a --cmd worker's measured step in each phase on the host (data, forward, backward, optimizer, other), \
-         of its primary process (rank 0 in a distributed job).",
+        "Time of a --cmd worker's measured step in each phase on the host (data, forward, backward, optimizer, other): \
+         each rank's in a distributed job, else its primary process's.",
         &phases,
     );
     ranks(out, all);

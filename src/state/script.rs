@@ -62,10 +62,17 @@ pub struct ProcessState {
     pub series: RankSeries,
     pub peak_rss_bytes: u64,
     pub peak_gpu_memory_bytes: Option<u64>,
-    /// Where its measured steps' time went (uncharted: the worker charts its primary process's).
+    /// Where its measured steps' time went, when it is a rank (uncharted: the worker charts its primary process's).
     pub phases: PhasesState,
     /// Its latest believed arrival (start of a backward pass), on the host's monotonic clock.
     last_arrived_ns: Option<u64>,
+}
+
+impl ProcessState {
+    /// Its rank, when it is one of a distributed job's (a world of more than one).
+    pub fn job_rank(&self) -> Option<u32> {
+        self.rank.filter(|_| self.world_size.is_some_and(|w| w > 1))
+    }
 }
 
 /// The monitor's own reading of the host's monotonic clock: the session's start on it, and now (as the record being
@@ -310,7 +317,8 @@ impl ScriptState {
             {
                 p.step_interval.record_ms(ms);
                 p.series.step_ms.push(t, ms);
-                if let Some(phases) = &step.phases {
+                // Only a rank's are read (the worker keeps its primary process's own).
+                if let (Some(phases), Some(_)) = (&step.phases, p.job_rank()) {
                     p.phases.tally(ms, phases);
                 }
                 measured = true;
@@ -398,7 +406,7 @@ impl ScriptState {
     pub fn ranks(&self) -> Vec<&ProcessState> {
         let mut by_rank: BTreeMap<u32, &ProcessState> = BTreeMap::new();
         for p in &self.processes {
-            if let Some(rank) = p.rank.filter(|_| p.world_size.is_some_and(|w| w > 1)) {
+            if let Some(rank) = p.job_rank() {
                 by_rank.insert(rank, p);
             }
         }
@@ -512,6 +520,11 @@ impl ScriptState {
             }
             None => 0.0,
         }
+    }
+
+    /// Where the worker's measured steps' time went, once it has any.
+    pub fn measured_phases(&self) -> Option<&PhasesState> {
+        (self.phases.steps() > 0).then_some(&self.phases)
     }
 
     /// What the worker's steps are, once it has any: `backward` passes where the primary process trains with no

@@ -129,6 +129,18 @@ pub struct PhaseSummary {
 }
 
 impl PhasesSummary {
+    /// Each phase by its name, in `Phase::ALL`'s order.
+    pub fn each(&self) -> [(&'static str, PhaseSummary); 5] {
+        let [data, forward, backward, optimizer, other] = Phase::ALL.map(Phase::name);
+        [
+            (data, self.data),
+            (forward, self.forward),
+            (backward, self.backward),
+            (optimizer, self.optimizer),
+            (other, self.other),
+        ]
+    }
+
     fn of(phases: &PhasesState) -> Option<PhasesSummary> {
         let shares = phases.shares()?;
         let phase = |phase: Phase| -> Option<PhaseSummary> {

@@ -325,13 +325,11 @@ fn rank_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, Str
 
 /// Rows for `--cmd` workers' step phases, when either side has them: each phase's median per step, A over B with its
 /// interval and A less B, then each one's share of data and whether it is input-bound.
-fn phase_rows(a: &WorkerState, b: &WorkerState) -> Vec<(&'static str, String, String, String)> {
-    fn phases(w: &WorkerState) -> Option<&PhasesState> {
-        w.script
-            .as_ref()
-            .map(|s| &s.phases)
-            .filter(|p| p.steps() > 0)
-    }
+fn phase_rows<'a>(
+    a: &'a WorkerState,
+    b: &'a WorkerState,
+) -> Vec<(&'static str, String, String, String)> {
+    let phases = |w: &'a WorkerState| w.script.as_ref()?.measured_phases();
     let (pa, pb) = (phases(a), phases(b));
     if pa.is_none() && pb.is_none() {
         return Vec::new();

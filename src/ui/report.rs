@@ -280,14 +280,7 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
         parts.push(format!("torch threads {threads}"));
     }
     if let Some(p) = &s.phases {
-        let each = [
-            ("data", p.data),
-            ("forward", p.forward),
-            ("backward", p.backward),
-            ("optimizer", p.optimizer),
-            ("other", p.other),
-        ]
-        .map(|(phase, v)| {
+        let each = p.each().map(|(phase, v)| {
             format!(
                 "{phase} {:.0}% ({} ms)",
                 v.share * 100.0,

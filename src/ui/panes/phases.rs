@@ -30,16 +30,17 @@ fn phased(state: &State) -> Vec<(&WorkerState, &PhasesState)> {
     state
         .workers
         .iter()
-        .filter_map(|w| {
-            let phases = &w.script.as_ref()?.phases;
-            (phases.steps() > 0).then_some((w, phases))
-        })
+        .filter_map(|w| Some((w, w.script.as_ref()?.measured_phases()?)))
         .collect()
 }
 
 /// Whether any worker of the state has step phases: the pane is shown only then.
 pub fn any(state: &State) -> bool {
-    !phased(state).is_empty()
+    state.workers.iter().any(|w| {
+        w.script
+            .as_ref()
+            .is_some_and(|s| s.measured_phases().is_some())
+    })
 }
 
 fn phase_color(view: &View, phase: usize) -> ratatui::style::Color {
