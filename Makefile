@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON ?= python3
 STAMP := $(VENV)/.golow-installed
 
-.PHONY: build run test monitor-alone gpu-test gpu-bundle gpu-bundle-check bench lint clean
+.PHONY: build run test monitor-alone publish-check wheel wheel-check gpu-test gpu-bundle gpu-bundle-check bench lint clean
 
 # The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
 # (LIBTORCH in .cargo/config.toml).
@@ -31,6 +31,8 @@ test: build
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 	$(MAKE) --no-print-directory monitor-alone
 	$(MAKE) --no-print-directory gpu-bundle-check
+	$(MAKE) --no-print-directory publish-check
+	$(MAKE) --no-print-directory wheel-check
 
 # The monitor alone, as someone who only replays recordings installs it: it builds with no libtorch to be found
 # (torch-sys's build would fail on this LIBTORCH), depends on no torch crate, and links no torch library and no
@@ -42,6 +44,25 @@ monitor-alone:
 	@if readelf -d target/release/golow | grep -iE 'torch|RUNPATH|RPATH'; then \
 		echo "golow links torch or carries a RUNPATH"; exit 1; fi
 	@echo "golow builds and links without torch"
+
+# `cargo install golow` one step from real: the monitor and the crates it depends on package and build as crates.io
+# would take them (versions on every path dependency, a licence, only the files they need).
+PUBLISHED := -p golow-protocol -p golow-data -p golow
+publish-check:
+	cargo publish --dry-run --allow-dirty $(PUBLISHED)
+
+# The wheel `pip install` takes (packaging/wheel.py): golow, golow-worker and golow's libraries from this build, the
+# golow Python module, audited by auditwheel for this manylinux platform (glibc 2.34: the newest symbol they use).
+WHEEL_PLATFORM := manylinux_2_34_x86_64
+wheel: build
+	$(PYTHON) packaging/wheel.py --release target/release --platform $(WHEEL_PLATFORM) --out target/wheels \
+		--version "$$(cargo pkgid -p golow | sed 's/.*[#@]//')"
+
+# The wheel installed into a fresh environment with torch 2.11 and nothing of this checkout, then used as a user
+# would, from outside the checkout: doctor, a live and a headless --cmd script, --impl pytorch,libtorch.
+wheel-check: wheel
+	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
+	$(PYTHON) tests/wheel/check.py --python $(SYSTEM_PYTHON) target/wheels/golow-*.whl
 
 # The #[ignore]d tests that need an NVIDIA GPU: tests/gpu.rs (sessions, with the CUPTI collector in every worker),
 # bad input on a GPU machine (tests/bad_input.rs) and the worker's (the cudnn backend against aten, op by op, with

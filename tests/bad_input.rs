@@ -50,6 +50,17 @@ fn rejects_command(tmp: &Path, mut command: std::process::Command, args: &[&str]
     );
 }
 
+/// `rejects_in` for a golow installed at `golow` (not the build's), run in `tmp` with its TMPDIR there.
+fn rejects_from(golow: &Path, tmp: &Path, args: &[&str], expected: &str) {
+    let mut command = std::process::Command::new(golow);
+    command
+        .env("TMPDIR", tmp)
+        .current_dir(tmp)
+        .args(["run", "--headless"])
+        .args(args);
+    rejects_command(tmp, command, args, expected);
+}
+
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join(name), bytes).unwrap();
@@ -354,8 +365,8 @@ fn summary_into_a_missing_directory() {
 
 #[test]
 fn malformed_commands() {
-    rejects(&["--cmd", "python train.py"], "needs the form NAME=COMMAND");
-    rejects(&["--cmd", "my job=python t.py"], "must be letters, digits");
+    rejects(&["--cmd", "my.job=python t.py"], "must be letters, digits");
+    rejects(&["--cmd", "  "], "--cmd names no command");
     rejects(&["--cmd", "a=x", "--cmd", "a=y"], "already taken");
     rejects(
         &["--cmd", "a=x", "--schedule", "alternate"],
@@ -976,15 +987,9 @@ fn a_cmd_that_cannot_be_reached_by_preload_or_pythonpath_is_refused_before_it_ru
     let ran = tmp.path().join("ran");
     let cmd = format!("a=touch {}", ran.display());
     let args = ["--no-cupti", "--cmd", cmd.as_str()];
-    let mut command = std::process::Command::new(installed.join("golow"));
-    command
-        .env("TMPDIR", tmp.path())
-        .current_dir(tmp.path())
-        .args(["run", "--headless"])
-        .args(args);
-    rejects_command(
+    rejects_from(
+        &installed.join("golow"),
         tmp.path(),
-        command,
         &args,
         "LD_PRELOAD cannot carry a path with a space or a colon",
     );
@@ -1011,4 +1016,36 @@ fn a_cmd_that_cannot_be_reached_by_preload_or_pythonpath_is_refused_before_it_ru
         0,
         "nothing left"
     );
+}
+
+/// golow alone, as `cargo install golow` installs it: it replays, but a session (a level, a `--cmd` script, or the
+/// collector a GPU run loads) is refused in one line that says what this install does and what to install to run
+/// sessions.
+#[test]
+fn golow_installed_alone_replays_and_says_what_to_install_to_run_sessions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let alone = tmp.path().join("bin");
+    std::fs::create_dir_all(&alone).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_golow"), alone.join("golow")).unwrap();
+    for args in [
+        &["--no-cupti", "--impl", "libtorch"][..],
+        &["--no-cupti", "--cmd", "a=true"],
+        &["--impl", "libtorch"],
+    ] {
+        rejects_from(
+            &alone.join("golow"),
+            tmp.path(),
+            args,
+            "this golow replays, exports and compares recordings, but running sessions needs golow-worker",
+        );
+    }
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/20261126-h100-levels-train-b32.golow");
+    let replayed = std::process::Command::new(alone.join("golow"))
+        .current_dir(tmp.path())
+        .args(["replay", "--headless"])
+        .arg(&sample)
+        .output()
+        .unwrap();
+    assert!(replayed.status.success(), "{}", text(&replayed.stderr));
 }

@@ -11,7 +11,8 @@ use crate::session::{programs, python};
 
 #[derive(Args)]
 pub struct DoctorArgs {
-    /// Python to check [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    /// Python to check [default: $GOLOW_PYTHON, else the python beside golow (the environment it is installed in),
+    /// else the .venv of `make build`, else python3 on PATH].
     #[arg(long)]
     python: Option<PathBuf>,
 }
@@ -161,12 +162,26 @@ fn worker_needs(probe: Option<&serde_json::Value>) -> [Need; 2] {
 }
 
 /// Whether the worker starts, its line, and what its probe said.
-fn worker_report() -> (bool, String, Option<serde_json::Value>) {
-    let program = match programs::worker() {
+fn worker_report(torch: Option<&python::Torch>) -> (bool, String, Option<serde_json::Value>) {
+    let mut worker = match programs::worker() {
         Ok(p) => p,
         Err(e) => return (false, format!("golow-worker: {e}"), None),
     };
-    match Command::new(&program).arg("probe").output() {
+    if !worker.finds_torch_itself {
+        let Some(torch) = torch else {
+            return (
+                false,
+                "golow-worker: not started, for want of torch 2.11 to find its libraries in (see python above)"
+                    .into(),
+                None,
+            );
+        };
+        if let Err(why) = worker.use_torch(torch) {
+            return (false, format!("golow-worker: {why}"), None);
+        }
+    }
+    let program = worker.path.clone();
+    match worker.command(["probe"]).output() {
         Ok(out) if out.status.success() => {
             let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
             let field = |k: &str| {
@@ -207,17 +222,30 @@ fn worker_report() -> (bool, String, Option<serde_json::Value>) {
 pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     sayln!("golow {}", env!("CARGO_PKG_VERSION"));
     let python = python::resolve(args.python);
-    let python_ok = match python::check(&python) {
-        Ok(version) => {
-            sayln!("python: {} (torch {version})", python.display());
-            true
+    let levels_torch = match python::torch(&python) {
+        Ok(torch) => {
+            sayln!("python: {} (torch {})", python.display(), torch.version);
+            match python::check(&python) {
+                Ok(torch) => {
+                    sayln!(
+                        "levels: every --impl runs with this torch (they need {}; --cmd runs with any torch)",
+                        python::TORCH_RELEASE
+                    );
+                    Some(torch)
+                }
+                Err(why) => {
+                    sayln!("levels: {why}");
+                    None
+                }
+            }
         }
         Err(e) => {
             sayln!("python: {e}");
-            false
+            None
         }
     };
-    let (worker_ok, worker, probe) = worker_report();
+    let python_ok = levels_torch.is_some();
+    let (worker_ok, worker, probe) = worker_report(levels_torch.as_ref());
     sayln!("{worker}");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores > 1 {

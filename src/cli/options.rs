@@ -59,7 +59,7 @@ pub struct SessionOptions {
     /// Pin host batches (page-locked memory) before the host-to-device copy.
     #[arg(long)]
     pinned: bool,
-    /// Python with torch 2.11 for the pytorch and compile workers, and to prepare torchscript's and aoti's model [default: $GOLOW_PYTHON, else the .venv of `make build`].
+    /// Python with torch 2.11 for the pytorch and compile workers, and to prepare torchscript's and aoti's model [default: $GOLOW_PYTHON, else the python beside golow (the environment it is installed in), else the .venv of `make build`, else python3 on PATH]; an installed golow-worker uses its torch's libraries.
     #[arg(long)]
     python: Option<PathBuf>,
     /// Process sampling period in milliseconds (at least 50).
@@ -274,9 +274,20 @@ impl SessionOptions {
                 ))
             })?;
         }
-        let python = if workload.impls.iter().any(|i| i.needs_python()) {
+        let mut worker_program = if workload.impls.is_empty() {
+            None
+        } else {
+            Some(programs::worker().map_err(BadInput)?)
+        };
+        let worker_needs_torch = worker_program
+            .as_ref()
+            .is_some_and(|worker| !worker.finds_torch_itself);
+        let python = if worker_needs_torch || workload.impls.iter().any(|i| i.needs_python()) {
             let python = python::resolve(self.python.clone());
-            python::check(&python).map_err(BadInput)?;
+            let torch = python::check(&python).map_err(BadInput)?;
+            if let Some(worker) = &mut worker_program {
+                worker.use_torch(&torch).map_err(BadInput)?;
+            }
             Some(python)
         } else {
             None
@@ -290,11 +301,6 @@ impl SessionOptions {
             None
         } else {
             Some(programs::interposer().map_err(BadInput)?)
-        };
-        let worker_program = if workload.impls.is_empty() {
-            None
-        } else {
-            Some(programs::worker().map_err(BadInput)?)
         };
         let session = SessionConfig {
             workers: workload.workers(),
@@ -364,36 +370,88 @@ pub fn positive(flag: &str, value: i64) -> Result<u64, BadInput> {
     Ok(value as u64)
 }
 
-/// `NAME=COMMAND` pairs, with names unique among themselves and the implementations.
+/// `--cmd` values, `NAME=COMMAND` or a command alone (named after its script), with names unique among themselves
+/// and the implementations.
 pub fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, String)>, BadInput> {
     let mut commands: Vec<(String, String)> = Vec::new();
     for spec in specs {
-        let Some((name, command)) = spec.split_once('=') else {
-            return Err(BadInput(format!(
-                "--cmd '{spec}' needs the form NAME=COMMAND, e.g. --cmd train='python train.py'"
-            )));
+        let taken = |name: &str, commands: &[(String, String)]| {
+            impls.iter().any(|i| i.name() == name) || commands.iter().any(|(n, _)| n == name)
         };
-        let (name, command) = (name.trim(), command.trim());
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(BadInput(format!(
-                "--cmd name '{name}' must be letters, digits, '-' or '_'"
-            )));
-        }
-        if command.is_empty() {
-            return Err(BadInput(format!("--cmd {name}= names no command")));
-        }
-        if impls.iter().any(|i| i.name() == name) || commands.iter().any(|(n, _)| n == name) {
-            return Err(BadInput(format!(
-                "--cmd name '{name}' is already taken by another worker"
-            )));
-        }
-        commands.push((name.to_string(), command.to_string()));
+        // A word before the first `=` is a name, unless the shell would take it for an environment variable
+        // (`CUDA_VISIBLE_DEVICES=0 python train.py`: upper case, as they are); `python train.py --lr=0.1` has none.
+        let named = spec.split_once('=').filter(|(name, _)| {
+            let name = name.trim();
+            !name.is_empty()
+                && !name.contains(char::is_whitespace)
+                && !name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        });
+        let (name, command) = match named {
+            Some((name, command)) => {
+                let (name, command) = (name.trim(), command.trim());
+                if !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    return Err(BadInput(format!(
+                        "--cmd name '{name}' must be letters, digits, '-' or '_'"
+                    )));
+                }
+                if command.is_empty() {
+                    return Err(BadInput(format!("--cmd {name}= names no command")));
+                }
+                if taken(name, &commands) {
+                    return Err(BadInput(format!(
+                        "--cmd name '{name}' is already taken by another worker"
+                    )));
+                }
+                (name.to_string(), command.to_string())
+            }
+            None => {
+                let command = spec.trim();
+                if command.is_empty() {
+                    return Err(BadInput("--cmd names no command".into()));
+                }
+                let base = command_name(command);
+                let name = std::iter::once(base.clone())
+                    .chain((2..).map(|n| format!("{base}-{n}")))
+                    .find(|name| !taken(name, &commands))
+                    .unwrap_or(base);
+                (name, command.to_string())
+            }
+        };
+        commands.push((name, command));
     }
     Ok(commands)
+}
+
+/// A worker's name for a command given without one: its script's (`python train.py` → `train`, `torchrun
+/// --nproc-per-node 2 ddp.py` → `ddp`), else its module's (`python -m pkg.train` → `train`), else its program's.
+fn command_name(command: &str) -> String {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    let script = words
+        .iter()
+        .find(|w| w.ends_with(".py"))
+        .map(|w| w.rsplit('/').next().unwrap_or(w).trim_end_matches(".py"));
+    let module = words
+        .windows(2)
+        .find(|pair| pair[0] == "-m")
+        .map(|pair| pair[1].rsplit('.').next().unwrap_or(pair[1]));
+    let program = words
+        .iter()
+        .find(|w| !w.contains('='))
+        .map(|w| w.rsplit('/').next().unwrap_or(w));
+    let name: String = script
+        .or(module)
+        .or(program)
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .take(32)
+        .collect();
+    if name.is_empty() { "cmd".into() } else { name }
 }
 
 pub fn parse_impls(list: &str) -> Result<Vec<Impl>, BadInput> {
@@ -620,6 +678,46 @@ fn open_files_for(workers: usize) -> Result<(), BadInput> {
 mod tests {
     use super::*;
     use crate::ui::theme::tests::{VALID, edited};
+
+    #[test]
+    fn a_command_given_alone_is_named_after_its_script_module_or_program() {
+        let specs: Vec<String> = [
+            "train=python other.py",
+            "python train.py --lr=0.1",
+            "CUDA_VISIBLE_DEVICES=0,1 torchrun --nproc-per-node 2 /src/ddp-job.py",
+            "python -m pkg.finetune",
+            "./run_all.sh",
+            "python train.py",
+        ]
+        .map(String::from)
+        .to_vec();
+        let Ok(named) = parse_commands(&specs, &[Impl::Pytorch]) else {
+            panic!("every spec is a command")
+        };
+        let names: Vec<&str> = named.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "train",
+                "train-2",
+                "ddp-job",
+                "finetune",
+                "run_allsh",
+                "train-3"
+            ]
+        );
+        assert_eq!(named[0].1, "python other.py");
+        assert_eq!(named[1].1, "python train.py --lr=0.1", "run as given");
+        assert!(
+            named[2].1.starts_with("CUDA_VISIBLE_DEVICES=0,1 torchrun"),
+            "an environment assignment stays"
+        );
+        assert_eq!(command_name("pytorch.py"), "pytorch");
+        let Ok(clash) = parse_commands(&["python pytorch.py".into()], &[Impl::Pytorch]) else {
+            panic!("a command alone is taken")
+        };
+        assert_eq!(clash[0].0, "pytorch-2", "a level's name is taken");
+    }
 
     #[test]
     fn builtin_names_load_the_builtin_themes() {

@@ -41,9 +41,10 @@ pub struct RunArgs {
     /// Comma-separated implementations: pytorch, compile, torchscript, aoti (eval only), libtorch, aten, cudnn (GPU only) [default: libtorch,pytorch, or none when --cmd is given].
     #[arg(long = "impl")]
     impls: Option<String>,
-    /// Monitor your own command too: NAME='shell command' (repeatable). PyTorch scripts report their
-    /// optimiser steps with no code change.
-    #[arg(long = "cmd", value_name = "NAME=COMMAND")]
+    /// Monitor your own command: 'python train.py' (named after its script), or NAME='shell command' with a
+    /// lower-case NAME (repeatable). PyTorch scripts report their optimiser steps with no code change; the python
+    /// must have torch.
+    #[arg(long = "cmd", value_name = "[NAME=]COMMAND")]
     commands: Vec<String>,
     #[arg(long, value_enum, default_value = "train")]
     mode: Mode,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::launcher::WorkerCommand;
-use super::programs;
+use super::programs::{self, WorkerProgram};
 use golow_data::DatasetSpec;
 use golow_protocol::config::{AotiPackage, Impl, Mode, SessionConfig, WorkerConfig};
 use golow_protocol::{collector, script};
@@ -103,7 +103,7 @@ pub struct Plan {
     pub length: Length,
     pub python: Option<PathBuf>,
     /// `golow-worker`, when a built-in implementation runs.
-    pub worker_program: Option<PathBuf>,
+    pub worker_program: Option<WorkerProgram>,
     /// The CUPTI collector library injected into every worker; `None` with `--no-cupti`.
     pub collector: Option<PathBuf>,
     /// The exec interposer preloaded into `--cmd` workers, when there are some.
@@ -372,7 +372,7 @@ fn prepare_builtin(
 
     run_step(
         "writing the initial weights",
-        Command::new(&worker_program).args(["init-weights", "--config", &config_arg]),
+        &mut worker_program.command(["init-weights", "--config", &config_arg]),
     )?;
     let python = || {
         plan.python.clone().ok_or_else(|| {
@@ -418,7 +418,7 @@ fn prepare_builtin(
             },
             Impl::Libtorch | Impl::Torchscript | Impl::Aoti | Impl::Aten | Impl::Cudnn => {
                 WorkerCommand {
-                    program: worker_program.clone(),
+                    program: worker_program.path.clone(),
                     args: vec![
                         "run".into(),
                         "--impl".into(),
@@ -426,7 +426,11 @@ fn prepare_builtin(
                         "--config".into(),
                         config_arg.clone(),
                     ],
-                    env: rust_worker_env(implementation, dir.path())?,
+                    env: [
+                        worker_program.env.clone(),
+                        rust_worker_env(implementation, dir.path())?,
+                    ]
+                    .concat(),
                     collector: None,
                     event_socket: None,
                 }
