@@ -495,7 +495,8 @@ fn svg(buffer: &Buffer, theme: &Theme) -> String {
     let mut out = String::new();
     writeln!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" xml:space=\"preserve\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\">"
     )
     .unwrap();
     out.push_str(
