@@ -1,4 +1,4 @@
-//! What the step hook costs a `--cmd` script (README, "Your own command"): ResNet-50 training at 32 px, batch 16, one
+//! What the step hook costs a `--cmd` script (docs/your-own-command.md): ResNet-50 training at 32 px, batch 16, one
 //! thread, under golow's hook reporting to a real socket. Whole runs differ by ±13% on this machine, far more than
 //! the effect, so one run alternates: blocks of steps with the hook as golow loads it (its forward hooks on every
 //! module call, the DataLoader, backward, optimiser and GradScaler wrappers) and blocks with all of it taken out

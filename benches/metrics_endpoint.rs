@@ -1,4 +1,4 @@
-//! What `--metrics-addr` costs, measured (README, "Prometheus and Grafana"):
+//! What `--metrics-addr` costs, measured (docs/prometheus-grafana.md):
 //!
 //! 1. **The monitor's CPU with a scrape every second**: the same headless libtorch session (ResNet-50, 32 px, batch
 //!    16) without the endpoint, and with it and a scraper that GETs /metrics every second, alternating over

@@ -1,4 +1,4 @@
-//! The operator breakdown, measured (README, "Operators"):
+//! The operator breakdown, measured (docs/operators.md):
 //!
 //! 1. **What looking costs**, side by side in each run: a headless session (ResNet-50, 32 px, batch 16, train, 2
 //!    threads) at `--ops-every` 2, the default and 50, for `libtorch` (libtorch's operator callbacks) and `pytorch`

@@ -71,7 +71,7 @@ fn mean(values: &[f64]) -> f64 {
 /// step and 1e-3 over the first five), trains as it does, and its compile time is counted apart from its steps.
 ///
 /// Twenty steps do not agree to 1e-3: ResNet training at these batch sizes is chaotic. Eager PyTorch against itself
-/// with its initial weights changed by one part in 10^7 differs by about 1% after 20 steps (README, "torch.compile"),
+/// with its initial weights changed by one part in 10^7 differs by about 1% after 20 steps (docs/methodology.md, "torch.compile"),
 /// so a test of that would test the weather; what a wrong compiled backward or update would change is the first
 /// steps, and whether it learns.
 #[test]

@@ -375,7 +375,7 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
     );
 }
 
-/// Below 60×16 (README: "Any terminal size works; below 60×16 the view says how much room it needs"), one column or
+/// Below 60×16 (docs/live-view.md: "Any terminal size works; below 60×16 the view says how much room it needs"), one column or
 /// one row short is enough for the notice; at 60×16 and beyond, the dashboard.
 #[test]
 fn any_size_draws_and_tiny_terminals_are_told_what_is_needed() {

@@ -241,7 +241,7 @@ pub struct WorkerConfig {
 }
 
 /// How every built-in level asks cuDNN and cuBLAS to work on a GPU, one policy for all so that the levels compare on
-/// equal terms (README, "Methodology"). By default both are on, as performance-minded users set them.
+/// equal terms (docs/methodology.md). By default both are on, as performance-minded users set them.
 #[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, Copy, PartialEq, Eq)]
 #[schemars(deny_unknown_fields)]
 pub struct GpuPolicy {

@@ -251,7 +251,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     if cores > 1 {
         sayln!(
             "CPU cores: {cores} (a worker's threads fill them by default, and golow's wake-ups then preempt them: \
-             --threads {} --monitor-cpu {} gives golow a core of its own; README, \"The observer effect\")",
+             --threads {} --monitor-cpu {} gives golow a core of its own; docs/methodology.md, \"The observer effect\")",
             cores - 1,
             cores - 1
         );

@@ -65,6 +65,11 @@ enum Command {
     Doctor(doctor::DoctorArgs),
 }
 
+/// The command line as clap defines it: the user guide's flag tables are checked against its subcommands and flags.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// A problem with what the user asked for: one line, exit code 2.
 struct BadInput(String);
 

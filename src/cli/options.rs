@@ -88,7 +88,7 @@ pub struct SessionOptions {
     #[arg(long, default_value_t = golow_protocol::config::DEFAULT_STALL_AFTER_S as i64, value_name = "SECONDS")]
     stall_after: i64,
     /// Run golow itself on this CPU only (its workers keep every CPU); with --threads one below the core count it
-    /// leaves the workers' CPUs alone (README, "The observer effect").
+    /// leaves the workers' CPUs alone (docs/methodology.md, "The observer effect").
     #[arg(long, value_name = "N")]
     monitor_cpu: Option<i64>,
     /// Serve the session's metrics for Prometheus at http://HOST:PORT/metrics (a port alone listens on 127.0.0.1; port

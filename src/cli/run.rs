@@ -64,7 +64,7 @@ pub struct RunArgs {
     schedule: Option<Schedule>,
     #[command(flatten)]
     session: SessionOptions,
-    /// Write the summary JSON here (README, "Summary JSON").
+    /// Write the summary JSON here (docs/summary-json.md).
     #[arg(long)]
     summary_json: Option<PathBuf>,
     /// Record the session here [default: recordings/<UTC time>-<workers>.golow].

@@ -1,4 +1,4 @@
-//! The bytes of a `.golow` file (README, "Recording format").
+//! The bytes of a `.golow` file (docs/recording-format.md).
 //!
 //! A recording is a sequence of zstd frames, so `zstd -dc FILE` prints it as JSON lines: first the
 //! header, then every record. Each data frame is preceded by a marker in a zstd *skippable* frame

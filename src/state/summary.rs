@@ -1,4 +1,4 @@
-//! The summary JSON: the contract scripts and later features rely on (README, "Summary JSON").
+//! The summary JSON: the contract scripts and later features rely on (docs/summary-json.md).
 
 use serde::{Deserialize, Serialize};
 

@@ -7,7 +7,7 @@ use golow_protocol::event::Body;
 
 /// Steps and readings are shown at most this often: twice a second is as often as a number can be read, as most
 /// monitors refresh (htop every 1.5 s, btop every 2 s), and a frame costs the monitor about 0.75 ms at 200×60.
-/// Steps shown four times a second cost a session of fast steps 0.87% of a core against 0.72% (see the README).
+/// Steps shown four times a second cost a session of fast steps 0.87% of a core against 0.72% (docs/methodology.md, "The observer effect").
 pub const SHOW_EVERY: Duration = Duration::from_millis(500);
 
 /// Kinds of change, as bits.

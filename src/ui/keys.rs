@@ -1,6 +1,6 @@
 //! The one key map: every key binding of every view, with what it does. The views ask it what a key means, and
-//! their footers, the help overlay and the README's key tables are all made from it (a test compares the README's
-//! tables with [`markdown`]).
+//! their footers, the help overlay and the user guide's key tables (docs/live-view.md) are all made from it (a test
+//! compares the guide's tables with [`markdown`]).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -341,7 +341,7 @@ pub fn footer_within(view: View, width: usize) -> String {
     format!(" {}", shown.join(" · "))
 }
 
-/// The bindings of `view`, as the help overlay and the README list them.
+/// The bindings of `view`, as the help overlay and the user guide list them.
 pub fn of(view: View) -> impl Iterator<Item = &'static Binding> {
     BINDINGS.iter().filter(move |b| b.applies_in(view))
 }
@@ -351,7 +351,7 @@ pub fn only_in(view: View, other: View) -> impl Iterator<Item = &'static Binding
     of(view).filter(move |b| !b.applies_in(other))
 }
 
-/// The README's table of `bindings`.
+/// The user guide's table of `bindings`.
 pub fn markdown<'a>(bindings: impl Iterator<Item = &'a Binding>) -> String {
     let mut table = String::from("| key | does |\n| --- | --- |\n");
     for b in bindings {
@@ -405,19 +405,19 @@ mod tests {
         );
     }
 
-    /// The README's table between `<!-- keys: NAME …-->` and `<!-- /keys -->`.
-    fn readme_table(name: &str) -> &'static str {
-        let readme = include_str!("../../README.md");
-        let start = readme
+    /// The user guide's table between `<!-- keys: NAME …-->` and `<!-- /keys -->`.
+    fn guide_table(name: &str) -> &'static str {
+        let guide = include_str!("../../docs/live-view.md");
+        let start = guide
             .find(&format!("<!-- keys: {name}"))
-            .unwrap_or_else(|| panic!("README has no '<!-- keys: {name}' table"));
-        let table = &readme[start..];
+            .unwrap_or_else(|| panic!("docs/live-view.md has no '<!-- keys: {name}' table"));
+        let table = &guide[start..];
         let table = &table[table.find('\n').map_or(table.len(), |i| i + 1)..];
         &table[..table.find("<!-- /keys -->").unwrap_or(table.len())]
     }
 
     #[test]
-    fn the_readme_key_tables_are_the_key_map() {
+    fn the_guide_key_tables_are_the_key_map() {
         let tables = [
             ("live", markdown(of(Live))),
             ("replay", markdown(only_in(Replay, Live))),
@@ -425,9 +425,9 @@ mod tests {
         ];
         for (name, table) in tables {
             assert_eq!(
-                readme_table(name),
+                guide_table(name),
                 table,
-                "README's {name} keys differ from the key map, which reads:\n{table}"
+                "docs/live-view.md's {name} keys differ from the key map, which reads:\n{table}"
             );
         }
     }
