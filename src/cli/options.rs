@@ -821,8 +821,19 @@ mod tests {
             parsed,
             vec![("train".to_string(), "python t.py --lr 0.1".to_string())]
         );
-        assert!(parse_commands(&specs(&["python t.py"]), &[]).is_err());
-        assert!(parse_commands(&specs(&["a b=x"]), &[]).is_err());
+        let alone = |spec: &str| parse_commands(&specs(&[spec]), &[]).ok().unwrap();
+        assert_eq!(alone("python t.py"), [("t".into(), "python t.py".into())]);
+        assert_eq!(
+            alone("a b=x"),
+            [("a".into(), "a b=x".into())],
+            "not a name: a word"
+        );
+        assert_eq!(
+            alone("X=1 ./go"),
+            [("go".into(), "X=1 ./go".into())],
+            "an environment"
+        );
+        assert!(parse_commands(&specs(&["my.job=x"]), &[]).is_err());
         assert!(parse_commands(&specs(&["a="]), &[]).is_err());
         assert!(parse_commands(&specs(&["a=x", "a=y"]), &[]).is_err());
         assert!(parse_commands(&specs(&["libtorch=x"]), &[Impl::Libtorch]).is_err());
