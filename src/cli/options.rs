@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{
-    CompileMode, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
+    CompileMode, DEFAULT_LR, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
     SessionConfig,
 };
 
@@ -54,7 +54,7 @@ pub struct SessionOptions {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = DEFAULT_LR)]
     lr: f64,
     /// Pin host batches (page-locked memory) before the host-to-device copy.
     #[arg(long)]
