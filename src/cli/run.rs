@@ -45,8 +45,10 @@ pub struct RunArgs {
     /// optimiser steps with no code change.
     #[arg(long = "cmd", value_name = "NAME=COMMAND")]
     commands: Vec<String>,
+    /// train: forward, loss, backward and the SGD step; eval: forward and loss, no gradients (what aoti runs).
     #[arg(long, value_enum, default_value = "train")]
     mode: Mode,
+    /// Samples per step, for every built-in implementation.
     #[arg(long, default_value_t = 16)]
     batch_size: i64,
     /// Square input size in pixels [default: the dataset's own: synthetic 32, mnist 28, cifar10 32, stl10 96, pascal 224].
