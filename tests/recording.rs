@@ -42,6 +42,14 @@ fn session() -> &'static Session {
         assert!(out.status.success(), "{}", common::text(&out.stderr));
         let stderr = common::text(&out.stderr);
         assert!(stderr.contains("recorded"), "{stderr}");
+        // The last line says what the recording is for, with its path to paste.
+        let next = stderr.lines().last().unwrap_or_default();
+        assert!(
+            next.starts_with("golow: next: golow replay recordings/")
+                && next.contains("golow export recordings/")
+                && next.contains("golow compare recordings/"),
+            "{stderr}"
+        );
         let recordings: Vec<PathBuf> = std::fs::read_dir(dir.path().join("recordings"))
             .unwrap()
             .flatten()

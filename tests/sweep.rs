@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use common::{golow, golow_command, summary, text};
 
 /// A small, fast grid: resnet18 evaluation, 3 steps per cell.
-const BASE: [&str; 6] = [
+const BASE: [&str; 8] = [
     "sweep",
     "--headless",
+    "--mode",
+    "eval",
     "--model",
     "resnet18",
     "--warmup",

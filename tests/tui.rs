@@ -375,8 +375,8 @@ fn the_sweep_view_fills_in_stops_on_q_and_replays() {
     let dir = tmp.path().join("s");
     let done = tmp.path().join("sweep.exit");
     let command = format!(
-        "cd {tmp} && {golow} sweep --impl libtorch --model resnet18 --batch-sizes 4,8,16,32 --resolutions 32 \
-         --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
+        "cd {tmp} && {golow} sweep --impl libtorch --mode eval --model resnet18 --batch-sizes 4,8,16,32 \
+         --resolutions 32 --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
         tmp = tmp.path().display(),
         golow = env!("CARGO_BIN_EXE_golow"),
         dir = dir.display(),
@@ -602,8 +602,8 @@ fn sigterm_closes_the_sweep_view_and_keeps_its_finished_cells() {
     let dir = tmp.path().join("s");
     let done = tmp.path().join("sweep.exit");
     let command = format!(
-        "cd {tmp} && TMPDIR={tmp} {golow} sweep --impl libtorch --model resnet18 --batch-sizes 4,8,16,32 \
-         --resolutions 32 --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
+        "cd {tmp} && TMPDIR={tmp} {golow} sweep --impl libtorch --mode eval --model resnet18 \
+         --batch-sizes 4,8,16,32 --resolutions 32 --steps 40 --warmup 1 --out {dir}; echo $? > {done}; sleep 30",
         tmp = tmp.path().display(),
         golow = env!("CARGO_BIN_EXE_golow"),
         dir = dir.display(),

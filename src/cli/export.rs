@@ -14,6 +14,8 @@ use crate::export::Format;
 pub struct ExportArgs {
     /// A .golow recording.
     file: PathBuf,
+    /// chrome-trace: a timeline for Perfetto or chrome://tracing; csv: one row per numeric record; json: every
+    /// record, with the header.
     #[arg(long, value_enum)]
     format: Format,
     /// Where to write (never overwritten half-way: written to a temporary file, then renamed); an existing file is

@@ -42,7 +42,14 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 #[command(
     name = "golow",
     version,
-    about = "What does each level of abstraction cost? ResNet in PyTorch, TorchScript and LibTorch, measured side by side"
+    about = "A terminal profiler and live monitor for deep-learning training: what each level of abstraction costs \
+             (ResNet-50 in PyTorch, torch.compile, TorchScript, AOTInductor, LibTorch, ATen and cuDNN, side by side), \
+             and where your own PyTorch script's time goes (golow run --cmd)",
+    after_help = "Start with:\n  \
+                  golow run                                  the built-in levels side by side, live\n  \
+                  golow run --cmd train='python train.py'    your script, with no change to its code\n  \
+                  golow replay recordings/FILE.golow         a run again, as it was seen\n\n\
+                  Every run is recorded under recordings/; golow SUBCOMMAND --help says more."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -177,4 +184,33 @@ pub fn main() -> i32 {
         Command::Sweep(args) => sweep::sweep(*args),
         Command::Doctor(args) => doctor::doctor(args),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every flag and argument of every subcommand says in `--help` what it is for.
+    #[test]
+    fn every_argument_has_a_description() {
+        fn walk(command: &clap::Command, path: &str, bare: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    bare.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() {
+                    bare.push(format!("{path} {} (the subcommand)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), bare);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut bare = Vec::new();
+        walk(&command, "golow", &mut bare);
+        assert!(bare.is_empty(), "no help text: {bare:?}");
+    }
 }

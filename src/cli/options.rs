@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use golow_data::DatasetSpec;
 use golow_protocol::config::{
-    CompileMode, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
+    CompileMode, DEFAULT_LR, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
     SessionConfig,
 };
 
@@ -37,6 +37,8 @@ pub enum Switch {
 #[derive(Args)]
 #[command(allow_negative_numbers = true)]
 pub struct SessionOptions {
+    /// The network every built-in implementation runs: resnet50 (bottleneck blocks 3-4-6-3) or resnet18 (basic
+    /// blocks 2-2-2-2).
     #[arg(long, value_enum, default_value = "resnet50")]
     model: Model,
     /// synthetic, mnist:DIR, cifar10:DIR, stl10:DIR or pascal:DIR.
@@ -51,10 +53,11 @@ pub struct SessionOptions {
     /// Intra-op threads per worker [default: all cores; divided among workers with --schedule parallel].
     #[arg(long)]
     threads: Option<i64>,
+    /// Seeds the initial weights and the order of the samples, the same in every implementation.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Learning rate of the SGD optimiser (momentum 0.9, weight decay 5e-4) every implementation uses.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = DEFAULT_LR)]
     lr: f64,
     /// Pin host batches (page-locked memory) before the host-to-device copy.
     #[arg(long)]

@@ -46,8 +46,10 @@ pub struct RunArgs {
     /// must have torch.
     #[arg(long = "cmd", value_name = "[NAME=]COMMAND")]
     commands: Vec<String>,
+    /// train: forward, loss, backward and the SGD step; eval: forward and loss, no gradients (what aoti runs).
     #[arg(long, value_enum, default_value = "train")]
     mode: Mode,
+    /// Samples per step, for every built-in implementation.
     #[arg(long, default_value_t = 16)]
     batch_size: i64,
     /// Square input size in pixels [default: the dataset's own: synthetic 32, mnist 28, cifar10 32, stl10 96, pascal 224].
@@ -294,8 +296,30 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             recorded.len(),
             golow_protocol::text::printable(&names.join(" "))
         );
+    } else if let [path] = recorded.as_slice() {
+        let _ = writeln!(std::io::stderr(), "{}", what_next(path));
     }
     Ok(worst)
+}
+
+/// One line on what a recording is good for, with commands to paste.
+fn what_next(recording: &Path) -> String {
+    let word = shell_word(&recording.display().to_string());
+    let file = golow_protocol::text::printable(&word);
+    format!(
+        "golow: next: golow replay {file} (watch it again) · golow export {file} --format chrome-trace -o trace.json \
+         (Perfetto) · golow compare {file} OTHER.golow (after a change)"
+    )
+}
+
+/// `word` as a shell reads it back: as it is when it holds nothing the shell treats specially, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// One session of `plan`, to its end: its summary printed and written, its exit code and where it was recorded.
@@ -419,4 +443,29 @@ pub fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Resul
         std::io::Write::write_all(file, json.as_bytes())
     })
     .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_next_names_the_recording_as_a_shell_reads_it_back() {
+        let line = what_next(Path::new(
+            "recordings/20261121T221837Z-libtorch-pytorch.golow",
+        ));
+        assert!(
+            line.starts_with(
+                "golow: next: golow replay recordings/20261121T221837Z-libtorch-pytorch.golow "
+            ),
+            "{line}"
+        );
+        assert!(!line.contains('\n'), "{line}");
+        for command in ["golow export ", "golow compare "] {
+            assert!(line.contains(command), "{line}");
+        }
+        assert_eq!(shell_word("runs/a b.golow"), "'runs/a b.golow'");
+        assert_eq!(shell_word("it's.golow"), r"'it'\''s.golow'");
+        assert_eq!(shell_word("$HOME.golow"), "'$HOME.golow'");
+    }
 }

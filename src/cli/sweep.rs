@@ -33,7 +33,9 @@ pub struct SweepArgs {
     /// Comma-separated implementations: pytorch, compile, torchscript, aoti (eval only), libtorch, aten, cudnn (GPU only).
     #[arg(long = "impl", default_value = "libtorch,pytorch")]
     impls: String,
-    #[arg(long, value_enum, default_value = "eval")]
+    /// train: forward, loss, backward and the SGD step, as golow run does; eval: forward and loss, no gradients (what
+    /// aoti runs).
+    #[arg(long, value_enum, default_value = "train")]
     mode: Mode,
     /// Comma-separated batch sizes, e.g. 8,16,32,64.
     #[arg(long, value_name = "LIST", default_value = "8,16,32,64")]

@@ -17,7 +17,7 @@ use super::render::{self, fill};
 use super::report::{Describe, describe};
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
-use super::view::{View, Window, duration};
+use super::view::{View, Window, duration, looking};
 use crate::contracts::Control;
 use crate::state::{Activity, State};
 use crate::store::Changes;
@@ -670,7 +670,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         }
         // What recording its operators costs the run, as the run itself measured it (see the operators pane).
         if let Some((_, run)) = w.operators.overhead() {
-            status.push_str(&format!(", looking {:+.1}%", run * 100.0));
+            status.push_str(&format!(", {}", looking(run, "")));
         }
         // A script golow measured nothing of says so once it ended; while it runs, its stall does.
         let unmeasured = w.process_end.is_some() && state.unmeasured(w).is_some();

@@ -47,6 +47,22 @@ fn ratio_cell(r: Option<Ratio>) -> String {
     }
 }
 
+/// The ratio of host-to-device copy times, or why there is none to take: on the CPU nothing is copied, and a worker
+/// that measured its steps without a copy (a `--cmd` script) has none to time, which more steps would not change.
+fn h2d_cell(state: &State, a: &WorkerState, b: &WorkerState) -> String {
+    if !(a.h2d.is_empty() && b.h2d.is_empty()) {
+        return ratio_cell(ratio_of_medians(&a.h2d, &b.h2d));
+    }
+    let measured = |w: &WorkerState| w.step_time.len().max(w.step_interval.len()) >= MIN_SAMPLES;
+    if state.session.as_ref().is_some_and(|s| s.device == "cpu") {
+        "n/a: no copy on the CPU".into()
+    } else if measured(a) && measured(b) {
+        "n/a: no copy timed".into()
+    } else {
+        ratio_cell(None)
+    }
+}
+
 fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => format!("{:.3}×", a / b),
@@ -458,7 +474,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         (
             "h2d p50 (ms)",
             opt_ms(a.h2d.median_ms()),
-            ratio_cell(ratio_of_medians(&a.h2d, &b.h2d)),
+            h2d_cell(view.state, a, b),
             opt_ms(b.h2d.median_ms()),
         ),
     ];
@@ -628,6 +644,16 @@ mod tests {
             headline.starts_with("final: libtorch 1.20× faster than train"),
             "{headline}"
         );
+    }
+
+    #[test]
+    fn without_a_copy_to_time_the_h2d_row_says_so_rather_than_wait_for_steps() {
+        let h2d = |state: &State| h2d_cell(state, &state.workers[0], &state.workers[1]);
+        assert_eq!(h2d(&session(3, false)), "not enough steps");
+        assert_eq!(h2d(&session(30, false)), "n/a: no copy timed");
+        let mut on_cpu = session(3, false);
+        on_cpu.session.as_mut().unwrap().device = "cpu".into();
+        assert_eq!(h2d(&on_cpu), "n/a: no copy on the CPU");
     }
 
     #[test]

@@ -89,6 +89,25 @@ pub fn bytes(b: f64) -> String {
     }
 }
 
+/// What recording the operators cost the run (`Operators::overhead`), `of` after a cost: one that rounds to nothing
+/// or below is the steps' own spread (profiled steps cannot run faster for being watched), so it is said as noise.
+pub fn looking(run: f64, of: &str) -> String {
+    if run < 0.0005 {
+        "looking: within noise".to_string()
+    } else {
+        format!("looking {:+.1}%{of}", run * 100.0)
+    }
+}
+
+/// A count averaged over steps: whole, as a step's calls always are unless the steps differ, then with a decimal.
+pub fn per_step_count(value: f64) -> String {
+    if (value - value.round()).abs() < 0.05 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
 pub fn ms(value: f64) -> String {
     if value >= 100.0 {
         format!("{value:.0}")
@@ -115,6 +134,22 @@ mod tests {
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     use ratatui::widgets::{BorderType, Borders};
+
+    #[test]
+    fn a_cost_below_what_rounds_to_a_tenth_of_a_percent_is_noise() {
+        assert_eq!(looking(0.002, " of the run"), "looking +0.2% of the run");
+        assert_eq!(looking(-0.002, " of the run"), "looking: within noise");
+        assert_eq!(looking(0.0004, ""), "looking: within noise");
+        assert_eq!(looking(0.0006, ""), "looking +0.1%");
+    }
+
+    #[test]
+    fn calls_per_step_are_whole_unless_the_steps_differ() {
+        assert_eq!(per_step_count(53.0), "53");
+        assert_eq!(per_step_count(52.99), "53");
+        assert_eq!(per_step_count(26.5), "26.5");
+        assert_eq!(per_step_count(0.0), "0");
+    }
 
     #[test]
     fn framed_draws_the_cells_of_a_rounded_block() {

@@ -18,7 +18,7 @@ use crate::state::operators::OperatorTotals;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
-use crate::ui::view::{View, ms};
+use crate::ui::view::{View, looking, ms, per_step_count};
 
 #[derive(Default)]
 pub struct Operators {
@@ -50,7 +50,7 @@ fn operator_names(workers: &[&WorkerState]) -> Vec<String> {
     names.into_iter().map(|(n, _)| n.to_string()).collect()
 }
 
-/// The worker's line: what its operators explain, how it looked and what looking cost.
+/// The worker's line: what its operators explain, how it looked, what looking cost and the shapes it did not keep.
 fn worker_line<'a>(view: &View, w: &WorkerState) -> Line<'a> {
     let o = &w.operators;
     let mut said = format!(" {} profiled steps (1 in {})", o.steps, o.every);
@@ -62,13 +62,15 @@ fn worker_line<'a>(view: &View, w: &WorkerState) -> Line<'a> {
         ));
     }
     if let Some((_, run)) = o.overhead() {
-        said.push_str(&format!(" · looking {:+.1}% of the run", run * 100.0));
+        said.push_str(&format!(" · {}", looking(run, " of the run")));
     }
     let mut spans = vec![name(view, &w.name, 12), Span::styled(said, view.text())];
+    // Nearly all of these are calls of an operator with more input shapes than the recorder keeps (8 per name):
+    // their times and counts are in the table, only their shapes are not; nothing to act on, so not a warning.
     if o.dropped > 0 {
         spans.push(Span::styled(
-            format!("  {} calls not told apart", o.dropped),
-            Style::default().fg(view.theme.warning),
+            format!(" · shapes of {} calls not kept (8 per operator)", o.dropped),
+            view.muted(),
         ));
     }
     Line::from(spans)
@@ -108,7 +110,10 @@ fn operator_row<'a>(
         Span::styled("█".repeat(bar), Style::default().fg(view.color(&w.name))),
         Span::styled("░".repeat(BAR_WIDTH - bar), view.muted()),
         Span::styled(
-            format!(" {:>8.1}", o.per_step(op.1.calls).unwrap_or(0.0)),
+            format!(
+                " {:>8}",
+                per_step_count(o.per_step(op.1.calls).unwrap_or(0.0))
+            ),
             style,
         ),
     ])
@@ -162,10 +167,10 @@ impl Operators {
             let o = &w.operators;
             let line = match o.by_name.get(chosen) {
                 Some(t) => format!(
-                    " {} ms self · {} ms with callees · {:.1} calls per step{}",
+                    " {} ms self · {} ms with callees · {} calls per step{}",
                     ms(o.per_step(t.self_ns).unwrap_or(0.0) / 1e6),
                     ms(o.per_step(t.total_ns).unwrap_or(0.0) / 1e6),
-                    o.per_step(t.calls).unwrap_or(0.0),
+                    per_step_count(o.per_step(t.calls).unwrap_or(0.0)),
                     if t.shapes.is_empty() {
                         String::new()
                     } else {
