@@ -47,7 +47,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
              and where your own PyTorch script's time goes (golow run --cmd)",
     after_help = "Start with:\n  \
                   golow run                                  the built-in levels side by side, live\n  \
-                  golow run --cmd train='python train.py'    your script, with no change to its code\n  \
+                  golow run --cmd 'python train.py'          your script, with no change to its code\n  \
                   golow replay recordings/FILE.golow         a run again, as it was seen\n\n\
                   Every run is recorded under recordings/; golow SUBCOMMAND --help says more."
 )]
