@@ -49,6 +49,11 @@ monitor-alone:
 # would take them (versions on every path dependency, a licence, only the files they need).
 PUBLISHED := -p golow-protocol -p golow-data -p golow
 publish-check:
+	@# The dry run serves golow's crates from a local registry, and cargo takes a registry crate's version as its
+	@# content: it unpacks it once (in CARGO_HOME, under the local registry's "-<hash>" name) and builds it once (in
+	@# target/debug), so an earlier run's golow-protocol 0.1.0 would be built and linked instead of today's.
+	rm -rf target/package "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/golow-*
+	if [ -d target/debug ]; then find target/debug -name '*golow*' -prune -exec rm -rf {} +; fi
 	cargo publish --dry-run --allow-dirty $(PUBLISHED)
 
 # The wheel `pip install` takes (packaging/wheel.py): golow, golow-worker and golow's libraries from this build, the
