@@ -103,20 +103,19 @@ def write_wheel(root, out, version, tag, readme, licence):
     wheel = out / f"{NAME}-{version}-{tag}.whl"
     records = []
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+
+        def add(name, data, mode):
+            # A fixed date: the same build gives the same wheel.
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = mode << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+            records.append(f"{name},{record_hash(data)},{len(data)}")
+
         for name, path in files.items():
-            data = path.read_bytes()
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            executable = path.stat().st_mode & stat.S_IXUSR
-            info.external_attr = (0o755 if executable else 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-            records.append(f"{name},{record_hash(data)},{len(data)}")
+            add(name, path.read_bytes(), 0o755 if path.stat().st_mode & stat.S_IXUSR else 0o644)
         for name, data in generated.items():
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-            records.append(f"{name},{record_hash(data)},{len(data)}")
+            add(name, data, 0o644)
         records.append(f"{dist_info}/RECORD,,")
         archive.writestr(f"{dist_info}/RECORD", "\n".join(records) + "\n")
     return wheel

@@ -171,8 +171,10 @@ fn worker_report(torch: Option<&python::Torch>) -> (bool, String, Option<serde_j
         let Some(torch) = torch else {
             return (
                 false,
-                "golow-worker: not started, for want of torch 2.11 to find its libraries in (see python above)"
-                    .into(),
+                format!(
+                    "golow-worker: not started, for want of torch {} to find its libraries in (see python above)",
+                    python::TORCH_RELEASE
+                ),
                 None,
             );
         };
@@ -225,7 +227,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
     let levels_torch = match python::torch(&python) {
         Ok(torch) => {
             sayln!("python: {} (torch {})", python.display(), torch.version);
-            match python::check(&python) {
+            match python::supported(&python, torch) {
                 Ok(torch) => {
                     sayln!(
                         "levels: every --impl runs with this torch (they need {}; --cmd runs with any torch)",

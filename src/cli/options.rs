@@ -394,10 +394,7 @@ pub fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, S
         let (name, command) = match named {
             Some((name, command)) => {
                 let (name, command) = (name.trim(), command.trim());
-                if !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                {
+                if !name.chars().all(name_char) {
                     return Err(BadInput(format!(
                         "--cmd name '{name}' must be letters, digits, '-' or '_'"
                     )));
@@ -430,6 +427,11 @@ pub fn parse_commands(specs: &[String], impls: &[Impl]) -> Result<Vec<(String, S
     Ok(commands)
 }
 
+/// What a worker's name may hold: it labels panes, files and metrics.
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
 /// A worker's name for a command given without one: its script's (`python train.py` → `train`, `torchrun
 /// --nproc-per-node 2 ddp.py` → `ddp`), else its module's (`python -m pkg.train` → `train`), else its program's.
 fn command_name(command: &str) -> String {
@@ -451,7 +453,7 @@ fn command_name(command: &str) -> String {
         .or(program)
         .unwrap_or_default()
         .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .filter(|&c| name_char(c))
         .take(32)
         .collect();
     if name.is_empty() { "cmd".into() } else { name }

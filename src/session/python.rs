@@ -81,7 +81,11 @@ pub fn torch(python: &Path) -> Result<Torch, String> {
 
 /// Checks that `python` has torch 2.11.x, which the levels need.
 pub fn check(python: &Path) -> Result<Torch, String> {
-    let torch = torch(python)?;
+    supported(python, torch(python)?)
+}
+
+/// `torch`, the one `python` imports, when the levels can run with it; else one line on which torch they need.
+pub fn supported(python: &Path, torch: Torch) -> Result<Torch, String> {
     if !is_supported_release(&torch.version) {
         return Err(format!(
             "the levels (--impl) need torch {TORCH_RELEASE}, and python {} has torch {}: golow-worker is built against \

@@ -128,7 +128,7 @@ def tmux(*args):
     return subprocess.run(["tmux", *args], capture_output=True, text=True).stdout
 
 
-def live_view(venv, home, env, started):
+def live_view(home, env, started):
     """Watches the script live in a real terminal; returns seconds from `started` until its steps show."""
     session = f"golow-wheel-{os.getpid()}"
     # The shell tmux starts reads its profile: the environment is set in the command itself.
@@ -141,7 +141,7 @@ def live_view(venv, home, env, started):
             screen = tmux("capture-pane", "-p", "-t", session)
             steps = re.search(r"● train (\d+) steps", screen)
             if steps and int(steps.group(1)) > 0:
-                return time.monotonic() - started, screen
+                return time.monotonic() - started
             if time.monotonic() > deadline:
                 fail(f"the live view showed no step of the script in 120 s; screen:\n{screen}")
             time.sleep(0.2)
@@ -173,7 +173,7 @@ def main():
         run([venv / "bin" / "pip", "install", "--quiet", "--force-reinstall", "--no-deps", args.wheel.resolve()],
             cwd=home, env=env)
         installed = time.monotonic() - started
-        first_view, screen = live_view(venv, home, env, started)
+        first_view = live_view(home, env, started)
         print(f"pip install of the wheel: {installed:.1f} s; from the install to the script's steps in the live "
               f"view: {first_view:.1f} s")
 
