@@ -16,7 +16,7 @@ use golow_protocol::event::{Body, Record, Step};
 fn records(workers: usize) -> Vec<Record> {
     let mut records = Vec::with_capacity(workers * 3);
     for w in 0..workers {
-        let name = Some(format!("w{w}"));
+        let name = Some(format!("w{w}").into());
         let t = w as f64;
         records.push(Record::new(
             t,

@@ -338,7 +338,7 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
     };
     let mut state = State::default();
     let mut at = |t_ms: f64, body: Body| {
-        let worker = (!matches!(body, Body::SessionStart(_))).then(|| "train".to_string());
+        let worker = (!matches!(body, Body::SessionStart(_))).then(|| "train".into());
         state.apply(&Record::new(t_ms, worker, body));
         render(&mut app(), &state, 120, 30)
     };

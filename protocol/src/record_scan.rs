@@ -10,7 +10,7 @@
 //! every sample record and thousands of damaged lines).
 
 use crate::config::Mode;
-use crate::event::{Body, OperatorStats, OperatorWindow, Record, Step, TurnEnd, WorkerEvent};
+use crate::event::{Body, Name, OperatorStats, OperatorWindow, Record, Step, TurnEnd, WorkerEvent};
 
 /// The record on `line`, when the scan can vouch for it.
 pub(crate) fn record(line: &[u8]) -> Option<Record> {
@@ -34,6 +34,106 @@ pub(crate) fn worker_event(line: &str) -> Option<WorkerEvent> {
         _ => return None,
     };
     scan.ended().then_some(event)
+}
+
+/// Powers of ten a double holds exactly.
+const EXACT_POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// Eight bytes at once: whether any is `"`, `\\` or a control character, the bytes that end or escape a string
+/// (a zero-byte test, exact as a yes or no, on the word and on its XORs with those characters).
+fn ends_or_escapes(word: u64) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
+    let quote = word ^ (ONES * u64::from(b'"'));
+    let backslash = word ^ (ONES * u64::from(b'\\'));
+    (below(quote, 1) | below(backslash, 1) | below(word, 0x20)) != 0
+}
+
+/// The bytes `Scan::key` compares at once: a key golow writes, its quotes and colon, fits.
+const KEY_BYTES: usize = 24;
+
+/// A key as golow writes it, `"name":`, as words to compare a line's next bytes with.
+#[derive(Clone, Copy)]
+struct Key {
+    name: &'static str,
+    words: [u64; KEY_BYTES / 8],
+    /// The bytes of `words` that are the key's.
+    masks: [u64; KEY_BYTES / 8],
+}
+
+impl Key {
+    const fn new(name: &'static str) -> Key {
+        let name_bytes = name.as_bytes();
+        assert!(
+            name_bytes.len() + 3 <= KEY_BYTES,
+            "a key longer than Key compares"
+        );
+        let (mut pattern, mut mask) = ([0u8; KEY_BYTES], [0u8; KEY_BYTES]);
+        pattern[0] = b'"';
+        let mut i = 0;
+        while i < name_bytes.len() {
+            pattern[i + 1] = name_bytes[i];
+            i += 1;
+        }
+        pattern[i + 1] = b'"';
+        pattern[i + 2] = b':';
+        i = 0;
+        while i < name_bytes.len() + 3 {
+            mask[i] = 0xFF;
+            i += 1;
+        }
+        Key {
+            name,
+            words: Key::words(&pattern),
+            masks: Key::words(&mask),
+        }
+    }
+
+    /// The keys of an object in the order golow writes them.
+    const fn all<const N: usize>(names: [&'static str; N]) -> [Key; N] {
+        let mut keys = [Key::new("_"); N];
+        let mut i = 0;
+        while i < N {
+            keys[i] = Key::new(names[i]);
+            i += 1;
+        }
+        keys
+    }
+
+    const fn words(bytes: &[u8; KEY_BYTES]) -> [u64; KEY_BYTES / 8] {
+        let mut words = [0; KEY_BYTES / 8];
+        let mut i = 0;
+        while i < words.len() {
+            let mut word = [0u8; 8];
+            let mut j = 0;
+            while j < 8 {
+                word[j] = bytes[i * 8 + j];
+                j += 1;
+            }
+            words[i] = u64::from_le_bytes(word);
+            i += 1;
+        }
+        words
+    }
+
+    /// Whether `head`, the next `KEY_BYTES` of a line as words, begins with this key.
+    fn starts(&self, head: &[u64; KEY_BYTES / 8]) -> bool {
+        (0..head.len()).all(|i| head[i] & self.masks[i] == self.words[i])
+    }
+}
+
+/// A number as read: its text, and its value when the digits alone give it exactly.
+struct Number<'a> {
+    text: &'a str,
+    /// Set for a number written without an exponent whose digits make a whole number a double holds exactly (at
+    /// most 2^53) over at most 22 decimal places: one division, which IEEE rounds correctly, then gives the
+    /// correctly rounded value, as serde's reading does (Clinger's fast path). Golow's times and shares
+    /// (`4571.091`, `81.3`) are all of this form.
+    exact: Option<f64>,
 }
 
 struct Scan<'a> {
@@ -90,6 +190,14 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let start = self.at;
         let bytes = self.text.as_bytes();
+        // Names and shapes are most of a replay's bytes: stepped over eight at a time up to the word holding the
+        // end, which the loop below finds.
+        while let Some(word) = bytes.get(self.at..self.at + 8) {
+            if ends_or_escapes(u64::from_ne_bytes(word.try_into().ok()?)) {
+                break;
+            }
+            self.at += 8;
+        }
         loop {
             match *bytes.get(self.at)? {
                 b'"' => break,
@@ -101,45 +209,67 @@ impl<'a> Scan<'a> {
         Some(&self.text[start..self.at - 1])
     }
 
-    /// The span of a JSON number, its grammar checked.
-    fn number(&mut self) -> Option<&'a str> {
+    /// A JSON number, its grammar checked, read in the same pass.
+    fn number(&mut self) -> Option<Number<'a>> {
         self.space();
         let start = self.at;
         let bytes = self.text.as_bytes();
-        let digits = |at: &mut usize| {
+        let (mut mantissa, mut digits_exact) = (0u64, true);
+        let mut digits = |at: &mut usize| {
             let from = *at;
-            while bytes.get(*at).is_some_and(u8::is_ascii_digit) {
+            while let Some(digit) = bytes.get(*at).filter(|b| b.is_ascii_digit()) {
+                mantissa = mantissa * 10 + u64::from(digit - b'0');
+                digits_exact &= mantissa <= 1 << 53;
+                // Past 2^53 the value no longer matters: kept small so that it cannot overflow.
+                mantissa &= (1 << 54) - 1;
                 *at += 1;
             }
-            *at > from
+            *at - from
         };
         let mut at = self.at;
-        if bytes.get(at) == Some(&b'-') {
-            at += 1;
-        }
+        let negative = bytes.get(at) == Some(&b'-');
+        at += usize::from(negative);
         if bytes.get(at) == Some(&b'0') {
             at += 1;
-        } else if !digits(&mut at) {
+        } else if digits(&mut at) == 0 {
             return None;
         }
+        let mut places = 0;
         if bytes.get(at) == Some(&b'.') {
             at += 1;
-            digits(&mut at).then_some(())?;
+            places = digits(&mut at);
+            (places > 0).then_some(())?;
         }
+        let mut exponent = false;
         if matches!(bytes.get(at), Some(b'e' | b'E')) {
+            exponent = true;
             at += 1;
             if matches!(bytes.get(at), Some(b'+' | b'-')) {
                 at += 1;
             }
-            digits(&mut at).then_some(())?;
+            (digits(&mut at) > 0).then_some(())?;
         }
         self.at = at;
-        Some(&self.text[start..at])
+        let exact = (digits_exact && !exponent)
+            .then(|| EXACT_POWERS_OF_TEN.get(places))
+            .flatten()
+            .map(|power| {
+                let value = mantissa as f64 / power;
+                if negative { -value } else { value }
+            });
+        Some(Number {
+            text: &self.text[start..at],
+            exact,
+        })
     }
 
     /// A finite number (serde refuses one that overflows to infinity).
     fn f64(&mut self) -> Option<f64> {
-        self.number()?.parse::<f64>().ok().filter(|v| v.is_finite())
+        let number = self.number()?;
+        number
+            .exact
+            .or_else(|| number.text.parse::<f64>().ok())
+            .filter(|v| v.is_finite())
     }
 
     /// A whole number in range, written without a sign, a fraction or an exponent, read as it is scanned.
@@ -197,11 +327,44 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// The fields of an object, `{` already read: `field` reads each key's value, and refuses an unknown key.
-    fn fields(&mut self, mut field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    /// A key and its colon. Golow writes an object's keys in one order, without spaces: the next of `written` (the
+    /// keys in that order, less those already read) is matched whole first, which spares reading the key byte by
+    /// byte; any other key is read as any string.
+    fn key(&mut self, written: &mut &[Key]) -> Option<&'a str> {
+        let rest = &self.text.as_bytes()[self.at..];
+        let head = match rest.first_chunk::<KEY_BYTES>() {
+            Some(head) => *head,
+            // Near the line's end, padded with zeros, which no key has.
+            None => {
+                let mut head = [0; KEY_BYTES];
+                head[..rest.len()].copy_from_slice(rest);
+                head
+            }
+        };
+        let words = Key::words(&head);
+        if let Some(i) = written.iter().position(|key| key.starts(&words)) {
+            let key = written[i].name;
+            let start = self.at + 1;
+            self.at += key.len() + 3;
+            *written = &written[i + 1..];
+            return Some(&self.text[start..start + key.len()]);
+        }
+        #[cfg(test)]
+        tests::KEYS_NOT_FORESEEN.with(|n| n.set(n.get() + 1));
+        let key = self.string()?;
+        self.eat(b':')?;
+        Some(key)
+    }
+
+    /// The fields of an object, `{` already read: `field` reads each key's value, and refuses an unknown key;
+    /// `written` are the keys in the order golow writes them.
+    fn fields(
+        &mut self,
+        mut written: &[Key],
+        mut field: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
         self.items(b'}', |s| {
-            let key = s.string()?;
-            s.eat(b':')?;
+            let key = s.key(&mut written)?;
             field(s, key)
         })
     }
@@ -210,16 +373,13 @@ impl<'a> Scan<'a> {
     fn record(&mut self) -> Option<Record> {
         self.eat(b'{')?;
         let (mut v, mut t_ms, mut worker) = (None, None, None);
+        const HEAD: [Key; 4] = Key::all(["v", "t_ms", "worker", "type"]);
+        let mut written: &[Key] = &HEAD;
         let tag = loop {
-            let key = self.string()?;
-            self.eat(b':')?;
-            match key {
+            match self.key(&mut written)? {
                 "v" => once(&mut v, self.integer())?,
                 "t_ms" => once(&mut t_ms, self.f64())?,
-                "worker" => once(
-                    &mut worker,
-                    self.optional(|s| s.string().map(str::to_owned)),
-                )?,
+                "worker" => once(&mut worker, self.optional(|s| s.string().map(Name::from)))?,
                 "type" => break self.string()?,
                 _ => return None,
             }
@@ -242,23 +402,30 @@ impl<'a> Scan<'a> {
     }
 
     /// The rest of the record's object after its tag: `,` and fields, or its end.
-    fn body_fields(&mut self, field: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    fn body_fields(
+        &mut self,
+        written: &[Key],
+        field: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
         if self.eat(b',').is_none() {
             return self.eat(b'}');
         }
-        self.fields(field)
+        self.fields(written, field)
     }
 
     fn process(&mut self) -> Option<Body> {
         let (mut pid, mut rss, mut peak, mut cpu, mut rank) = (None, None, None, None, None);
-        self.body_fields(|s, key| match key {
-            "pid" => once(&mut pid, s.integer()),
-            "rss_bytes" => once(&mut rss, s.integer()),
-            "peak_rss_bytes" => once(&mut peak, s.integer()),
-            "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
-            "rank" => once(&mut rank, s.optional(Self::integer)),
-            _ => None,
-        })?;
+        self.body_fields(
+            &const { Key::all(["pid", "rss_bytes", "peak_rss_bytes", "cpu_percent", "rank"]) },
+            |s, key| match key {
+                "pid" => once(&mut pid, s.integer()),
+                "rss_bytes" => once(&mut rss, s.integer()),
+                "peak_rss_bytes" => once(&mut peak, s.integer()),
+                "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
+                "rank" => once(&mut rank, s.optional(Self::integer)),
+                _ => None,
+            },
+        )?;
         Some(Body::Process {
             pid: pid?,
             rss_bytes: rss?,
@@ -270,11 +437,25 @@ impl<'a> Scan<'a> {
     }
 
     fn step(&mut self) -> Option<Step> {
+        const STEP_KEYS: [Key; 12] = Key::all([
+            "step",
+            "epoch",
+            "phase",
+            "batch_size",
+            "data_ms",
+            "h2d_ms",
+            "h2d_bytes",
+            "compute_ms",
+            "loss",
+            "correct",
+            "warmup",
+            "profiled",
+        ]);
         let (mut step, mut epoch, mut phase, mut batch_size, mut data_ms) =
             (None, None, None, None, None);
         let (mut h2d_ms, mut h2d_bytes, mut compute_ms, mut loss) = (None, None, None, None);
         let (mut correct, mut warmup, mut profiled) = (None, None, None);
-        self.body_fields(|s, key| match key {
+        self.body_fields(&STEP_KEYS, |s, key| match key {
             "step" => once(&mut step, s.integer()),
             "epoch" => once(&mut epoch, s.integer()),
             "phase" => once(
@@ -315,7 +496,7 @@ impl<'a> Scan<'a> {
 
     fn turn_end(&mut self) -> Option<TurnEnd> {
         let mut steps_done = None;
-        self.body_fields(|s, key| match key {
+        self.body_fields(&const { Key::all(["steps_done"]) }, |s, key| match key {
             "steps_done" => once(&mut steps_done, s.integer()),
             _ => None,
         })?;
@@ -326,14 +507,25 @@ impl<'a> Scan<'a> {
 
     fn machine_load(&mut self) -> Option<Body> {
         let (mut load, mut busy, mut steal, mut others, mut mhz) = (None, None, None, None, None);
-        self.body_fields(|s, key| match key {
-            "load_1m" => once(&mut load, s.f64()),
-            "busy_percent" => once(&mut busy, s.f64()),
-            "steal_percent" => once(&mut steal, s.f64()),
-            "others_percent" => once(&mut others, s.f64()),
-            "cpu_mhz" => once(&mut mhz, s.optional(Self::f64)),
-            _ => None,
-        })?;
+        self.body_fields(
+            &const {
+                Key::all([
+                    "load_1m",
+                    "busy_percent",
+                    "steal_percent",
+                    "others_percent",
+                    "cpu_mhz",
+                ])
+            },
+            |s, key| match key {
+                "load_1m" => once(&mut load, s.f64()),
+                "busy_percent" => once(&mut busy, s.f64()),
+                "steal_percent" => once(&mut steal, s.f64()),
+                "others_percent" => once(&mut others, s.f64()),
+                "cpu_mhz" => once(&mut mhz, s.optional(Self::f64)),
+                _ => None,
+            },
+        )?;
         Some(Body::MachineLoad {
             load_1m: load?,
             busy_percent: busy?,
@@ -346,15 +538,27 @@ impl<'a> Scan<'a> {
     fn operators(&mut self) -> Option<OperatorWindow> {
         let (mut process, mut steps, mut compute_ms, mut every) = (None, None, None, None);
         let (mut operators, mut dropped) = (None, None);
-        self.body_fields(|s, key| match key {
-            "process" => once(&mut process, s.integer()),
-            "steps" => once(&mut steps, s.integer()),
-            "compute_ms" => once(&mut compute_ms, s.f64()),
-            "every" => once(&mut every, s.integer()),
-            "operators" => once(&mut operators, s.operator_list()),
-            "dropped" => once(&mut dropped, s.integer()),
-            _ => None,
-        })?;
+        self.body_fields(
+            &const {
+                Key::all([
+                    "process",
+                    "steps",
+                    "compute_ms",
+                    "every",
+                    "operators",
+                    "dropped",
+                ])
+            },
+            |s, key| match key {
+                "process" => once(&mut process, s.integer()),
+                "steps" => once(&mut steps, s.integer()),
+                "compute_ms" => once(&mut compute_ms, s.f64()),
+                "every" => once(&mut every, s.integer()),
+                "operators" => once(&mut operators, s.operator_list()),
+                "dropped" => once(&mut dropped, s.integer()),
+                _ => None,
+            },
+        )?;
         Some(OperatorWindow {
             process: process.unwrap_or(0),
             steps: steps?,
@@ -379,20 +583,23 @@ impl<'a> Scan<'a> {
         self.eat(b'{')?;
         let (mut name, mut calls, mut self_ns, mut total_ns, mut shapes) =
             (None, None, None, None, None);
-        self.fields(|s, key| match key {
-            "name" => once(&mut name, s.string()),
-            "calls" => once(&mut calls, s.integer()),
-            "self_ns" => once(&mut self_ns, s.integer()),
-            "total_ns" => once(&mut total_ns, s.integer()),
-            "shapes" => once(&mut shapes, s.string()),
-            _ => None,
-        })?;
+        self.fields(
+            &const { Key::all(["name", "calls", "self_ns", "total_ns", "shapes"]) },
+            |s, key| match key {
+                "name" => once(&mut name, s.string()),
+                "calls" => once(&mut calls, s.integer()),
+                "self_ns" => once(&mut self_ns, s.integer()),
+                "total_ns" => once(&mut total_ns, s.integer()),
+                "shapes" => once(&mut shapes, s.string()),
+                _ => None,
+            },
+        )?;
         Some(OperatorStats {
-            name: name?.to_owned(),
+            name: name?.into(),
             calls: calls?,
             self_ns: self_ns?,
             total_ns: total_ns?,
-            shapes: shapes.unwrap_or_default().to_owned(),
+            shapes: shapes.unwrap_or_default().into(),
         })
     }
 }
@@ -406,13 +613,18 @@ mod tests {
 
     const SCANNED: [&str; 5] = ["process", "step", "turn_end", "machine_load", "operators"];
 
+    thread_local! {
+        /// Keys `Scan::key` read as any string: not the next of the keys it was told golow writes.
+        pub(super) static KEYS_NOT_FORESEEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
     /// Golow's own records of the scanned kinds, one line per sample.
     fn record_lines() -> Vec<Vec<u8>> {
         every_body()
             .into_iter()
             .enumerate()
             .map(|(i, body)| {
-                let worker = (i % 2 == 0).then(|| "pytorch".to_string());
+                let worker = (i % 2 == 0).then(|| Name::from("pytorch"));
                 serde_json::to_vec(&Record::new(0.125 * i as f64 + 1e-9, worker, body)).unwrap()
             })
             .filter(|line| {
@@ -484,6 +696,112 @@ mod tests {
             answered > 1_000 && refused_by_both > 1_000,
             "{answered} answered, {refused_by_both} refused by both"
         );
+    }
+
+    /// A whole number's exact value, as the scan reads it.
+    fn exact(text: &str) -> Option<f64> {
+        let mut scan = Scan::new(text);
+        let number = scan.number().unwrap();
+        assert!(scan.ended(), "{text}");
+        number.exact
+    }
+
+    #[test]
+    fn a_word_is_seen_to_end_or_escape_a_string_exactly_when_one_of_its_bytes_does() {
+        let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
+        for byte in 0..=255u8 {
+            for at in 0..8 {
+                let mut word = *b"abcdefgh";
+                word[at] = byte;
+                assert_eq!(
+                    ends_or_escapes(u64::from_ne_bytes(word)),
+                    special(byte),
+                    "{byte} at {at}"
+                );
+            }
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let word = x.to_ne_bytes();
+            assert_eq!(
+                ends_or_escapes(x),
+                word.iter().any(|&b| special(b)),
+                "{word:?}"
+            );
+        }
+    }
+
+    /// Wherever the fast path answers, it answers as the full parser does, to the bit; and it answers for the
+    /// numbers golow writes.
+    #[test]
+    fn exact_decimals_are_read_as_the_full_parser_reads_them() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut digits = |most: u64| -> String {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let count = x % (most + 1);
+            (0..count)
+                .map(|i| char::from(b'0' + (x >> (i * 3 % 60) ^ i) as u8 % 10))
+                .collect()
+        };
+        let mut answered = 0;
+        for case in 0..200_000 {
+            // JSON's grammar: no leading zero but a lone one.
+            let whole = match digits(19) {
+                w if w.is_empty() || w.starts_with('0') => "0".to_string(),
+                w => w,
+            };
+            let fraction = digits(24);
+            let mut text = if fraction.is_empty() {
+                whole
+            } else {
+                format!("{whole}.{fraction}")
+            };
+            if case % 3 == 0 {
+                text.insert(0, '-');
+            }
+            let full: f64 = text.parse().unwrap();
+            if let Some(fast) = exact(&text) {
+                answered += 1;
+                assert_eq!(fast.to_bits(), full.to_bits(), "{text}");
+            }
+        }
+        assert!(answered > 50_000, "{answered}");
+        for written in [
+            "4571.091",
+            "81.3",
+            "0",
+            "-0.0",
+            "0.000125",
+            "9007199254740992",
+        ] {
+            let fast = exact(written).unwrap_or_else(|| panic!("{written}"));
+            assert_eq!(fast.to_bits(), written.parse::<f64>().unwrap().to_bits());
+        }
+        for declined in ["1e5", "9007199254740993", "1.00000000000000000000001"] {
+            assert_eq!(exact(declined), None, "{declined}");
+        }
+    }
+
+    /// The keys each kind is told golow writes are those serde writes, in its order: every key of golow's own
+    /// lines is matched whole.
+    #[test]
+    fn the_keys_golow_writes_are_foreseen_in_their_order() {
+        KEYS_NOT_FORESEEN.with(|n| n.set(0));
+        for line in record_lines() {
+            assert!(record(&line).is_some());
+        }
+        for line in worker_lines() {
+            assert!(scan_worker_line(&line).is_some());
+        }
+        assert_eq!(KEYS_NOT_FORESEEN.with(|n| n.get()), 0);
+        // A line in another order still reads, the keys then read one by one.
+        assert!(record(br#"{"t_ms":1.5,"v":1,"type":"turn_end","steps_done":3}"#).is_some());
+        assert!(KEYS_NOT_FORESEEN.with(|n| n.get()) > 0);
     }
 
     #[test]

@@ -405,7 +405,7 @@ pub fn every_body() -> Vec<Body> {
                     calls: 9,
                     self_ns: 1_500,
                     total_ns: 2_000,
-                    shapes: String::new(),
+                    shapes: Default::default(),
                 },
             ],
             dropped: 3,

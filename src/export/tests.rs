@@ -336,7 +336,7 @@ fn each_of_many_workers_keeps_its_own_track() {
     let record = |i: usize| {
         Record::new(
             i as f64,
-            Some(format!("w{}", i % workers)),
+            Some(format!("w{}", i % workers).into()),
             Body::Process {
                 pid: 1,
                 rss_bytes: 1 << 20,

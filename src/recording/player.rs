@@ -13,7 +13,8 @@ use crate::contracts::Bell;
 use crate::state::State;
 use crate::store::{Folded, Store};
 use golow_protocol::event::Record;
-use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// At most this many checkpoints, whatever the length: memory stays bounded.
 const MAX_CHECKPOINTS: usize = 24;
@@ -149,40 +150,46 @@ impl Player {
         (0..recording.frames.len()).flat_map(move |i| damage.records(i, recording.read_frame(i)))
     }
 
-    /// Folds everything from the start: the state at the end of the session. Frames are read and
-    /// parsed in batches on every core, the next batch while this thread folds the current one.
+    /// Folds everything from the start: the state at the end of the session. One thread per core takes the next
+    /// stretch of frames (`Recording::stretches`), reads and parses it, waits for the stretch before it to be
+    /// folded, and folds its own: the records are folded by the core that parsed them, still in its cache, and no
+    /// more threads run than there are cores.
     pub fn run_to_end(&mut self) {
         self.seek_to_checkpoint(0);
-        let (recording, damage) = (&self.recording, &mut self.damage);
+        let recording = &self.recording;
+        let stretches = recording.stretches();
         let mut folded = self.store.lock();
-        let total = recording.frames.len();
-        let mut batches = Vec::new();
-        let mut first = 0;
-        while first < total {
-            let count = recording.batch_from(first);
-            batches.push(first..first + count);
-            first += count;
-        }
+        let turns = Turns::new(Turn {
+            next: 0,
+            folded: &mut folded,
+            damage: &mut self.damage,
+        });
+        let taken = AtomicUsize::new(0);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         std::thread::scope(|scope| {
-            let read = |range: std::ops::Range<usize>| {
-                scope.spawn(move || (range.start, recording.read_frames(range)))
-            };
-            let mut batches = batches.into_iter();
-            let mut ahead = batches.next().map(read);
-            while let Some(reading) = ahead.take() {
-                ahead = batches.next().map(read);
-                let Ok((first, frames)) = reading.join() else {
-                    continue;
-                };
-                for (i, frame) in (first..).zip(frames) {
-                    damage
-                        .records(i, frame)
-                        .iter()
-                        .for_each(|r| folded.apply(r));
-                }
+            for _ in 0..threads.min(stretches.len()) {
+                scope.spawn(|| {
+                    loop {
+                        let k = taken.fetch_add(1, Ordering::Relaxed);
+                        let Some(frames) = stretches.get(k) else {
+                            return;
+                        };
+                        let read: Vec<_> =
+                            frames.clone().map(|i| recording.read_frame(i)).collect();
+                        let Some(mut held) = turns.wait_for(k) else {
+                            return;
+                        };
+                        let turn = &mut *held.turn;
+                        for (i, frame) in frames.clone().zip(read) {
+                            let records = turn.damage.records(i, frame);
+                            records.iter().for_each(|r| turn.folded.apply(r));
+                        }
+                    }
+                });
             }
         });
-        self.next_frame = total;
+        drop(folded);
+        self.next_frame = recording.frames.len();
         self.position_ms = f64::INFINITY;
     }
 
@@ -245,6 +252,58 @@ impl Player {
         self.next_frame += 1;
         let records = self.damage.records(i, self.recording.read_frame(i));
         self.queue.extend(records);
+    }
+}
+
+/// What the stretch whose turn it is folds into.
+struct Turn<'a> {
+    /// The stretch whose turn it is.
+    next: usize,
+    folded: &'a mut Folded,
+    damage: &'a mut Damage,
+}
+
+/// Stretches folded in their order, each by whichever thread read it.
+struct Turns<'a> {
+    turn: Mutex<Turn<'a>>,
+    changed: Condvar,
+}
+
+impl<'a> Turns<'a> {
+    fn new(turn: Turn<'a>) -> Self {
+        Turns {
+            turn: Mutex::new(turn),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// The fold, once stretch `k`'s turn comes; `None` when it never will (a thread panicked while folding).
+    fn wait_for(&self, k: usize) -> Option<TurnHeld<'_, 'a>> {
+        let turn = self
+            .changed
+            .wait_while(self.turn.lock().ok()?, |turn| turn.next != k)
+            .ok()?;
+        Some(TurnHeld {
+            turn,
+            changed: &self.changed,
+        })
+    }
+}
+
+/// The fold, held by the stretch whose turn it is.
+struct TurnHeld<'t, 'a> {
+    turn: MutexGuard<'t, Turn<'a>>,
+    changed: &'t Condvar,
+}
+
+impl Drop for TurnHeld<'_, '_> {
+    /// Passes the turn to the next stretch. A panic while folding poisons the lock instead, and the notice then
+    /// ends the wait of every other thread.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.turn.next += 1;
+        }
+        self.changed.notify_all();
     }
 }
 

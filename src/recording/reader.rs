@@ -16,8 +16,9 @@ use super::format::{
 };
 use golow_protocol::event::Record;
 
-/// Raw JSON read ahead at once by `read_frames`: bounds memory whatever the frames hold.
-const BATCH_RAW_BYTES: u64 = 4 << 20;
+/// Raw JSON a thread of `Player::run_to_end` reads before folding it: its records, still in the core's cache when
+/// they are folded, bound memory whatever the frames hold.
+const STRETCH_RAW_BYTES: u64 = 128 << 10;
 
 /// Why a file cannot be replayed at all: one line for the user.
 #[derive(Debug)]
@@ -186,58 +187,26 @@ impl Recording {
         // The count was checked against the frame's length, and the length bounds the lines anyway.
         let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
         let mut records = Vec::with_capacity((frame.events as usize).min(lines));
-        let mut bad_lines = 0;
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', &raw).chain([raw.len()]) {
-            let line = &raw[start..end];
-            start = end + 1;
-            if line.is_empty() {
-                continue;
-            }
-            match golow_protocol::event::parse_record(line) {
-                Ok(record) if record.t_ms.is_finite() => records.push(record),
-                _ => bad_lines += 1,
-            }
-        }
+        let bad_lines = golow_protocol::event::parse_records(&raw, &mut records);
         Ok(FrameRecords { records, bad_lines })
     }
 
-    /// Frames `range`, read and parsed on every core at once (a batch's worth: at most
-    /// `BATCH_RAW_BYTES` of JSON), in order.
-    pub fn read_frames(&self, range: std::ops::Range<usize>) -> Vec<io::Result<FrameRecords>> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let indices: Vec<usize> = range.collect();
-        let per_thread = indices.len().div_ceil(threads).max(1);
-        std::thread::scope(|scope| {
-            let parts: Vec<_> = indices
-                .chunks(per_thread)
-                .map(|part| {
-                    scope
-                        .spawn(move || part.iter().map(|&i| self.read_frame(i)).collect::<Vec<_>>())
-                })
-                .collect();
-            parts
-                .into_iter()
-                .flat_map(|part| {
-                    part.join()
-                        .unwrap_or_else(|_| vec![Err(io::Error::other("a reader thread panicked"))])
-                })
-                .collect()
-        })
-    }
-
-    /// How many frames from `first` make a batch for `read_frames`.
-    pub fn batch_from(&self, first: usize) -> usize {
-        let mut raw = 0u64;
-        self.frames[first.min(self.frames.len())..]
-            .iter()
-            .take_while(|f| {
-                raw += u64::from(f.raw_len);
-                raw <= BATCH_RAW_BYTES
-            })
-            .count()
-            .max(1)
-            .min(self.frames.len().saturating_sub(first))
+    /// The frames in stretches of at most `STRETCH_RAW_BYTES` of JSON each (one frame at least), in order: what one
+    /// thread of `Player::run_to_end` reads and folds at a time.
+    pub fn stretches(&self) -> Vec<std::ops::Range<usize>> {
+        let mut stretches = Vec::new();
+        let (mut start, mut raw) = (0, 0u64);
+        for (i, frame) in self.frames.iter().enumerate() {
+            if i > start && raw + u64::from(frame.raw_len) > STRETCH_RAW_BYTES {
+                stretches.push(start..i);
+                (start, raw) = (i, 0);
+            }
+            raw += u64::from(frame.raw_len);
+        }
+        if start < self.frames.len() {
+            stretches.push(start..self.frames.len());
+        }
+        stretches
     }
 
     /// Where the index starts, from the trailer a clean close wrote.

@@ -591,3 +591,30 @@ fn a_copy_of_a_frame_that_begins_where_it_ends_is_skipped_too() {
     assert_eq!(read, written, "every record once, none twice");
     assert_eq!(player.recording().out_of_order, (1, Some(copy.offset)));
 }
+
+/// Every recording in `recordings/`, read on every core a stretch at a time, folds to what one thread folding each
+/// record in order makes of it; some of them span several stretches, so the turns are taken.
+#[test]
+fn a_recording_read_on_every_core_folds_as_one_thread_folding_it_in_order() {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings");
+    let mut most_stretches = 0;
+    for entry in std::fs::read_dir(samples).unwrap() {
+        let path = entry.unwrap().path();
+        let mut player = Player::open(&path).unwrap();
+        most_stretches = most_stretches.max(player.recording().stretches().len());
+        let mut in_order = crate::state::State::default();
+        player.records().for_each(|r| in_order.apply(&r));
+        player.run_to_end();
+        let summary = |state: &crate::state::State| {
+            serde_json::to_string(&crate::state::Summary::from_state(state)).unwrap()
+        };
+        assert_eq!(
+            summary(&player.state()),
+            summary(&in_order),
+            "{}",
+            path.display()
+        );
+        assert_eq!(player.state().t_ms, in_order.t_ms);
+    }
+    assert!(most_stretches >= 3, "{most_stretches}");
+}

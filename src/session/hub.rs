@@ -20,7 +20,7 @@ use crate::telemetry::gpu::{GpuSampler, NvmlSource, Tick};
 use crate::telemetry::load::LoadSampler;
 use crate::telemetry::procfs::{ProcSampler, Watching};
 use golow_protocol::config::SessionConfig;
-use golow_protocol::event::{Body, Record, Stream};
+use golow_protocol::event::{Body, Name, Record, Stream};
 
 /// What may wait for the hub from workers, collectors and samplers together.
 const INCOMING_CAPACITY: usize = 4096;
@@ -28,7 +28,7 @@ const INCOMING_CAPACITY: usize = 4096;
 struct Hub<'a> {
     start: Instant,
     store: &'a Store,
-    names: Vec<String>,
+    names: Vec<Name>,
     observer: &'a mut (dyn Observer + Send),
 }
 
@@ -77,7 +77,10 @@ async fn run(
     observer: &mut (dyn Observer + Send),
     mut controls: mpsc::UnboundedReceiver<Control>,
 ) {
-    let names: Vec<String> = workers.iter().map(|(n, _)| n.clone()).collect();
+    let names: Vec<Name> = workers
+        .iter()
+        .map(|(n, _)| Name::from(n.as_str()))
+        .collect();
     let start = Instant::now();
     session.monotonic_origin_ns = golow_protocol::collector::monotonic_now_ns();
     // A store outlives the session it follows in a sweep, or a run of several sessions.

@@ -862,7 +862,7 @@ mod tests {
         for i in 0..1000u32 {
             state.apply(&Record::new(
                 f64::from(i),
-                Some(format!("w{i}")),
+                Some(format!("w{i}").into()),
                 step(0, f64::NAN, false),
             ));
             state.apply(&Record::new(

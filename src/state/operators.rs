@@ -71,19 +71,22 @@ impl Operators {
         for op in &window.operators {
             let name = bounded(&op.name);
             let full = self.by_name.len() >= MAX_OPERATOR_NAMES;
-            let totals = match self.by_name.get_mut(&name) {
+            let totals = match self.by_name.get_mut(name) {
                 Some(totals) => totals,
                 None if full => {
                     self.dropped = self.dropped.saturating_add(op.calls);
                     continue;
                 }
-                None => self.by_name.entry(name).or_default(),
+                None => self.by_name.entry(name.to_string()).or_default(),
             };
             totals.calls = totals.calls.saturating_add(op.calls);
             totals.self_ns = totals.self_ns.saturating_add(op.self_ns);
             totals.total_ns = totals.total_ns.saturating_add(op.total_ns);
-            if !op.shapes.is_empty() {
-                totals.shapes = bounded(&op.shapes);
+            let shapes = bounded(&op.shapes);
+            // The same shapes window after window: kept without a new allocation each time.
+            if !shapes.is_empty() && totals.shapes != shapes {
+                totals.shapes.clear();
+                totals.shapes.push_str(shapes);
             }
             totals
                 .self_ms_per_step
@@ -150,7 +153,7 @@ mod tests {
             calls,
             self_ns: self_ms * 1_000_000,
             total_ns: total_ms * 1_000_000,
-            shapes: String::new(),
+            shapes: Default::default(),
         }
     }
 

@@ -199,12 +199,12 @@ pub struct ScriptState {
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.
-pub fn bounded(name: &str) -> String {
+pub fn bounded(name: &str) -> &str {
     let mut end = name.len().min(MAX_NAME_BYTES);
     while !name.is_char_boundary(end) {
         end -= 1;
     }
-    name[..end].to_string()
+    &name[..end]
 }
 
 /// What an optimiser step (or a backward pass) means for the worker's figures.
@@ -261,8 +261,11 @@ impl ScriptState {
             p.rank = hello.rank;
             p.local_rank = hello.local_rank;
             p.world_size = hello.world_size;
-            p.python = Some(bounded(&hello.python));
-            p.torch = hello.torch.as_deref().map(bounded);
+            p.python = Some(bounded(&hello.python).to_string());
+            p.torch = hello
+                .torch
+                .as_deref()
+                .map(|torch| bounded(torch).to_string());
             p.threads = hello.threads;
         }
     }
@@ -272,7 +275,7 @@ impl ScriptState {
             return;
         }
         if let Some(o) = self.optimizer_mut(optimizer.optimizer) {
-            o.class = Some(bounded(&optimizer.class));
+            o.class = Some(bounded(&optimizer.class).to_string());
             o.lr = optimizer.lr.filter(|lr| lr.is_finite());
         }
     }
@@ -489,19 +492,19 @@ impl ScriptState {
             return false;
         }
         let name = bounded(name);
-        if !self.scalars.contains_key(&name) && self.scalars.len() >= MAX_SCALARS {
+        if !self.scalars.contains_key(name) && self.scalars.len() >= MAX_SCALARS {
             return false;
         }
         if name == "samples" && value > 0.0 {
             self.pending_samples += value;
         }
-        self.scalars.insert(name, value);
+        self.scalars.insert(name.to_string(), value);
         true
     }
 
     pub fn phase(&mut self, process: u32, name: &str) {
         if self.is_primary(process) {
-            self.phase = Some(bounded(name));
+            self.phase = Some(bounded(name).to_string());
         }
     }
 

@@ -539,7 +539,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
 mod tests {
     use super::*;
     use golow_protocol::config::Mode;
-    use golow_protocol::event::{Body, OptimizerStep, Record, Step};
+    use golow_protocol::event::{Body, Name, OptimizerStep, Record, Step};
     use golow_protocol::samples::every_body;
 
     /// A built-in worker and a `--cmd` one, run in parallel: each step of `libtorch` takes 10 ms of data and 40 of
@@ -556,7 +556,7 @@ mod tests {
         };
         let mut state = State::default();
         let mut apply = |worker: Option<&str>, body: Body| {
-            state.apply(&Record::new(0.0, worker.map(String::from), body));
+            state.apply(&Record::new(0.0, worker.map(Name::from), body));
         };
         apply(None, Body::SessionStart(Box::new(config)));
         for (i, name) in ["libtorch", "train"].into_iter().enumerate() {

@@ -239,7 +239,7 @@ impl Observer for Progress {
                 let command = state
                     .session
                     .as_ref()
-                    .is_some_and(|s| s.commands.contains_key(worker));
+                    .is_some_and(|s| s.commands.contains_key(worker.as_str()));
                 if command {
                     // Tabs stop where they would in the script's own terminal: from its line's start.
                     let line = golow_protocol::text::printable(line);

@@ -6,7 +6,7 @@ use golow_protocol::config::{
 };
 use golow_protocol::event::{
     Body, Breakdown, CopyKind, CopyStats, Epoch, Hello, KernelStats, KernelWindow, MemoryKind,
-    OperatorStats, OperatorWindow, Record, Step,
+    Name, OperatorStats, OperatorWindow, Record, Step,
 };
 
 const WORKERS: [&str; 3] = ["libtorch", "pytorch", "torchscript"];
@@ -110,7 +110,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
         records.push(no_gpu());
     }
     for (w, name) in WORKERS.iter().enumerate() {
-        let worker = Some(name.to_string());
+        let worker = Some(Name::from(*name));
         records.push(Record::new(
             5.0,
             worker.clone(),
@@ -147,7 +147,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
         for (w, name) in WORKERS.iter().enumerate() {
             let t_ms = 1000.0 + step as f64 * 250.0 + w as f64 * 80.0;
             let jitter = ((step * 7 + w as u64 * 3) % 5) as f64 * 0.2;
-            let worker = Some(name.to_string());
+            let worker = Some(Name::from(*name));
             let profiled = step >= 2 && (step - 2) % 10 == 0;
             records.push(Record::new(
                 t_ms,
@@ -220,7 +220,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
             for (w, name) in WORKERS.iter().enumerate() {
                 records.push(Record::new(
                     1000.0 + step as f64 * 250.0 + 210.0,
-                    Some(name.to_string()),
+                    Some(Name::from(*name)),
                     Body::Kernels(Box::new(kernel_window(step, w))),
                 ));
             }
@@ -265,7 +265,7 @@ fn operator_window(w: usize, compute_ms: f64) -> OperatorWindow {
         shapes: if w == 1 && name.ends_with("convolution") {
             "[32, 64, 56, 56] [64, 64, 3, 3]".into()
         } else {
-            String::new()
+            Default::default()
         },
     };
     let mut operators = vec![
@@ -390,7 +390,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
     }
     let mut records = vec![start, no_gpu()];
     for (j, job) in JOBS.iter().enumerate() {
-        let worker = Some(job.to_string());
+        let worker = Some(Name::from(*job));
         let launcher = 200 + 10 * j as u32;
         records.push(Record::new(
             5.0,
@@ -420,7 +420,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                 let step_ms = 250.0 + f64::from(rank) * 0.5 + (step % 3) as f64;
                 records.push(Record::new(
                     t_ms + f64::from(rank),
-                    Some(job.to_string()),
+                    Some(Name::from(*job)),
                     Body::OptimizerStep(golow_protocol::event::OptimizerStep {
                         process: rank,
                         optimizer: 0,
@@ -436,7 +436,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                 if step % 2 == 0 {
                     records.push(Record::new(
                         t_ms + 100.0,
-                        Some(job.to_string()),
+                        Some(Name::from(*job)),
                         Body::Process {
                             pid: launcher + 1 + rank,
                             rss_bytes: (900 + 10 * u64::from(rank)) << 20,
@@ -450,7 +450,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
             if step % 2 == 0 {
                 records.push(Record::new(
                     t_ms + 100.0,
-                    Some(job.to_string()),
+                    Some(Name::from(*job)),
                     Body::Process {
                         pid: launcher,
                         rss_bytes: 4000 << 20,
@@ -486,7 +486,7 @@ pub fn scripted_session(steps: u64) -> State {
     }
     let mut records = vec![start, no_gpu()];
     for (j, (job, _, _)) in JOBS.iter().enumerate() {
-        let worker = Some(job.to_string());
+        let worker = Some(Name::from(*job));
         let pid = 300 + j as u32;
         records.push(Record::new(
             5.0,
@@ -514,7 +514,7 @@ pub fn scripted_session(steps: u64) -> State {
             }
             records.push(Record::new(
                 1000.0 + step as f64 * interval_ms,
-                Some(job.to_string()),
+                Some(Name::from(job)),
                 Body::OptimizerStep(event),
             ));
         }

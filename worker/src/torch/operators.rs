@@ -144,7 +144,7 @@ fn capped(mut taken: Vec<TakenOperator>) -> Vec<OperatorStats> {
         calls: 0,
         self_ns: 0,
         total_ns: 0,
-        shapes: String::new(),
+        shapes: Default::default(),
     };
     let mut fold = |op: &TakenOperator| {
         other.calls += op.calls;
@@ -167,10 +167,10 @@ fn capped(mut taken: Vec<TakenOperator>) -> Vec<OperatorStats> {
                 .shapes
                 .iter()
                 .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
-                .map(|(s, _)| s.clone())
+                .map(|(s, _)| s.as_str().into())
                 .unwrap_or_default();
             OperatorStats {
-                name: op.name,
+                name: op.name.into(),
                 calls: op.calls,
                 self_ns: op.self_ns,
                 total_ns: op.total_ns,
