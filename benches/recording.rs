@@ -8,7 +8,9 @@
 //!
 //! The one-hour recording is built from the real session of step 1: its records repeated, shifted in
 //! time, until an hour is covered, and written by the real recorder. Medians of `GOLOW_BENCH_RUNS`
-//! (default 5) ingest runs.
+//! (default 5) ingest runs. With `GOLOW_BENCH_BASELINE=PATH` (another build's `golow`), `golow replay
+//! --headless` of the hour is also timed for both builds in turn, who goes first swapped each round: the
+//! speed-up as a median and the range of the rounds' ratios, from one run on one machine.
 
 mod common;
 
@@ -75,6 +77,43 @@ fn hour_from(real: &Path, out: &Path) -> u64 {
     recorder.finish().expect("finish").events
 }
 
+/// `golow replay --headless` of `hour` by this build and by `baseline`, alternately: medians and the speed-up.
+fn replay_beside(baseline: &str, hour: &Path, rounds: usize) {
+    let builds = [env!("CARGO_BIN_EXE_golow"), baseline];
+    let mut seconds = [Vec::new(), Vec::new()];
+    let mut ratios = Vec::new();
+    for round in 0..rounds {
+        let mut took = [0.0; 2];
+        for which in [round % 2, 1 - round % 2] {
+            let start = Instant::now();
+            let status = Command::new(builds[which])
+                .args(["replay", "--headless"])
+                .arg(hour)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("golow runs");
+            assert!(status.success(), "{} replay failed", builds[which]);
+            took[which] = start.elapsed().as_secs_f64();
+            seconds[which].push(took[which]);
+        }
+        ratios.push(took[1] / took[0]);
+    }
+    let spread = |values: &[f64]| {
+        let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = values.iter().copied().fold(0.0, f64::max);
+        format!("{low:.2}–{high:.2}")
+    };
+    let range = spread(&ratios);
+    println!(
+        "golow replay --headless of the hour: this build {:.3} s, baseline {:.3} s (medians of {rounds}, alternating): \
+         {:.2}× faster (rounds {range})",
+        median(&mut seconds[0]),
+        median(&mut seconds[1]),
+        median(&mut ratios),
+    );
+}
+
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let seconds = env_or("GOLOW_BENCH_RECORD_SECONDS", 120) as u64;
@@ -112,6 +151,10 @@ fn main() {
         "ingest: headless replay of the hour, median {:.2} M events/s (target ≥ 2)",
         ingest / 1e6
     );
+
+    if let Ok(baseline) = std::env::var("GOLOW_BENCH_BASELINE") {
+        replay_beside(&baseline, &hour, env_or("GOLOW_BENCH_RUNS", 5));
+    }
 
     let start = Instant::now();
     let mut player = Player::open(&hour).expect("opens");

@@ -174,8 +174,7 @@ impl Player {
                         let Some(frames) = stretches.get(k) else {
                             return;
                         };
-                        let read: Vec<_> =
-                            frames.clone().map(|i| recording.read_frame(i)).collect();
+                        let read = recording.read_stretch(frames.clone());
                         let Some(mut held) = turns.wait_for(k) else {
                             return;
                         };

@@ -183,12 +183,45 @@ impl Recording {
             .frames
             .get(i)
             .ok_or_else(|| io::Error::other("no such frame"))?;
-        let raw = decompress(&self.file, frame)?;
-        // The count was checked against the frame's length, and the length bounds the lines anyway.
-        let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
-        let mut records = Vec::with_capacity((frame.events as usize).min(lines));
-        let bad_lines = golow_protocol::event::parse_records(&raw, &mut records);
-        Ok(FrameRecords { records, bad_lines })
+        let compressed = read_at(&self.file, frame.offset, frame.compressed_len as usize)?;
+        frame_records(frame, &compressed)
+    }
+
+    /// The records of frames `stretch` (as `stretches` gives them), each frame's as `read_frame` gives them, read
+    /// from the file at once rather than frame by frame.
+    pub fn read_stretch(&self, stretch: std::ops::Range<usize>) -> Vec<io::Result<FrameRecords>> {
+        let frames = &self.frames[stretch.clone()];
+        let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
+            return Vec::new();
+        };
+        let span = (last.offset + u64::from(last.compressed_len)).saturating_sub(first.offset);
+        // Frames found by a scan may have damaged bytes between them: those are not read.
+        let compact = frames
+            .iter()
+            .map(|f| u64::from(f.compressed_len))
+            .sum::<u64>()
+            + (frames.len() as u64) * MARKER_LEN as u64;
+        if span > compact {
+            return stretch.map(|i| self.read_frame(i)).collect();
+        }
+        let bytes = match read_at(&self.file, first.offset, span as usize) {
+            Ok(bytes) => bytes,
+            Err(_) => return stretch.map(|i| self.read_frame(i)).collect(),
+        };
+        // A frame a scan found may claim more than lies before the next (damage shortened it): read alone.
+        stretch
+            .zip(frames)
+            .map(|(i, frame)| {
+                let at = frame.offset.checked_sub(first.offset);
+                let at = at
+                    .and_then(|at| usize::try_from(at).ok())
+                    .unwrap_or(usize::MAX);
+                match bytes.get(at..at.saturating_add(frame.compressed_len as usize)) {
+                    Some(compressed) => frame_records(frame, compressed),
+                    None => self.read_frame(i),
+                }
+            })
+            .collect()
     }
 
     /// The frames in stretches of at most `STRETCH_RAW_BYTES` of JSON each (one frame at least), in order: what one
@@ -317,8 +350,7 @@ thread_local! {
     static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
-fn decompress(file: &File, frame: &FrameInfo) -> io::Result<Vec<u8>> {
-    let compressed = read_at(file, frame.offset, frame.compressed_len as usize)?;
+fn decompress(compressed: &[u8], frame: &FrameInfo) -> io::Result<Vec<u8>> {
     DECOMPRESSOR.with(|cell| {
         let mut cell = cell.borrow_mut();
         let decompressor = match cell.as_mut() {
@@ -326,8 +358,18 @@ fn decompress(file: &File, frame: &FrameInfo) -> io::Result<Vec<u8>> {
             None => cell.insert(zstd::bulk::Decompressor::new()?),
         };
         // The marker's raw length bounds the output: a damaged frame cannot inflate beyond it.
-        decompressor.decompress(&compressed, frame.raw_len as usize)
+        decompressor.decompress(compressed, frame.raw_len as usize)
     })
+}
+
+/// The records of one frame, from its compressed bytes.
+fn frame_records(frame: &FrameInfo, compressed: &[u8]) -> io::Result<FrameRecords> {
+    let raw = decompress(compressed, frame)?;
+    // The count was checked against the frame's length, and the length bounds the lines anyway.
+    let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
+    let mut records = Vec::with_capacity((frame.events as usize).min(lines));
+    let bad_lines = golow_protocol::event::parse_records(&raw, &mut records);
+    Ok(FrameRecords { records, bad_lines })
 }
 
 fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenError> {
@@ -336,7 +378,9 @@ fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenE
             "it is cut short before its header ends".into(),
         ));
     }
-    let raw = decompress(file, frame)
+    let compressed = read_at(file, frame.offset, frame.compressed_len as usize)
+        .map_err(|e| OpenError::NotGolow(format!("its header frame is damaged: {e}")))?;
+    let raw = decompress(&compressed, frame)
         .map_err(|e| OpenError::NotGolow(format!("its header frame is damaged: {e}")))?;
     let id: HeaderId = serde_json::from_slice(&raw)
         .map_err(|e| OpenError::NotGolow(format!("its header is not golow's: {e}")))?;
