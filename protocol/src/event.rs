@@ -76,6 +76,10 @@ pub struct Step {
 /// Operators named per `operators` window at most; the rest are summed as [`OTHER_OPERATORS`].
 pub const MAX_OPERATORS: usize = 64;
 
+/// Input shapes an operator recorder tells apart per operator name (`kMaxShapes` in `worker/csrc/operators.cpp`,
+/// `MAX_SHAPES` in `golow_operators.py`): calls in any other shape are counted in a window's `dropped`.
+pub const MAX_SHAPES_PER_OPERATOR: usize = 8;
+
 /// The name under which operators beyond a window's cap, or beyond what a recorder tells apart, are summed.
 pub const OTHER_OPERATORS: &str = "(other operators)";
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crossterm::event::KeyCode;
+use golow_protocol::event::MAX_SHAPES_PER_OPERATOR;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -65,11 +66,14 @@ fn worker_line<'a>(view: &View, w: &WorkerState) -> Line<'a> {
         said.push_str(&format!(" · {}", looking(run, " of the run")));
     }
     let mut spans = vec![name(view, &w.name, 12), Span::styled(said, view.text())];
-    // Nearly all of these are calls of an operator with more input shapes than the recorder keeps (8 per name):
-    // their times and counts are in the table, only their shapes are not; nothing to act on, so not a warning.
+    // Nearly all of these are calls of an operator with more input shapes than the recorder keeps: their times and
+    // counts are in the table, only their shapes are not; nothing to act on, so not a warning.
     if o.dropped > 0 {
         spans.push(Span::styled(
-            format!(" · shapes of {} calls not kept (8 per operator)", o.dropped),
+            format!(
+                " · shapes of {} calls not kept ({MAX_SHAPES_PER_OPERATOR} per operator)",
+                o.dropped
+            ),
             view.muted(),
         ));
     }
@@ -257,6 +261,35 @@ impl Pane for Operators {
             Operators::tables(frame, bottom, view, &workers, chosen);
         } else {
             Operators::tables(frame, inner, view, &workers, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_SHAPES_PER_OPERATOR;
+
+    /// The bound the pane states is the one both recorders keep: each says it in its own language.
+    #[test]
+    fn the_shapes_kept_per_operator_are_the_recorders_own_bound() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (file, declared) in [
+            (
+                "worker/csrc/operators.cpp",
+                "constexpr size_t kMaxShapes = ",
+            ),
+            ("src/workers/pytorch/golow_operators.py", "MAX_SHAPES = "),
+        ] {
+            let source = std::fs::read_to_string(root.join(file)).unwrap();
+            let bound: Vec<usize> = source
+                .lines()
+                .filter_map(|line| line.trim().strip_prefix(declared))
+                .map(|rest| {
+                    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    digits.parse().unwrap()
+                })
+                .collect();
+            assert_eq!(bound, [MAX_SHAPES_PER_OPERATOR], "{file}");
         }
     }
 }
