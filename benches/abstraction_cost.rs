@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 use std::process::Command;
 
@@ -102,15 +102,6 @@ fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usiz
         compile_ms: compiled.and_then(|w| w["compile_ms"].as_f64()),
         break_even_steps: compiled.and_then(|w| w["break_even_steps"].as_u64()),
     }
-}
-
-/// The least and the greatest of `values`.
-fn spread(values: &[f64]) -> (f64, f64) {
-    values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
-            (l.min(v), h.max(v))
-        })
 }
 
 fn main() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 use std::time::Instant;
 
@@ -80,10 +80,7 @@ fn main() {
     println!("chrome-trace export, µs per worker (median [min, max] of {runs} rounds)");
     let mut medians = Vec::new();
     for (n, times) in sizes.iter().zip(&mut per_worker_us) {
-        let (min, max) = (
-            times.iter().copied().fold(f64::MAX, f64::min),
-            times.iter().copied().fold(0.0, f64::max),
-        );
+        let (min, max) = spread(times);
         let m = median(times);
         medians.push(m);
         println!("{n:>7} workers: {m:8.2} [{min:.2}, {max:.2}]");

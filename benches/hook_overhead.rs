@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 const SCRIPT: &str = "\
 import statistics, sys, time, torch
@@ -151,12 +151,6 @@ fn listen(
         }
     });
     (thread, lines)
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    (low, high)
 }
 
 fn main() {

@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -279,10 +279,7 @@ fn live_ranks() {
         libc::kill(golow.id() as i32, libc::SIGINT);
     }
     let _ = golow.wait();
-    let (low, high) = (
-        sizes.iter().copied().fold(f64::INFINITY, f64::min),
-        sizes.iter().copied().fold(0.0, f64::max),
-    );
+    let (low, high) = spread(&sizes);
     println!(
         "a live scrape of 2 torchrun jobs × 8 ranks: median {:.0} bytes ({low:.0}–{high:.0}), answered in {:.2} ms (median of 10)",
         median(&mut sizes),

@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 use std::path::Path;
 
@@ -89,14 +89,6 @@ fn worker<'a>(summary: &'a serde_json::Value, level: &str) -> &'a serde_json::Va
         .iter()
         .find(|w| w["impl"] == level)
         .expect("the level's worker")
-}
-
-fn spread(values: &[f64]) -> (f64, f64) {
-    values
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
-            (l.min(v), h.max(v))
-        })
 }
 
 /// The samplings the cost is measured at: one step in 2, the default, one in 50.

@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{env_or, median};
+use common::{env_or, median, spread};
 
 use std::path::Path;
 use std::process::Command;
@@ -99,15 +99,10 @@ fn replay_beside(baseline: &str, hour: &Path, rounds: usize) {
         }
         ratios.push(took[1] / took[0]);
     }
-    let spread = |values: &[f64]| {
-        let low = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = values.iter().copied().fold(0.0, f64::max);
-        format!("{low:.2}–{high:.2}")
-    };
-    let range = spread(&ratios);
+    let (low, high) = spread(&ratios);
     println!(
         "golow replay --headless of the hour: this build {:.3} s, baseline {:.3} s (medians of {rounds}, alternating): \
-         {:.2}× faster (rounds {range})",
+         {:.2}× faster (rounds {low:.2}–{high:.2})",
         median(&mut seconds[0]),
         median(&mut seconds[1]),
         median(&mut ratios),

@@ -526,16 +526,9 @@ fn steady(build: &Build, way: Way, dir: &Path, config: &Path, seconds: u64) -> S
     measured
 }
 
-fn range(values: &[f64]) -> (f64, f64) {
-    (
-        values.iter().copied().fold(f64::INFINITY, f64::min),
-        values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    )
-}
-
 /// "median (min–max)" of `values`.
 fn spread(values: &[f64], decimals: usize) -> String {
-    let (lo, hi) = range(values);
+    let (lo, hi) = common::spread(values);
     let mut sorted = values.to_vec();
     format!(
         "{:.decimals$} ({lo:.decimals$}–{hi:.decimals$})",
