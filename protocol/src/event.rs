@@ -461,8 +461,8 @@ pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
 }
 
 /// Parses the JSON lines of `lines` (a recording's frame) onto `out`, in order; returns how many non-empty lines
-/// were not records, or records of no time a session can hold (not finite). The loop lives beside the scan so that
-/// each record is built in its place in `out`, not moved there: a replay parses hundreds of thousands.
+/// were not records, or records of no time a session can hold (not finite). The loop lives in this crate, beside the
+/// scan, so that the scan is inlined into it (it would not be across crates): a replay parses hundreds of thousands.
 pub fn parse_records(lines: &[u8], out: &mut Vec<Record>) -> u64 {
     let mut not_records = 0;
     let mut start = 0;

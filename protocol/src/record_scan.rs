@@ -192,8 +192,8 @@ impl<'a> Scan<'a> {
         let bytes = self.text.as_bytes();
         // Names and shapes are most of a replay's bytes: stepped over eight at a time up to the word holding the
         // end, which the loop below finds.
-        while let Some(word) = bytes.get(self.at..self.at + 8) {
-            if ends_or_escapes(u64::from_ne_bytes(word.try_into().ok()?)) {
+        while let Some(word) = bytes[self.at..].first_chunk::<8>() {
+            if ends_or_escapes(u64::from_ne_bytes(*word)) {
                 break;
             }
             self.at += 8;
@@ -373,8 +373,8 @@ impl<'a> Scan<'a> {
     fn record(&mut self) -> Option<Record> {
         self.eat(b'{')?;
         let (mut v, mut t_ms, mut worker) = (None, None, None);
-        const HEAD: [Key; 4] = Key::all(["v", "t_ms", "worker", "type"]);
-        let mut written: &[Key] = &HEAD;
+        const KEYS: [Key; 4] = Key::all(["v", "t_ms", "worker", "type"]);
+        let mut written: &[Key] = &KEYS;
         let tag = loop {
             match self.key(&mut written)? {
                 "v" => once(&mut v, self.integer())?,
@@ -414,18 +414,17 @@ impl<'a> Scan<'a> {
     }
 
     fn process(&mut self) -> Option<Body> {
+        const KEYS: [Key; 5] =
+            Key::all(["pid", "rss_bytes", "peak_rss_bytes", "cpu_percent", "rank"]);
         let (mut pid, mut rss, mut peak, mut cpu, mut rank) = (None, None, None, None, None);
-        self.body_fields(
-            &const { Key::all(["pid", "rss_bytes", "peak_rss_bytes", "cpu_percent", "rank"]) },
-            |s, key| match key {
-                "pid" => once(&mut pid, s.integer()),
-                "rss_bytes" => once(&mut rss, s.integer()),
-                "peak_rss_bytes" => once(&mut peak, s.integer()),
-                "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
-                "rank" => once(&mut rank, s.optional(Self::integer)),
-                _ => None,
-            },
-        )?;
+        self.body_fields(&KEYS, |s, key| match key {
+            "pid" => once(&mut pid, s.integer()),
+            "rss_bytes" => once(&mut rss, s.integer()),
+            "peak_rss_bytes" => once(&mut peak, s.integer()),
+            "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
+            "rank" => once(&mut rank, s.optional(Self::integer)),
+            _ => None,
+        })?;
         Some(Body::Process {
             pid: pid?,
             rss_bytes: rss?,
@@ -437,7 +436,7 @@ impl<'a> Scan<'a> {
     }
 
     fn step(&mut self) -> Option<Step> {
-        const STEP_KEYS: [Key; 12] = Key::all([
+        const KEYS: [Key; 12] = Key::all([
             "step",
             "epoch",
             "phase",
@@ -455,7 +454,7 @@ impl<'a> Scan<'a> {
             (None, None, None, None, None);
         let (mut h2d_ms, mut h2d_bytes, mut compute_ms, mut loss) = (None, None, None, None);
         let (mut correct, mut warmup, mut profiled) = (None, None, None);
-        self.body_fields(&STEP_KEYS, |s, key| match key {
+        self.body_fields(&KEYS, |s, key| match key {
             "step" => once(&mut step, s.integer()),
             "epoch" => once(&mut epoch, s.integer()),
             "phase" => once(
@@ -495,8 +494,9 @@ impl<'a> Scan<'a> {
     }
 
     fn turn_end(&mut self) -> Option<TurnEnd> {
+        const KEYS: [Key; 1] = Key::all(["steps_done"]);
         let mut steps_done = None;
-        self.body_fields(&const { Key::all(["steps_done"]) }, |s, key| match key {
+        self.body_fields(&KEYS, |s, key| match key {
             "steps_done" => once(&mut steps_done, s.integer()),
             _ => None,
         })?;
@@ -506,26 +506,22 @@ impl<'a> Scan<'a> {
     }
 
     fn machine_load(&mut self) -> Option<Body> {
+        const KEYS: [Key; 5] = Key::all([
+            "load_1m",
+            "busy_percent",
+            "steal_percent",
+            "others_percent",
+            "cpu_mhz",
+        ]);
         let (mut load, mut busy, mut steal, mut others, mut mhz) = (None, None, None, None, None);
-        self.body_fields(
-            &const {
-                Key::all([
-                    "load_1m",
-                    "busy_percent",
-                    "steal_percent",
-                    "others_percent",
-                    "cpu_mhz",
-                ])
-            },
-            |s, key| match key {
-                "load_1m" => once(&mut load, s.f64()),
-                "busy_percent" => once(&mut busy, s.f64()),
-                "steal_percent" => once(&mut steal, s.f64()),
-                "others_percent" => once(&mut others, s.f64()),
-                "cpu_mhz" => once(&mut mhz, s.optional(Self::f64)),
-                _ => None,
-            },
-        )?;
+        self.body_fields(&KEYS, |s, key| match key {
+            "load_1m" => once(&mut load, s.f64()),
+            "busy_percent" => once(&mut busy, s.f64()),
+            "steal_percent" => once(&mut steal, s.f64()),
+            "others_percent" => once(&mut others, s.f64()),
+            "cpu_mhz" => once(&mut mhz, s.optional(Self::f64)),
+            _ => None,
+        })?;
         Some(Body::MachineLoad {
             load_1m: load?,
             busy_percent: busy?,
@@ -536,29 +532,25 @@ impl<'a> Scan<'a> {
     }
 
     fn operators(&mut self) -> Option<OperatorWindow> {
+        const KEYS: [Key; 6] = Key::all([
+            "process",
+            "steps",
+            "compute_ms",
+            "every",
+            "operators",
+            "dropped",
+        ]);
         let (mut process, mut steps, mut compute_ms, mut every) = (None, None, None, None);
         let (mut operators, mut dropped) = (None, None);
-        self.body_fields(
-            &const {
-                Key::all([
-                    "process",
-                    "steps",
-                    "compute_ms",
-                    "every",
-                    "operators",
-                    "dropped",
-                ])
-            },
-            |s, key| match key {
-                "process" => once(&mut process, s.integer()),
-                "steps" => once(&mut steps, s.integer()),
-                "compute_ms" => once(&mut compute_ms, s.f64()),
-                "every" => once(&mut every, s.integer()),
-                "operators" => once(&mut operators, s.operator_list()),
-                "dropped" => once(&mut dropped, s.integer()),
-                _ => None,
-            },
-        )?;
+        self.body_fields(&KEYS, |s, key| match key {
+            "process" => once(&mut process, s.integer()),
+            "steps" => once(&mut steps, s.integer()),
+            "compute_ms" => once(&mut compute_ms, s.f64()),
+            "every" => once(&mut every, s.integer()),
+            "operators" => once(&mut operators, s.operator_list()),
+            "dropped" => once(&mut dropped, s.integer()),
+            _ => None,
+        })?;
         Some(OperatorWindow {
             process: process.unwrap_or(0),
             steps: steps?,
@@ -580,20 +572,18 @@ impl<'a> Scan<'a> {
     }
 
     fn operator(&mut self) -> Option<OperatorStats> {
+        const KEYS: [Key; 5] = Key::all(["name", "calls", "self_ns", "total_ns", "shapes"]);
         self.eat(b'{')?;
         let (mut name, mut calls, mut self_ns, mut total_ns, mut shapes) =
             (None, None, None, None, None);
-        self.fields(
-            &const { Key::all(["name", "calls", "self_ns", "total_ns", "shapes"]) },
-            |s, key| match key {
-                "name" => once(&mut name, s.string()),
-                "calls" => once(&mut calls, s.integer()),
-                "self_ns" => once(&mut self_ns, s.integer()),
-                "total_ns" => once(&mut total_ns, s.integer()),
-                "shapes" => once(&mut shapes, s.string()),
-                _ => None,
-            },
-        )?;
+        self.fields(&KEYS, |s, key| match key {
+            "name" => once(&mut name, s.string()),
+            "calls" => once(&mut calls, s.integer()),
+            "self_ns" => once(&mut self_ns, s.integer()),
+            "total_ns" => once(&mut total_ns, s.integer()),
+            "shapes" => once(&mut shapes, s.string()),
+            _ => None,
+        })?;
         Some(OperatorStats {
             name: name?.into(),
             calls: calls?,
