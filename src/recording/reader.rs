@@ -378,10 +378,9 @@ fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenE
             "it is cut short before its header ends".into(),
         ));
     }
-    let compressed = read_at(file, frame.offset, frame.compressed_len as usize)
-        .map_err(|e| OpenError::NotGolow(format!("its header frame is damaged: {e}")))?;
-    let raw = decompress(&compressed, frame)
-        .map_err(|e| OpenError::NotGolow(format!("its header frame is damaged: {e}")))?;
+    let damaged = |e: io::Error| OpenError::NotGolow(format!("its header frame is damaged: {e}"));
+    let compressed = read_at(file, frame.offset, frame.compressed_len as usize).map_err(damaged)?;
+    let raw = decompress(&compressed, frame).map_err(damaged)?;
     let id: HeaderId = serde_json::from_slice(&raw)
         .map_err(|e| OpenError::NotGolow(format!("its header is not golow's: {e}")))?;
     if id.format != FORMAT_NAME {
