@@ -262,6 +262,53 @@ fn a_recording_being_written_is_read_on_as_it_grows() {
     recorder.finish().unwrap();
 }
 
+/// Records as a live session gives them (one every 50 ms, the hub ticking every 100 ms): each is on disk within
+/// the promised second (and a scheduling margin), and each frame holds most of its second, since a second's records
+/// compressed apart in two frames take a fifth more bytes.
+#[test]
+fn a_live_sessions_frames_hold_most_of_their_second_and_none_waits_longer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.golow");
+    let (recorder, mut sink) = Recorder::create(&path, &header()).unwrap();
+    let bodies = every_body();
+    let start = std::time::Instant::now();
+    let mut written: Vec<f64> = Vec::new();
+    let margin_ms = 400.0;
+    for i in 0..100 {
+        let t_ms = start.elapsed().as_secs_f64() * 1e3;
+        sink.write(&Record::new(t_ms, None, bodies[i % bodies.len()].clone()));
+        written.push(t_ms);
+        if i % 2 == 1 {
+            sink.tick();
+        }
+        if i % 10 == 9 {
+            let now_ms = start.elapsed().as_secs_f64() * 1e3;
+            let due = written
+                .iter()
+                .filter(|t| **t < now_ms - super::FLUSH_EVERY.as_secs_f64() * 1e3 - margin_ms)
+                .count();
+            let on_disk = Recording::open(&path).unwrap().events();
+            assert!(
+                on_disk >= due as u64,
+                "{on_disk} on disk at {now_ms:.0} ms, {due} due"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(sink);
+    recorder.finish().unwrap();
+    let frames = &Recording::open(&path).unwrap().frames;
+    let (last, whole) = frames.split_last().unwrap();
+    for frame in whole {
+        let span = frame.last_t_ms - frame.first_t_ms;
+        assert!(
+            (600.0..1000.0).contains(&span),
+            "a frame of {span:.0} ms in {frames:?}"
+        );
+    }
+    assert!(last.last_t_ms - last.first_t_ms < 1000.0);
+}
+
 #[test]
 fn a_byte_lost_inside_a_frame_costs_that_frame_only() {
     let (dir, path, written) = recorded(3, 5);
