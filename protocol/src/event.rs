@@ -451,9 +451,17 @@ impl Record {
 /// fields) skip the derived `Deserialize`'s `flatten`, which buffers every field before the body's tag buffers them
 /// again; any other valid order still parses, the derived way.
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
-    if let Some(record) = crate::record_scan::record(line) {
+    let mut scanned = Vec::with_capacity(1);
+    if crate::record_scan::record_onto(line, &mut scanned)
+        && let Some(record) = scanned.pop()
+    {
         return Ok(record);
     }
+    parse_by_serde(line)
+}
+
+/// A line the scan does not vouch for, read by serde.
+fn parse_by_serde(line: &[u8]) -> serde_json::Result<Record> {
     match serde_json::from_slice::<HeadFirst>(line) {
         Ok(HeadFirst(record)) => Ok(record),
         Err(_) => serde_json::from_slice(line),
@@ -472,7 +480,14 @@ pub fn parse_records(lines: &[u8], out: &mut Vec<Record>) -> u64 {
         if line.is_empty() {
             continue;
         }
-        match parse_record(line) {
+        if crate::record_scan::record_onto(line, out) {
+            if out.last().is_some_and(|r| !r.t_ms.is_finite()) {
+                out.pop();
+                not_records += 1;
+            }
+            continue;
+        }
+        match parse_by_serde(line) {
             Ok(record) if record.t_ms.is_finite() => out.push(record),
             _ => not_records += 1,
         }

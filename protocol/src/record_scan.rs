@@ -12,12 +12,20 @@
 use crate::config::Mode;
 use crate::event::{Body, Name, OperatorStats, OperatorWindow, Record, Step, TurnEnd, WorkerEvent};
 
-/// The record on `line`, when the scan can vouch for it.
-pub(crate) fn record(line: &[u8]) -> Option<Record> {
+/// Pushes the record on `line` onto `out` when the scan can vouch for it; otherwise false, `out` as it was. Pushed
+/// where it is built: returned through `Option`s and `Result`s, each record (176 bytes) was copied seven times.
+pub(crate) fn record_onto(line: &[u8], out: &mut Vec<Record>) -> bool {
     // One check of the whole line; every string is then cut from it at an ASCII quote, a character boundary.
-    let mut scan = Scan::new(std::str::from_utf8(line).ok()?);
-    let record = scan.record()?;
-    scan.ended().then_some(record)
+    let Ok(text) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let mut scan = Scan::new(text);
+    let kept = out.len();
+    if scan.record_onto(out).is_some() && scan.ended() {
+        return true;
+    }
+    out.truncate(kept);
+    false
 }
 
 /// A worker's line of the kinds a worker says most (steps, turns, operator windows), `type` first as golow's workers
@@ -42,15 +50,17 @@ const EXACT_POWERS_OF_TEN: [f64; 23] = [
     1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 ];
 
-/// Eight bytes at once: whether any is `"`, `\\` or a control character, the bytes that end or escape a string
-/// (a zero-byte test, exact as a yes or no, on the word and on its XORs with those characters).
-fn ends_or_escapes(word: u64) -> bool {
+/// Eight bytes at once, the first in the lowest byte: where the first `"`, `\\` or control character is, the bytes
+/// that end or escape a string (a zero-byte test on the word and on its XORs with those characters; a borrow only
+/// carries upwards, so the lowest byte it flags is exact).
+fn first_end_or_escape(word: u64) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
     let below = |x: u64, n: u8| x.wrapping_sub(ONES * u64::from(n)) & !x & HIGHS;
     let quote = word ^ (ONES * u64::from(b'"'));
     let backslash = word ^ (ONES * u64::from(b'\\'));
-    (below(quote, 1) | below(backslash, 1) | below(word, 0x20)) != 0
+    let flagged = below(quote, 1) | below(backslash, 1) | below(word, 0x20);
+    (flagged != 0).then(|| flagged.trailing_zeros() as usize / 8)
 }
 
 /// The bytes `Scan::key` compares at once: a key golow writes, its quotes and colon, fits.
@@ -190,10 +200,11 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let start = self.at;
         let bytes = self.text.as_bytes();
-        // Names and shapes are most of a replay's bytes: stepped over eight at a time up to the word holding the
-        // end, which the loop below finds.
+        // Names and shapes are most of a replay's bytes: stepped over eight at a time up to the byte that ends
+        // them, which the loop below then reads (byte by byte only in a line's last seven).
         while let Some(word) = bytes[self.at..].first_chunk::<8>() {
-            if ends_or_escapes(u64::from_ne_bytes(*word)) {
+            if let Some(i) = first_end_or_escape(u64::from_le_bytes(*word)) {
+                self.at += i;
                 break;
             }
             self.at += 8;
@@ -330,6 +341,7 @@ impl<'a> Scan<'a> {
     /// A key and its colon. Golow writes an object's keys in one order, without spaces: the next of `written` (the
     /// keys in that order, less those already read) is matched whole first, which spares reading the key byte by
     /// byte; any other key is read as any string.
+    #[inline(always)]
     fn key(&mut self, written: &mut &[Key]) -> Option<&'a str> {
         let rest = &self.text.as_bytes()[self.at..];
         let head = match rest.first_chunk::<KEY_BYTES>() {
@@ -341,13 +353,13 @@ impl<'a> Scan<'a> {
                 head
             }
         };
-        let words = Key::words(&head);
+        let chunks = head.as_chunks::<8>().0;
+        let words: [u64; KEY_BYTES / 8] = std::array::from_fn(|i| u64::from_le_bytes(chunks[i]));
         if let Some(i) = written.iter().position(|key| key.starts(&words)) {
             let key = written[i].name;
-            let start = self.at + 1;
             self.at += key.len() + 3;
             *written = &written[i + 1..];
-            return Some(&self.text[start..start + key.len()]);
+            return Some(key);
         }
         #[cfg(test)]
         tests::KEYS_NOT_FORESEEN.with(|n| n.set(n.get() + 1));
@@ -370,7 +382,7 @@ impl<'a> Scan<'a> {
     }
 
     /// The head fields first (`v`, `t_ms`, `worker`), then `type`, then the body's, as golow writes a record.
-    fn record(&mut self) -> Option<Record> {
+    fn record_onto(&mut self, out: &mut Vec<Record>) -> Option<()> {
         self.eat(b'{')?;
         let (mut v, mut t_ms, mut worker) = (None, None, None);
         const KEYS: [Key; 4] = Key::all(["v", "t_ms", "worker", "type"]);
@@ -393,12 +405,13 @@ impl<'a> Scan<'a> {
             "operators" => Body::Operators(self.operators()?),
             _ => return None,
         };
-        Some(Record {
+        out.push(Record {
             v: v?,
             t_ms: t_ms?,
             worker: worker.flatten(),
             body,
-        })
+        });
+        Some(())
     }
 
     /// The rest of the record's object after its tag: `,` and fields, or its end.
@@ -563,7 +576,8 @@ impl<'a> Scan<'a> {
 
     fn operator_list(&mut self) -> Option<Vec<OperatorStats>> {
         self.eat(b'[')?;
-        let mut list = Vec::new();
+        // Golow's workers name up to this many, and most windows have as many: one allocation, not five.
+        let mut list = Vec::with_capacity(crate::event::MAX_OPERATORS);
         self.items(b']', |s| {
             list.push(s.operator()?);
             Some(())
@@ -645,6 +659,11 @@ mod tests {
         serde_json::to_string(value).unwrap()
     }
 
+    fn scan_record(line: &[u8]) -> Option<Record> {
+        let mut out = Vec::new();
+        record_onto(line, &mut out).then(|| out.pop()).flatten()
+    }
+
     fn scan_worker_line(line: &[u8]) -> Option<WorkerEvent> {
         worker_event(std::str::from_utf8(line).ok()?)
     }
@@ -697,15 +716,16 @@ mod tests {
     }
 
     #[test]
-    fn a_word_is_seen_to_end_or_escape_a_string_exactly_when_one_of_its_bytes_does() {
+    fn a_word_is_seen_to_end_or_escape_a_string_exactly_where_its_first_such_byte_is() {
         let special = |b: u8| b == b'"' || b == b'\\' || b < 0x20;
+        let first = |word: [u8; 8]| word.iter().position(|&b| special(b));
         for byte in 0..=255u8 {
             for at in 0..8 {
                 let mut word = *b"abcdefgh";
                 word[at] = byte;
                 assert_eq!(
-                    ends_or_escapes(u64::from_ne_bytes(word)),
-                    special(byte),
+                    first_end_or_escape(u64::from_le_bytes(word)),
+                    special(byte).then_some(at),
                     "{byte} at {at}"
                 );
             }
@@ -715,12 +735,8 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let word = x.to_ne_bytes();
-            assert_eq!(
-                ends_or_escapes(x),
-                word.iter().any(|&b| special(b)),
-                "{word:?}"
-            );
+            let word = x.to_le_bytes();
+            assert_eq!(first_end_or_escape(x), first(word), "{word:?}");
         }
     }
 
@@ -783,20 +799,20 @@ mod tests {
     fn the_keys_golow_writes_are_foreseen_in_their_order() {
         KEYS_NOT_FORESEEN.with(|n| n.set(0));
         for line in record_lines() {
-            assert!(record(&line).is_some());
+            assert!(scan_record(&line).is_some());
         }
         for line in worker_lines() {
             assert!(scan_worker_line(&line).is_some());
         }
         assert_eq!(KEYS_NOT_FORESEEN.with(|n| n.get()), 0);
         // A line in another order still reads, the keys then read one by one.
-        assert!(record(br#"{"t_ms":1.5,"v":1,"type":"turn_end","steps_done":3}"#).is_some());
+        assert!(scan_record(br#"{"t_ms":1.5,"v":1,"type":"turn_end","steps_done":3}"#).is_some());
         assert!(KEYS_NOT_FORESEEN.with(|n| n.get()) > 0);
     }
 
     #[test]
     fn the_scan_reads_records_only_as_serde_does() {
-        answers_only_as_serde::<Record>(&record_lines(), record);
+        answers_only_as_serde::<Record>(&record_lines(), scan_record);
     }
 
     #[test]
