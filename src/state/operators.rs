@@ -3,8 +3,6 @@
 //! profiled steps' compute time the operators' self times explain; and what looking cost, from the steps themselves:
 //! the profiled steps' compute time against the others', taken in the same run (they alternate, one in `every`).
 
-use std::collections::BTreeMap;
-
 use golow_protocol::event::OperatorWindow;
 
 use super::Durations;
@@ -43,7 +41,10 @@ impl Default for OperatorTotals {
 
 #[derive(Debug, Clone, Default)]
 pub struct Operators {
-    pub by_name: BTreeMap<String, OperatorTotals>,
+    /// In no order: every reader sorts what it shows (by time, then name), and a window's names are looked up in
+    /// one hash each where a tree compared each several times. At most `MAX_OPERATOR_NAMES`, so names chosen to
+    /// collide cost little.
+    pub by_name: foldhash::HashMap<String, OperatorTotals>,
     /// Profiled steps, and their compute time summed.
     pub steps: u64,
     pub compute_ms: f64,
@@ -124,8 +125,9 @@ impl Operators {
 
     /// The share of the profiled steps' compute time the operators' self times explain.
     pub fn explained(&self) -> Option<f64> {
-        let self_ms: f64 = self.by_name.values().map(|o| o.self_ns as f64 / 1e6).sum();
-        (self.compute_ms > 0.0).then(|| self_ms / self.compute_ms)
+        // Summed as whole nanoseconds: exact, so the same in any order.
+        let self_ns: u128 = self.by_name.values().map(|o| u128::from(o.self_ns)).sum();
+        (self.compute_ms > 0.0).then(|| self_ns as f64 / 1e6 / self.compute_ms)
     }
 
     /// What looking cost: how much longer a profiled step's compute took than an unprofiled one's (medians, as a
