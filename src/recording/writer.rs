@@ -1,12 +1,12 @@
 //! Appends a session to its recording as it happens. The recorder is an observer of the hub: it
-//! serialises each record as it comes and hands the line to its own thread, which compresses a frame
-//! at least once a second and writes it with its marker. A kill -9 therefore loses at most the last
-//! second; a clean finish adds the index.
+//! serialises each record as it comes and leaves the line for its own thread, which wakes when a second
+//! begins (the first line left) and when it ends, and compresses that second's lines into a frame with its
+//! marker. A kill -9 therefore loses at most the last second; a clean finish adds the index.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,22 +21,129 @@ const FRAME_RAW_BYTES: usize = 256 << 10;
 /// speed (zstd -b, 6 KB blocks of a real session): 0.004% of a core instead of 0.12%.
 const ZSTD_LEVEL: i32 = 6;
 
-/// Records are handed over in batches: one wake-up of the writer per batch, not per record.
-enum Message {
-    /// Lines with their times, and when the first of them was recorded: the writer's one-second
-    /// deadline counts from then.
-    Lines(Instant, Vec<(f64, Vec<u8>)>),
+const SECOND_MS: f64 = FLUSH_EVERY.as_secs_f64() * 1e3;
+/// The writer takes what is left at once, whatever its age, when it reaches this much JSON.
+const TAKE_BYTES: usize = 1 << 20;
+/// Lines left for the writer at most. When a flood of records outruns compression the hub waits here, and so the
+/// workers wait on their pipes: memory stays bounded and the recording stays whole.
+const MAX_LEFT_BYTES: usize = 8 << 20;
+
+/// Where the hub leaves lines and the writer takes them: the writer wakes twice a second of records (when the
+/// first is left, and a second later), not once a line, and a frame holds the lines of a whole second.
+#[derive(Default)]
+struct Handoff {
+    left: Mutex<Left>,
+    /// The writer waits here for the first line of a second, and for that second's end.
+    for_writer: Condvar,
+    /// The hub waits here while `MAX_LEFT_BYTES` are left.
+    for_room: Condvar,
 }
 
-/// A batch goes to the writer once its oldest record is this old (at the next record or tick), or once it holds
-/// this much JSON. Short beside `FLUSH_EVERY`: the writer's deadline counts from a batch's oldest record, so the
-/// time a batch waits is time its frame cannot fill (batches of half a second cut frames of half a second, and a
-/// second's records took a fifth more bytes, each frame compressed alone).
-const BATCH_EVERY: Duration = FLUSH_EVERY.checked_div(10).unwrap();
-const BATCH_BYTES: usize = 1 << 20;
-/// Batches waiting for the writer. When a flood of records outruns compression the hub waits here, and so the
-/// workers wait on their pipes: memory stays bounded and the recording stays whole.
-const QUEUED_BATCHES: usize = 8;
+#[derive(Default)]
+struct Left {
+    /// Each line with its record's time and when it was left, in order.
+    lines: Vec<(f64, Instant, Vec<u8>)>,
+    bytes: usize,
+    /// The session ended: the writer takes the rest and finishes.
+    closed: bool,
+    /// The writer stopped (it failed): lines are no longer kept.
+    stopped: bool,
+}
+
+impl Handoff {
+    fn lock(&self) -> MutexGuard<'_, Left> {
+        self.left
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Leaves a line for the writer, once there is room; dropped when the writer has stopped.
+    fn leave(&self, t_ms: f64, line: Vec<u8>) {
+        let mut left = self.lock();
+        while left.bytes >= MAX_LEFT_BYTES && !left.stopped {
+            left = self
+                .for_room
+                .wait(left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        if left.stopped {
+            return;
+        }
+        let (first, was_below) = (left.lines.is_empty(), left.bytes < TAKE_BYTES);
+        left.bytes += line.len();
+        left.lines.push((t_ms, Instant::now(), line));
+        if first || (was_below && left.bytes >= TAKE_BYTES) {
+            self.for_writer.notify_one();
+        }
+    }
+
+    /// The lines of the next frame, once the second that began with the first of them has ended (or more than
+    /// `TAKE_BYTES` wait, or the session ended); `None` once the session ended and every line was taken.
+    fn take(&self) -> Option<Vec<(f64, Instant, Vec<u8>)>> {
+        let mut left = self.lock();
+        loop {
+            let Some(&(_, first, _)) = left.lines.first() else {
+                if left.closed {
+                    return None;
+                }
+                left = self
+                    .for_writer
+                    .wait(left)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                continue;
+            };
+            let due = first + FLUSH_EVERY;
+            let now = Instant::now();
+            if left.closed || left.bytes >= TAKE_BYTES {
+                left.bytes = 0;
+                self.for_room.notify_all();
+                return Some(std::mem::take(&mut left.lines));
+            }
+            if now >= due {
+                // The second's lines, by the records' own times (a record is left a little after its time, and
+                // not always as little): those of the next second open the next frame.
+                let first_t_ms = left.lines[0].0;
+                let second = left
+                    .lines
+                    .partition_point(|&(t_ms, _, _)| t_ms < first_t_ms + SECOND_MS)
+                    .max(1);
+                let rest = left.lines.split_off(second);
+                let lines = std::mem::replace(&mut left.lines, rest);
+                left.bytes -= lines.iter().map(|(_, _, line)| line.len()).sum::<usize>();
+                self.for_room.notify_all();
+                return Some(lines);
+            }
+            left = self
+                .for_writer
+                .wait_timeout(left, due - now)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.for_writer.notify_one();
+    }
+
+    fn stop(&self) {
+        let mut left = self.lock();
+        left.stopped = true;
+        left.lines = Vec::new();
+        left.bytes = 0;
+        self.for_room.notify_all();
+    }
+}
+
+/// Marks the handoff stopped when the writer ends, however it ends (a panic too): the hub then never waits for
+/// room that will not come.
+struct StopOnDrop(Arc<Handoff>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
 
 /// What a finished recording holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,20 +160,16 @@ pub struct Recorder {
     thread: JoinHandle<io::Result<Written>>,
 }
 
-/// The hub's side of a recorder: an observer that serialises each record and passes them to the
-/// writer in batches.
+/// The hub's side of a recorder: an observer that serialises each record and leaves it for the writer.
 pub struct Sink {
-    writer: mpsc::SyncSender<Message>,
+    handoff: Arc<Handoff>,
     /// Set by the writer the moment it fails; taken once by `failure`.
     failed: Arc<Mutex<Option<String>>>,
-    batch: Vec<(f64, Vec<u8>)>,
-    batch_bytes: usize,
-    since: Option<Instant>,
 }
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        self.send();
+        self.handoff.close();
     }
 }
 
@@ -88,13 +191,15 @@ impl Recorder {
         let mut line = serde_json::to_vec(header)?;
         line.push(b'\n');
         frames.write(&line, 0, (0.0, 0.0))?;
-        let (lines, incoming) = mpsc::sync_channel(QUEUED_BATCHES);
+        let handoff = Arc::new(Handoff::default());
+        let stop = StopOnDrop(handoff.clone());
         let failed = Arc::new(Mutex::new(None));
         let failure = failed.clone();
         let thread = std::thread::Builder::new()
             .name("golow-recorder".into())
             .spawn(move || {
-                let written = frames.run(&incoming);
+                let written = frames.run(&stop.0);
+                drop(stop);
                 if let Err(e) = &written
                     && let Ok(mut slot) = failure.lock()
                 {
@@ -106,13 +211,7 @@ impl Recorder {
             path: path.to_path_buf(),
             thread,
         };
-        let sink = Sink {
-            writer: lines,
-            failed,
-            batch: Vec::new(),
-            batch_bytes: 0,
-            since: None,
-        };
+        let sink = Sink { handoff, failed };
         Ok((recorder, sink))
     }
 
@@ -130,38 +229,18 @@ impl Recorder {
 }
 
 impl Sink {
-    /// Queues `record`, passing the batch to the writer when it is due.
+    /// Leaves `record` for the writer.
     pub fn write(&mut self, record: &Record) {
         let Ok(mut line) = serde_json::to_vec(record) else {
             return;
         };
         line.push(b'\n');
-        self.batch_bytes += line.len();
-        self.batch.push((record.t_ms, line));
-        let since = *self.since.get_or_insert_with(Instant::now);
-        if since.elapsed() >= BATCH_EVERY || self.batch_bytes >= BATCH_BYTES {
-            self.send();
-        }
-    }
-
-    /// Passes a batch that has waited long enough, records or not since.
-    pub fn tick(&mut self) {
-        if self.since.is_some_and(|t| t.elapsed() >= BATCH_EVERY) {
-            self.send();
-        }
+        self.handoff.leave(record.t_ms, line);
     }
 
     /// Why the writer failed, said once.
     pub fn failure(&mut self) -> Option<String> {
         self.failed.lock().ok()?.take()
-    }
-    fn send(&mut self) {
-        self.batch_bytes = 0;
-        if let (Some(since), false) = (self.since.take(), self.batch.is_empty()) {
-            let _ = self
-                .writer
-                .send(Message::Lines(since, std::mem::take(&mut self.batch)));
-        }
     }
 }
 
@@ -183,27 +262,17 @@ struct Pending {
     events: u32,
     first_t_ms: f64,
     last_t_ms: f64,
-    since: Option<Instant>,
 }
 
 impl Frames {
-    fn run(mut self, incoming: &mpsc::Receiver<Message>) -> io::Result<Written> {
-        let mut pending = Pending::default();
-        loop {
-            let wait = pending.since.map_or(Duration::from_secs(3600), |t| {
-                FLUSH_EVERY.saturating_sub(t.elapsed())
-            });
-            match incoming.recv_timeout(wait) {
-                Ok(Message::Lines(since, lines)) => {
-                    for (t_ms, line) in lines {
-                        self.add(&mut pending, since, t_ms, &line)?;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => self.flush(&mut pending)?,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+    fn run(mut self, handoff: &Handoff) -> io::Result<Written> {
+        while let Some(lines) = handoff.take() {
+            let mut pending = Pending::default();
+            for (t_ms, _, line) in lines {
+                self.add(&mut pending, t_ms, &line)?;
             }
+            self.flush(&mut pending)?;
         }
-        self.flush(&mut pending)?;
         let index = encode_index(&self.index, self.offset);
         self.file.write_all(&index)?;
         self.file.sync_all()?;
@@ -214,23 +283,15 @@ impl Frames {
         })
     }
 
-    fn add(
-        &mut self,
-        pending: &mut Pending,
-        since: Instant,
-        t_ms: f64,
-        line: &[u8],
-    ) -> io::Result<()> {
+    fn add(&mut self, pending: &mut Pending, t_ms: f64, line: &[u8]) -> io::Result<()> {
         // A frame holds at most a second of the session's time too, so a file written faster than
         // real time (a rewritten recording) is framed like a live one.
-        let span_ms = FLUSH_EVERY.as_secs_f64() * 1e3;
         if pending.raw.len() + line.len() > MAX_FRAME_BYTES as usize
-            || (pending.since.is_some() && t_ms - pending.first_t_ms >= span_ms)
+            || (pending.events > 0 && t_ms - pending.first_t_ms >= SECOND_MS)
         {
             self.flush(pending)?;
         }
-        if pending.since.is_none() {
-            pending.since = Some(since);
+        if pending.events == 0 {
             pending.first_t_ms = t_ms;
         }
         pending.raw.extend_from_slice(line);
@@ -243,7 +304,7 @@ impl Frames {
     }
 
     fn flush(&mut self, pending: &mut Pending) -> io::Result<()> {
-        if pending.since.is_none() {
+        if pending.events == 0 {
             return Ok(());
         }
         let taken = std::mem::take(pending);

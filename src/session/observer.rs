@@ -81,10 +81,6 @@ impl Observer for Sink {
         self.write(record);
     }
 
-    fn tick(&mut self, _: &State) {
-        Sink::tick(self);
-    }
-
     fn failure(&mut self) -> Option<String> {
         Sink::failure(self)
     }
