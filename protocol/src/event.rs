@@ -452,7 +452,8 @@ impl Record {
 /// again; any other valid order still parses, the derived way.
 pub fn parse_record(line: &[u8]) -> serde_json::Result<Record> {
     let mut scanned = Vec::with_capacity(1);
-    if crate::record_scan::record_onto(line, &mut scanned)
+    if let Ok(text) = std::str::from_utf8(line)
+        && crate::record_scan::record_onto(text, &mut scanned)
         && let Some(record) = scanned.pop()
     {
         return Ok(record);
@@ -472,15 +473,22 @@ fn parse_by_serde(line: &[u8]) -> serde_json::Result<Record> {
 /// were not records, or records of no time a session can hold (not finite). The loop lives in this crate, beside the
 /// scan, so that the scan is inlined into it (it would not be across crates): a replay parses hundreds of thousands.
 pub fn parse_records(lines: &[u8], out: &mut Vec<Record>) -> u64 {
+    // The frame's text checked once, and a damaged frame's line by line: a line cut from text at a newline, an
+    // ASCII character, is text too.
+    let text = std::str::from_utf8(lines).ok();
     let mut not_records = 0;
     let mut start = 0;
     for end in memchr::memchr_iter(b'\n', lines).chain([lines.len()]) {
-        let line = &lines[start..end];
+        let (line, from) = (&lines[start..end], start);
         start = end + 1;
         if line.is_empty() {
             continue;
         }
-        if crate::record_scan::record_onto(line, out) {
+        let line_text = match text {
+            Some(text) => text.get(from..end),
+            None => std::str::from_utf8(line).ok(),
+        };
+        if line_text.is_some_and(|text| crate::record_scan::record_onto(text, out)) {
             if out.last().is_some_and(|r| !r.t_ms.is_finite()) {
                 out.pop();
                 not_records += 1;

@@ -14,12 +14,9 @@ use crate::event::{Body, Name, OperatorStats, OperatorWindow, Record, Step, Turn
 
 /// Pushes the record on `line` onto `out` when the scan can vouch for it; otherwise false, `out` as it was. Pushed
 /// where it is built: returned through `Option`s and `Result`s, each record (176 bytes) was copied seven times.
-pub(crate) fn record_onto(line: &[u8], out: &mut Vec<Record>) -> bool {
-    // One check of the whole line; every string is then cut from it at an ASCII quote, a character boundary.
-    let Ok(text) = std::str::from_utf8(line) else {
-        return false;
-    };
-    let mut scan = Scan::new(text);
+/// Every string is cut from `line` at an ASCII quote, a character boundary.
+pub(crate) fn record_onto(line: &str, out: &mut Vec<Record>) -> bool {
+    let mut scan = Scan::new(line);
     let kept = out.len();
     if scan.record_onto(out).is_some() && scan.ended() {
         return true;
@@ -661,7 +658,9 @@ mod tests {
 
     fn scan_record(line: &[u8]) -> Option<Record> {
         let mut out = Vec::new();
-        record_onto(line, &mut out).then(|| out.pop()).flatten()
+        record_onto(std::str::from_utf8(line).ok()?, &mut out)
+            .then(|| out.pop())
+            .flatten()
     }
 
     fn scan_worker_line(line: &[u8]) -> Option<WorkerEvent> {
