@@ -645,6 +645,31 @@ mod tests {
         }
     }
 
+    /// A frame's lines read alike whether the frame is valid text or has a line that is not: that line alone is
+    /// refused, and the others read as they do in a frame of their own.
+    #[test]
+    fn a_frame_with_a_line_that_is_not_text_loses_that_line_only() {
+        let records: Vec<Record> = every_body()
+            .into_iter()
+            .enumerate()
+            .map(|(i, body)| Record::new(i as f64, Some("pytorch".into()), body))
+            .collect();
+        let mut frame = Vec::new();
+        for record in &records {
+            frame.extend(serde_json::to_vec(record).unwrap());
+            frame.push(b'\n');
+        }
+        let mut read = Vec::new();
+        assert_eq!(parse_records(&frame, &mut read), 0);
+        assert_eq!(read, records);
+        let damaged_line = b"{\"v\":1,\"t_ms\":1.0,\"worker\":\"py\xfftorch\",\"type\":\"turn_end\",\"steps_done\":4}\n";
+        let at = frame.iter().position(|&b| b == b'\n').unwrap() + 1;
+        frame.splice(at..at, damaged_line.iter().copied());
+        let mut read = Vec::new();
+        assert_eq!(parse_records(&frame, &mut read), 1);
+        assert_eq!(read, records);
+    }
+
     /// What a reading left out (a process's rank, a first CPU share) and a body whose tag is not its first field read
     /// the same on either path.
     #[test]
