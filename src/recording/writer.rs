@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ const FRAME_RAW_BYTES: usize = 256 << 10;
 /// speed (zstd -b, 6 KB blocks of a real session): 0.004% of a core instead of 0.12%.
 const ZSTD_LEVEL: i32 = 6;
 
+/// `FLUSH_EVERY` in the records' own time, which a frame spans at most.
 const SECOND_MS: f64 = FLUSH_EVERY.as_secs_f64() * 1e3;
 /// The writer takes what is left at once, whatever its age, when it reaches this much JSON.
 const TAKE_BYTES: usize = 1 << 20;
@@ -52,9 +53,7 @@ struct Left {
 
 impl Handoff {
     fn lock(&self) -> MutexGuard<'_, Left> {
-        self.left
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.left.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Leaves a line for the writer, once there is room; dropped when the writer has stopped.
@@ -64,7 +63,7 @@ impl Handoff {
             left = self
                 .for_room
                 .wait(left)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+                .unwrap_or_else(PoisonError::into_inner);
         }
         if left.stopped {
             return;
@@ -82,14 +81,14 @@ impl Handoff {
     fn take(&self) -> Option<Vec<(f64, Instant, Vec<u8>)>> {
         let mut left = self.lock();
         loop {
-            let Some(&(_, first, _)) = left.lines.first() else {
+            let Some(&(first_t_ms, first, _)) = left.lines.first() else {
                 if left.closed {
                     return None;
                 }
                 left = self
                     .for_writer
                     .wait(left)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    .unwrap_or_else(PoisonError::into_inner);
                 continue;
             };
             let due = first + FLUSH_EVERY;
@@ -102,7 +101,6 @@ impl Handoff {
             if now >= due {
                 // The second's lines, by the records' own times (a record is left a little after its time, and
                 // not always as little): those of the next second open the next frame.
-                let first_t_ms = left.lines[0].0;
                 let second = left
                     .lines
                     .partition_point(|&(t_ms, _, _)| t_ms < first_t_ms + SECOND_MS)
@@ -116,7 +114,7 @@ impl Handoff {
             left = self
                 .for_writer
                 .wait_timeout(left, due - now)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
     }
