@@ -158,6 +158,8 @@ fn distributed_state() -> State {
                         profiled: false,
                         phases: None,
                         skipped: false,
+                        loss: None,
+                        t_ns: None,
                     }),
                 );
             }

@@ -12,8 +12,8 @@ pub use crate::collector::{
     Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
 };
 pub use crate::script::{
-    BackwardPass, ForwardPass, LoaderSetup, Optimizer, OptimizerStep, Phase, Scalar, ScriptProcess,
-    StepPhases,
+    BackwardPass, ForwardPass, LoaderSetup, Optimizer, OptimizerStep, Phase, ProfilingOff, Scalar,
+    ScriptProcess, StepPhases,
 };
 
 use crate::config::{Mode, WorkerConfig};
@@ -317,6 +317,7 @@ events! {
         Phase(Phase),
         /// A window of the operators of the worker's profiled steps.
         Operators(OperatorWindow),
+        ProfilingOff(ProfilingOff),
     }
     monitor {
         /// The session's configuration, first record of every session.

@@ -9,7 +9,7 @@ use crate::event::{
     BackwardPass, Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind,
     CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, LoaderSetup,
     MemoryKind, OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase,
-    Scalar, ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
+    ProfilingOff, Scalar, ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -76,6 +76,8 @@ pub fn optimizer_step(step: u64, interval_ms: Option<f64>) -> OptimizerStep {
         profiled: false,
         phases: None,
         skipped: false,
+        loss: None,
+        t_ns: None,
     }
 }
 
@@ -95,6 +97,7 @@ pub fn step_phases(
         backward_passes: 1,
         samples: None,
         loader: None,
+        hook_ms: None,
     }
 }
 
@@ -296,8 +299,11 @@ pub fn every_body() -> Vec<Body> {
                     pin_memory: false,
                     cuda: true,
                 }),
+                hook_ms: Some(0.125),
             }),
             skipped: false,
+            loss: None,
+            t_ns: Some(5_031_500_000),
         }),
         Body::OptimizerStep(OptimizerStep {
             process: 1,
@@ -309,6 +315,8 @@ pub fn every_body() -> Vec<Body> {
             profiled: false,
             phases: None,
             skipped: true,
+            loss: None,
+            t_ns: None,
         }),
         Body::ScriptProcess(ScriptProcess {
             process: 1,
@@ -332,12 +340,20 @@ pub fn every_body() -> Vec<Body> {
             ms: 12.5,
             interval_ms: Some(14.25),
             grad: false,
+            t_ns: Some(4_012_500_000),
         }),
         Body::BackwardPass(BackwardPass {
             process: 0,
             pass: 2,
             interval_ms: Some(40.5),
             phases: Some(step_phases(10.0, 9.5, 18.25, 0.0)),
+            profiled: true,
+            loss: None,
+            t_ns: Some(6_040_500_000),
+        }),
+        Body::ProfilingOff(ProfilingOff {
+            process: 0,
+            reason: "a profiled step ran past 2 s".into(),
         }),
         Body::Scalar(Scalar {
             process: 0,

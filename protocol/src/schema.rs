@@ -130,10 +130,10 @@ mod tests {
                 .collect();
             kinds.len()
         };
-        assert_eq!(kinds(&parses), 15, "a sample of every worker event");
+        assert_eq!(kinds(&parses), 16, "a sample of every worker event");
         assert_eq!(
             kinds(&parses_from_a_script_process),
-            8,
+            9,
             "a sample of every script event"
         );
     }

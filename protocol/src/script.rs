@@ -83,6 +83,20 @@ pub struct OptimizerStep {
     /// starts here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// The step's loss, where the hook could read it at once (on the CPU): what `backward()` was called on,
+    /// summed over the step's backward passes outside the optimiser's step, else its closure's first. A loss on a
+    /// device comes later as a `scalar` named `loss`; a script that reports its own has none here.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::nonfinite::optional"
+    )]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
+    pub loss: Option<f64>,
+    /// When it ended, on the host's monotonic clock (`CLOCK_MONOTONIC`, the clock of the session's
+    /// `monotonic_origin_ns`): where a trace places it, whenever its line reached the monitor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
 }
 
 /// Where a step's interval went on the host, as the hook timed it, in milliseconds: waiting on a DataLoader
@@ -98,15 +112,21 @@ pub struct StepPhases {
     pub optimizer_ms: f64,
     pub forward_passes: u32,
     pub backward_passes: u32,
-    /// Samples the step went through, inferred by the hook: the batch dimension (the first) of the model's first
-    /// tensor input (or, where the model takes keyword arguments only, of the DataLoader's latest batch), summed over
-    /// the step's forward passes with gradients; absent where none had one. What the script reports itself
-    /// (`golow.report(samples=…)`) overrides it.
+    /// Samples the step went through, inferred by the hook, each distinct batch once: the DataLoader batches its
+    /// model took with gradients (their first dimension, along which a DataLoader stacks samples); without a
+    /// DataLoader, the batch dimension of each distinct input of its passes with gradients (the first dimension of
+    /// the model's first tensor input, or the second of what a sequence-first recurrent or attention module of the
+    /// model takes), a closure's or a GAN's repeated passes over one input counted once. Absent where none had one.
+    /// What the script reports itself (`golow.report(samples=…)`) overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<u64>,
     /// The DataLoader whose batches the step's model took, said when it first does and whenever it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loader: Option<LoaderSetup>,
+    /// What golow's hook itself took of the step: its own code, timed, and each module call's dispatch of its
+    /// forward hooks, counted and priced by one measurement in the process. Absent from hooks that did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_ms: Option<f64>,
 }
 
 /// How a DataLoader loads, and whether its process uses CUDA: what the remedies for an input-bound script depend on.
@@ -134,6 +154,21 @@ pub struct BackwardPass {
     /// Where the interval went, on passes that have one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<StepPhases>,
+    /// The hook recorded the operators of this step: kept out of the timing figures.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub profiled: bool,
+    /// What this backward pass was called on, where it is one value the hook could read at once.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::nonfinite::optional"
+    )]
+    #[schemars(schema_with = "crate::nonfinite::schema")]
+    pub loss: Option<f64>,
+    /// When it ended, on the host's monotonic clock (`CLOCK_MONOTONIC`, the clock of the session's
+    /// `monotonic_origin_ns`): where a trace places it, whenever its line reached the monitor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
 }
 
 /// An optimiser, before its first step.
@@ -164,6 +199,10 @@ pub struct ForwardPass {
     pub interval_ms: Option<f64>,
     /// Whether autograd was recording (false under `torch.no_grad()` or `inference_mode()`).
     pub grad: bool,
+    /// When it ended, on the host's monotonic clock (`CLOCK_MONOTONIC`, the clock of the session's
+    /// `monotonic_origin_ns`): where a trace places it, whenever its line reached the monitor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
 }
 
 /// A number the script reported through golow's API (`golow.report(loss=…)`): `loss`, `accuracy` and `samples`
@@ -187,4 +226,14 @@ pub struct Phase {
     #[serde(default)]
     pub process: u32,
     pub name: String,
+}
+
+/// The hook records no (more) operators in this process, and why: a profile that ran past its bounds (time, memory)
+/// was abandoned, the profiler failed, or the process ended before any step could be profiled. Said once.
+#[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
+#[schemars(deny_unknown_fields)]
+pub struct ProfilingOff {
+    #[serde(default)]
+    pub process: u32,
+    pub reason: String,
 }

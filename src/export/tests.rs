@@ -508,6 +508,8 @@ fn a_scripts_processes_have_their_real_pids_and_step_slices() {
             profiled: false,
             phases: None,
             skipped: false,
+            loss: None,
+            t_ns: None,
         })
     };
     let pass = Body::ForwardPass(ForwardPass {
@@ -516,6 +518,7 @@ fn a_scripts_processes_have_their_real_pids_and_step_slices() {
         ms: 40.0,
         interval_ms: None,
         grad: true,
+        t_ns: None,
     });
     let at = |t_ms: f64, body| Record::new(t_ms, Some("ddp".into()), body);
     let mut records = vec![
@@ -637,6 +640,9 @@ fn a_scripts_step_slices_hold_their_phases() {
                 pass: 3,
                 interval_ms: Some(20.0),
                 phases: Some(step_phases(5.0, 5.0, 5.0, 0.0)),
+                profiled: false,
+                loss: None,
+                t_ns: None,
             }),
         ),
     ];

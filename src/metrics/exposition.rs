@@ -819,6 +819,8 @@ mod tests {
                             samples::step_phases(40.0 - 30.0 * f64::from(rank), 20.0, 30.0, 5.0)
                         }),
                         skipped: false,
+                        loss: None,
+                        t_ns: None,
                     }),
                 ));
             }

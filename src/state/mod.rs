@@ -292,6 +292,7 @@ impl WorkerState {
             script::StepRole::Other => return,
         }
         self.script_step(t, step.interval_ms, step.phases, step.profiled, warmup);
+        self.script_loss(t, step.loss);
     }
 
     /// A backward pass of a `--cmd` worker whose primary process trains without an optimiser: its step.
@@ -299,7 +300,18 @@ impl WorkerState {
         self.last_progress_s = Some(t);
         let script = self.script.get_or_insert_with(Default::default);
         if let script::StepRole::Iteration = script.backward_pass(pass) {
-            self.script_step(t, pass.interval_ms, pass.phases, false, warmup);
+            script.losses_by_backward |= pass.loss.is_some();
+            self.script_step(t, pass.interval_ms, pass.phases, pass.profiled, warmup);
+            self.script_loss(t, pass.loss);
+        }
+    }
+
+    /// The loss the hook read from one of the worker's steps: charted as a reported one is (a script that reports
+    /// its own has none from the hook).
+    fn script_loss(&mut self, t: f64, loss: Option<f64>) {
+        if let Some(loss) = loss.filter(|l| l.is_finite()) {
+            self.first_loss.get_or_insert(loss);
+            self.series.loss.push(t, loss);
         }
     }
 
@@ -317,6 +329,11 @@ impl WorkerState {
         self.series.throughput = Series::default();
         self.operators = operators::Operators::default();
         if let Some(script) = self.script.as_mut() {
+            // Those steps' losses were single backward passes' (a GAN's half, a micro-batch): not the steps' to come.
+            if std::mem::take(&mut script.losses_by_backward) {
+                self.first_loss = None;
+                self.series.loss = Series::default();
+            }
             // The DataLoader is said once: it stays.
             let loader = script.phases.loader;
             script.phases = phases::PhasesState::default();
@@ -401,11 +418,20 @@ impl WorkerState {
         }
     }
 
-    /// The latest loss: a built-in worker's last step's, or what a script last reported.
+    /// Whether what `process` says of operators is the worker's: a script's figures are its primary process's
+    /// (rank 0's), and a built-in worker has one process.
+    fn is_primary(&self, process: u32) -> bool {
+        self.script
+            .as_ref()
+            .is_none_or(|s| s.primary.is_none_or(|p| p == process))
+    }
+
+    /// The latest loss: a built-in worker's last step's, or a script's last, as the hook read it or the script
+    /// reported it.
     pub fn last_loss(&self) -> Option<f64> {
         match &self.last_step {
             Some(step) => Some(step.loss),
-            None => self.script.as_ref()?.scalars.get("loss").copied(),
+            None => self.series.loss.last().map(|(_, loss)| loss),
         }
     }
 
@@ -817,13 +843,13 @@ fn apply_worker_event(
         }
         Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps, origin_ns),
         Body::Operators(window) => {
-            // A script's figures are its primary process's (rank 0's); a built-in worker has one process.
-            let primary = worker
-                .script
-                .as_ref()
-                .is_none_or(|s| s.primary.is_none_or(|p| p == window.process));
-            if primary {
+            if worker.is_primary(window.process) {
                 worker.operators.apply(t, window);
+            }
+        }
+        Body::ProfilingOff(off) => {
+            if worker.is_primary(off.process) {
+                worker.operators.turned_off(&off.reason);
             }
         }
         Body::Collector(status) => worker.gpu_activity.collector = Some(status.clone()),
@@ -944,6 +970,9 @@ mod tests {
             interval_ms,
             phases: interval_ms
                 .map(|ms| golow_protocol::samples::step_phases(ms / 2.0, 1.0, 2.0, 0.0)),
+            profiled: false,
+            loss: None,
+            t_ns: None,
         })
     }
 

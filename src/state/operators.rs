@@ -55,7 +55,12 @@ pub struct Operators {
     /// Compute times of measured steps that were profiled and of those that were not.
     pub profiled_compute: Durations,
     pub unprofiled_compute: Durations,
+    /// Why no (more) steps are profiled, as the worker said.
+    pub off: Option<String>,
 }
+
+/// Bytes of a worker's reason for profiling no more steps that are kept.
+pub const MAX_REASON_BYTES: usize = 200;
 
 impl Operators {
     pub fn apply(&mut self, t: f64, window: &OperatorWindow) {
@@ -93,6 +98,24 @@ impl Operators {
                 .self_ms_per_step
                 .push(t, op.self_ns as f64 / 1e6 / steps);
         }
+    }
+
+    /// The worker profiles no (more) steps, for `reason`: the first reason said is kept.
+    pub fn turned_off(&mut self, reason: &str) {
+        if self.off.is_none() {
+            let mut end = reason.len().min(MAX_REASON_BYTES);
+            while !reason.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.off = Some(reason[..end].to_string());
+        }
+    }
+
+    /// How representative the profiled steps were: their median time against the other measured steps' median.
+    pub fn profiled_against_plain(&self) -> Option<(f64, f64)> {
+        let profiled = self.profiled_compute.median_ms()?;
+        let plain = self.unprofiled_compute.median_ms()?;
+        (plain > 0.0 && self.unprofiled_compute.len() >= 3).then_some((profiled, plain))
     }
 
     /// A measured step's compute time, profiled or not.

@@ -196,6 +196,8 @@ pub struct ScriptState {
     pub counted_by_backward: bool,
     /// An optimiser of the primary process began stepping: backward passes are no longer steps.
     optimizer_seen: bool,
+    /// The loss chart holds losses of backward passes counted as the worker's steps.
+    pub losses_by_backward: bool,
 }
 
 /// A name from the script, cut to `MAX_NAME_BYTES` at a character boundary.

@@ -598,6 +598,8 @@ mod tests {
                     profiled: false,
                     phases: None,
                     skipped: false,
+                    loss: None,
+                    t_ns: None,
                 }),
             );
         }

@@ -431,6 +431,8 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                         profiled: false,
                         phases: None,
                         skipped: false,
+                        loss: None,
+                        t_ns: None,
                     }),
                 ));
                 if step % 2 == 0 {
