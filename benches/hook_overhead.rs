@@ -27,11 +27,12 @@ torch.manual_seed(0)
 model = resnet.build('resnet50', 3, 10)
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 blocks, per_block = int(sys.argv[2]), int(sys.argv[3])
-hooked = 'golow_step_hook' in sys.modules
-wrapped = [(dataloader._BaseDataLoaderIter, '__next__'), (autograd, 'backward'), (grad_scaler.GradScaler, 'step')]
+hooked = 'golow-step-hook' in sys.modules
+wrapped = [(dataloader._BaseDataLoaderIter, '__next__'), (autograd, 'backward'), (grad_scaler.GradScaler, 'step'),
+           (grad_scaler.GradScaler, 'scale')]
 
 def take_out():
-    import golow_step_hook as hook
+    hook = sys.modules['golow-step-hook']
     for handle in hook._forward_hooks + hook._step_hooks:
         handle.remove()
     hook._forward_hooks.clear()
@@ -40,7 +41,7 @@ def take_out():
         setattr(owner, name, getattr(owner, name).__wrapped__)
 
 def put_back():
-    import golow_step_hook as hook
+    hook = sys.modules['golow-step-hook']
     hook._register_forward(sys.modules['torch.nn.modules.module'])
     hook._register_steps(optimizer)
     hook._register_data(dataloader)

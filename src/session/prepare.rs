@@ -30,18 +30,23 @@ const PYTHON_SOURCES: [(&str, &str); 6] = [
     ),
 ];
 
-/// The step hook `--cmd` workers get on PYTHONPATH, and the optional API a script may import (`import golow`).
+/// The step hook `--cmd` workers get on PYTHONPATH, laid out so that only `sitecustomize` is importable from the
+/// directory on PYTHONPATH: the hook's modules are in a directory no import statement can name (sitecustomize loads
+/// them by path), and the optional API (`import golow`) is in one sitecustomize puts last on `sys.path`.
 const HOOK_SOURCES: [(&str, &str); 4] = [
     (
         "sitecustomize.py",
         include_str!("../workers/pyhook/sitecustomize.py"),
     ),
     (
-        "golow_step_hook.py",
-        include_str!("../workers/pyhook/golow_step_hook.py"),
+        "golow-hook/golow_step_hook.py",
+        include_str!("../workers/pyhook/golow-hook/golow_step_hook.py"),
     ),
-    ("golow.py", include_str!("../workers/pyhook/golow.py")),
-    ("golow_operators.py", OPERATORS_SOURCE),
+    ("golow-hook/golow_operators.py", OPERATORS_SOURCE),
+    (
+        "golow-api/golow.py",
+        include_str!("../workers/pyhook/golow-api/golow.py"),
+    ),
 ];
 
 /// The operator recorder the Python levels and the hook share.
@@ -185,9 +190,12 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
 }
 
 fn write_sources(dir: &Path, sources: &[(&str, &str)]) -> Result<(), PrepareError> {
-    std::fs::create_dir_all(dir).map_err(setup("cannot write the Python sources"))?;
     for (name, source) in sources {
-        std::fs::write(dir.join(name), source).map_err(setup("cannot write the Python sources"))?;
+        let path = dir.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(setup("cannot write the Python sources"))?;
+        }
+        std::fs::write(path, source).map_err(setup("cannot write the Python sources"))?;
     }
     Ok(())
 }

@@ -120,7 +120,9 @@ def of_type(events, kind):
     return [e for e in events if e["type"] == kind]
 
 
-class HookTest(unittest.TestCase):
+class Monitored(unittest.TestCase):
+    """Runs scripts as golow does, with the hook on PYTHONPATH and a socket like golow's."""
+
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
@@ -165,6 +167,8 @@ class HookTest(unittest.TestCase):
             self.assertGreater(interval, 0)
         self.assertLess(sum(intervals), self.wall_ms)
 
+
+class HookTest(Monitored):
     def test_each_optimiser_counts_its_own_steps(self):
         proc, streams = self.run_monitored(TRAIN)
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -360,10 +364,12 @@ class HookTest(unittest.TestCase):
         self.assertIn("Linear(in_features=4", load.stdout)
 
     def test_one_step_in_n_past_the_warmup_has_its_operators_recorded_by_rank_0_alone(self):
-        """As golow lays the hook out: golow_operators.py (the pytorch worker's) beside it. One step in 4 past 2 of warm-up may be
-        profiled, from the previous step's end to its own; the first always is (later ones only within the 2% budget,
-        which a tiny model's steps never give), and its operators go out as one window by the process's end."""
-        pythonpath = HOOK_DIR + os.pathsep + os.path.join(os.path.dirname(HOOK_DIR), "pytorch")
+        """As golow lays the hook out: golow_operators.py (the pytorch worker's) beside it. One step in 4 may be
+        profiled from half of that past 2 of warm-up (step 4: the first step past the warm-up is rarely like the
+        others yet), from the previous step's end to its own; the first always is (later ones only within the 2%
+        budget, which a tiny model's steps never give), and its operators go out as one window by the process's
+        end."""
+        pythonpath = HOOK_DIR
         train = TRAIN.replace("run(torch.optim.SGD(model.parameters(), lr=0.1), 5)",
                               "run(torch.optim.SGD(model.parameters(), lr=0.1), 12)")
         proc, streams = self.run_monitored(train, pythonpath, GOLOW_OPS_EVERY="4", GOLOW_OPS_WARMUP="2")
@@ -371,8 +377,8 @@ class HookTest(unittest.TestCase):
         events = streams[0]
         first = [e for e in of_type(events, "optimizer_step") if e["optimizer"] == 0]
         profiled = [e["step"] for e in first if e.get("profiled")]
-        self.assertEqual(profiled[0], 2, first)
-        self.assertTrue(set(profiled) <= {2, 6, 10}, profiled)
+        self.assertEqual(profiled[0], 4, first)
+        self.assertTrue(set(profiled) <= {4, 8}, profiled)
         self.assertFalse(any(e.get("profiled") for e in of_type(events, "optimizer_step") if e["optimizer"] == 1),
                          "only the first optimiser's steps are looked at")
         windows = of_type(events, "operators")
@@ -393,17 +399,16 @@ class HookTest(unittest.TestCase):
         self.assertFalse(any(e.get("profiled") for e in of_type(ranked[0], "optimizer_step")))
 
     def test_a_profile_begun_for_a_step_that_never_comes_ends_cleanly_at_exit(self):
-        """Steps 2 and 12 are looked at (12: begun after step 11, the script's last); the script exits with step
-        12's profile still running, which golow stops at exit rather than leave to the interpreter's teardown (that
-        crashed the process)."""
-        pythonpath = HOOK_DIR + os.pathsep + os.path.join(os.path.dirname(HOOK_DIR), "pytorch")
-        slow = TRAIN.replace("        opt.step()\n", "        opt.step()\n        __import__('time').sleep(0.2)\n")
+        """Steps 7 and 17 are looked at (one in 10 from half of that past 2 of warm-up; 17: begun after step 16, the
+        script's last); the script exits with step 17's profile still running, which golow stops at exit rather than
+        leave to the interpreter's teardown (that crashed the process)."""
+        slow = TRAIN.replace("        opt.step()\n", "        opt.step()\n        __import__('time').sleep(0.3)\n")
         slow = slow.replace("run(torch.optim.SGD(model.parameters(), lr=0.1), 5)",
-                            "run(torch.optim.SGD(model.parameters(), lr=0.1), 12)")
-        proc, streams = self.run_monitored(slow, pythonpath, GOLOW_OPS_EVERY="10", GOLOW_OPS_WARMUP="2")
+                            "run(torch.optim.SGD(model.parameters(), lr=0.1), 17)")
+        proc, streams = self.run_monitored(slow, HOOK_DIR, GOLOW_OPS_EVERY="10", GOLOW_OPS_WARMUP="2")
         self.assertEqual((proc.returncode, proc.stderr), (0, ""))
         first = [e for e in of_type(streams[0], "optimizer_step") if e["optimizer"] == 0]
-        self.assertEqual([e["step"] for e in first if e.get("profiled")], [2])
+        self.assertEqual([e["step"] for e in first if e.get("profiled")], [7])
         self.assertEqual(sum(w["steps"] for w in of_type(streams[0], "operators")), 1)
 
     def test_the_api_reports_numbers_and_phases(self):
@@ -461,10 +466,8 @@ class HookTest(unittest.TestCase):
     def test_torch_imported_before_install(self):
         # E.g. a .pth file imported torch before sitecustomize ran.
         source = textwrap.dedent(f"""
-        import sys, torch
-        sys.path.insert(0, {HOOK_DIR!r})
-        import golow_step_hook
-        golow_step_hook.install()
+        import os, runpy, torch
+        runpy.run_path(os.path.join({HOOK_DIR!r}, "sitecustomize.py"))
         """) + TRAIN
         proc, streams = self.run_monitored(source, "")
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -762,6 +765,303 @@ class HookTest(unittest.TestCase):
         printed, said = self.losses("import golow; golow.report(loss=123.0)")
         self.assertEqual(len(printed), 4)
         self.assertEqual(said, [123.0])
+
+
+class FiguresTest(Monitored):
+    """What the hook says of a script's steps is what the script itself would say: its loss, its samples, the times
+    the events stand for, and what the hook itself took."""
+
+    def said_losses(self, streams):
+        """The losses the worker's steps carry (its first optimiser's), and those said on their own."""
+        return [e["loss"] if e["type"] == "optimizer_step" else e["value"] for e in streams[0]
+                if (e["type"] == "optimizer_step" and e["optimizer"] == 0 and "loss" in e)
+                or (e["type"] == "scalar" and e["name"] == "loss")]
+
+    def test_a_plain_scripts_loss_is_what_backward_was_called_on(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            print(loss.item(), flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        printed = [float(v) for v in proc.stdout.split()]
+        self.assertEqual(self.said_losses(streams), printed)
+
+    def test_a_gans_loss_is_its_first_optimisers_backward_passes_summed(self):
+        # The discriminator's step follows two backward passes (real, fake): its loss is their sum, as a DCGAN prints
+        # it; the generator's backward pass belongs to the second optimiser, not to the worker's step.
+        source = """
+        import torch
+        G, D = torch.nn.Linear(8, 16), torch.nn.Linear(16, 1)
+        og, od = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+        bce = torch.nn.BCEWithLogitsLoss()
+        for _ in range(5):
+            real, z = torch.randn(16, 16), torch.randn(16, 8)
+            od.zero_grad()
+            err_real = bce(D(real), torch.ones(16, 1)); err_real.backward()
+            fake = G(z)
+            err_fake = bce(D(fake.detach()), torch.zeros(16, 1)); err_fake.backward()
+            od.step()
+            og.zero_grad()
+            err_g = bce(D(fake), torch.ones(16, 1)); err_g.backward()
+            og.step()
+            print(err_real.item() + err_fake.item(), flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        printed = [float(v) for v in proc.stdout.split()]
+        self.assertEqual(self.said_losses(streams), printed)
+
+    def test_a_closures_loss_is_its_first_evaluation_as_the_optimiser_returns_it(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5)
+
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            print(opt.step(closure).item(), flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        printed = [float(v) for v in proc.stdout.split()]
+        self.assertEqual(self.said_losses(streams), printed)
+
+    def test_a_loss_a_grad_scaler_scaled_is_said_unscaled_and_a_reported_one_wins(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10)
+        for _ in range(4):
+            opt.zero_grad()
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            print(loss.item(), flush=True)
+        """
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        printed = [float(v) for v in proc.stdout.split()]
+        self.assertEqual(self.said_losses(streams), printed)
+        self.socket_path += "-reported"
+        proc, streams = self.run_monitored("import golow\ngolow.report(loss=7.0)\n" + textwrap.dedent(source))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(self.said_losses(streams), [7.0])
+
+    def samples(self, source):
+        proc, streams = self.run_monitored(source)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        steps = of_type(streams[0], "optimizer_step") or of_type(streams[0], "backward_pass")
+        return [s["phases"]["samples"] for s in steps if "phases" in s and s.get("optimizer", 0) == 0]
+
+    def test_each_distinct_batch_counts_once_in_a_steps_samples(self):
+        gan = """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        D, G = torch.nn.Linear(16, 1), torch.nn.Linear(8, 16)
+        od, og = torch.optim.SGD(D.parameters(), lr=0.1), torch.optim.SGD(G.parameters(), lr=0.1)
+        for (real,) in DataLoader(TensorDataset(torch.randn(64, 16)), batch_size=16):
+            od.zero_grad()
+            D(real).mean().backward()
+            fake = G(torch.randn(16, 8))
+            D(fake.detach()).mean().backward()
+            od.step()
+            og.zero_grad()
+            D(fake).mean().backward()
+            og.step()
+        """
+        self.assertEqual(self.samples(gan), [16, 16, 16], "the real batch, once, though D ran thrice")
+        closure = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+        opt = torch.optim.LBFGS(model.parameters(), max_iter=4, tolerance_grad=-1, tolerance_change=-1)
+        def closure():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+        for _ in range(3):
+            opt.step(closure)
+        """
+        self.socket_path += "-closure"
+        self.assertEqual(self.samples(closure), [32, 32], "one batch, evaluated four times a step")
+        accumulated = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(3):
+            for _ in range(4):
+                model(torch.randn(8, 4)).sum().backward()
+            opt.step(); opt.zero_grad()
+        """
+        self.socket_path += "-accumulated"
+        self.assertEqual(self.samples(accumulated), [32, 32], "four fresh micro-batches of 8")
+
+    def test_a_sequence_first_models_batch_is_its_second_dimension(self):
+        source = """
+        import torch
+        from torch import nn
+
+        class Words(nn.Module):  # tokens as (time, batch), as a word-level language model takes them by default
+            def __init__(self, batch_first):
+                super().__init__()
+                self.embed = nn.Embedding(50, 8)
+                self.rnn = nn.LSTM(8, 8, batch_first=batch_first)
+                self.out = nn.Linear(8, 50)
+            def forward(self, tokens):
+                return self.out(self.rnn(self.embed(tokens))[0])
+
+        class Attention(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attention = nn.MultiheadAttention(8, 2)
+            def forward(self, x):
+                return self.attention(x, x, x)[0]
+
+        model = MODEL
+        for _ in range(3):  # trained by hand: its backward passes are its steps
+            inputs = INPUTS
+            model.zero_grad()
+            model(inputs).sum().backward()
+        """
+        cases = (("Words(batch_first=False)", "torch.randint(0, 50, (35, 20))"),
+                 ("Words(batch_first=True)", "torch.randint(0, 50, (20, 35))"),
+                 ("Attention()", "torch.randn(12, 20, 8)"))
+        for model, inputs in cases:
+            with self.subTest(model):
+                self.socket_path += "-x"
+                self.assertEqual(self.samples(source.replace("MODEL", model).replace("INPUTS", inputs)), [20, 20])
+
+
+class TrustTest(Monitored):
+    """What the hook may never do to a script: grow it or stall it by looking, shadow its modules; and what it says
+    of its own cost and of the times its events stand for."""
+
+    def test_a_profile_that_runs_past_its_time_is_abandoned_said_once_and_never_tried_again(self):
+        # Step 2 is profiled (one in 2 from one past a warm-up of 1); its forward pass runs 2.5 s of module calls.
+        source = """
+        import time, torch
+        layer = torch.nn.Linear(4, 4)
+        model = torch.nn.Sequential(layer)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for step in range(8):
+            opt.zero_grad()
+            x = model(torch.randn(2, 4))
+            if step == 2:
+                until = time.perf_counter() + 2.5
+                while time.perf_counter() < until:  # few operators: time runs out before memory
+                    x = layer(x) * 0.5
+                    time.sleep(0.01)
+            x.sum().backward()
+            opt.step()
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source, GOLOW_OPS_EVERY="2", GOLOW_OPS_WARMUP="1")
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        events = streams[0]
+        off = of_type(events, "profiling_off")
+        self.assertEqual([e["reason"] for e in off], ["a profiled step ran past 2 s"])
+        steps = of_type(events, "optimizer_step")
+        self.assertEqual([s["step"] for s in steps if s.get("profiled")], [2], "the abandoned step is not a plain one")
+        self.assertEqual(of_type(events, "operators"), [], "nothing of the abandoned profile is kept")
+
+    def test_a_profile_that_grows_the_process_too_much_is_abandoned(self):
+        source = """
+        import torch
+        layer = torch.nn.Linear(4, 4)
+        model = torch.nn.Sequential(layer)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for step in range(6):
+            opt.zero_grad()
+            x = model(torch.randn(2, 4))
+            if step == 2:
+                held = []
+                for _ in range(40):  # 400 MB, a module call between each 10 MB
+                    held.append(torch.ones(10 << 20, dtype=torch.uint8))
+                    x = layer(x)
+                del held
+            x.sum().backward()
+            opt.step()
+        print("trained", flush=True)
+        """
+        proc, streams = self.run_monitored(source, GOLOW_OPS_EVERY="2", GOLOW_OPS_WARMUP="1")
+        self.assertEqual((proc.returncode, proc.stdout), (0, "trained\n"), proc.stderr)
+        off = of_type(streams[0], "profiling_off")
+        self.assertEqual(len(off), 1, streams[0])
+        self.assertRegex(off[0]["reason"], r"^a profiled step grew the process by \d+ MiB$")
+
+    def test_a_run_too_short_to_profile_says_why(self):
+        proc, streams = self.run_monitored(TRAIN, GOLOW_OPS_EVERY="10", GOLOW_OPS_WARMUP="2")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual([e["reason"] for e in of_type(streams[0], "profiling_off")],
+                         ["the run ended after 5 steps, before step 7, the first to profile"])
+
+    def test_steps_counted_by_backward_passes_are_profiled_too(self):
+        source = """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        for step in range(10):
+            model.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.add_(p.grad, alpha=-0.01)
+        """
+        proc, streams = self.run_monitored(source, GOLOW_OPS_EVERY="4", GOLOW_OPS_WARMUP="2")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        passes = of_type(streams[0], "backward_pass")
+        self.assertEqual([p["pass"] for p in passes if p.get("profiled")], [4])
+        self.assertEqual(sum(w["steps"] for w in of_type(streams[0], "operators")), 1)
+
+    def test_no_module_of_the_users_is_shadowed_by_golows(self):
+        mine = os.path.join(self.tmp.name, "mine")
+        for name in ("golow", "golow_operators", "golow_step_hook", "sitecustomize_helpers"):
+            self.write(f"mine/{name}.py", f"WHO = 'mine: {name}'\n")
+        source = TRAIN + textwrap.dedent("""
+        import golow, golow_operators, golow_step_hook
+        print(golow.WHO, golow_operators.WHO, golow_step_hook.WHO, sep="|")
+        """)
+        proc, streams = self.run_monitored(source, HOOK_DIR + os.pathsep + mine, GOLOW_OPS_EVERY="2",
+                                           GOLOW_OPS_WARMUP="0")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout, "trained\nmine: golow|mine: golow_operators|mine: golow_step_hook\n")
+        self.assertGreater(sum(w["steps"] for w in of_type(streams[0], "operators")), 0, "golow's own still work")
+
+    def test_events_carry_the_time_they_stand_for_and_steps_what_the_hook_took(self):
+        before = time.monotonic_ns()
+        proc, streams = self.run_monitored(TRAIN)
+        after = time.monotonic_ns()
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        events = streams[0]
+        steps = [e for e in of_type(events, "optimizer_step") if e["optimizer"] == 0]
+        stamps = [e["t_ns"] for e in steps]
+        self.assertTrue(all(before < t < after for t in stamps), (before, stamps, after))
+        self.assertEqual(stamps, sorted(stamps))
+        for earlier, later in zip(steps, steps[1:]):
+            # A step's interval runs from the one before's end, and the stamp is its end.
+            self.assertAlmostEqual((later["t_ns"] - earlier["t_ns"]) / 1e6, later["interval_ms"], delta=0.002)
+        passes = of_type(events, "forward_pass")
+        self.assertTrue(all(before < p["t_ns"] < stamps[0] for p in passes))
+        for step in steps[1:]:
+            self.assertGreater(step["phases"]["hook_ms"], 0, step)
+            self.assertLess(step["phases"]["hook_ms"], step["interval_ms"], step)
 
 
 if __name__ == "__main__":

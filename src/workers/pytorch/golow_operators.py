@@ -86,13 +86,13 @@ class Profiler:
 
 
 class Operators:
-    """The operator breakdown of a Python level: one step in `every` past the warm-up is recorded, by golow's
-    library of libtorch's operator callbacks where `library` names it, else by torch.profiler, only while the model
-    computes, as long as what looking took stays within BUDGET of the time since the first profiled step (starting,
-    stopping and parsing a torch.profiler profile costs a ResNet-50 step at 32 px about three times its compute; the
-    callbacks, microseconds); once a window (1 s) has passed, what those steps ran goes out as one `operators` event:
-    per operator its calls, self and total time and its most frequent input shapes, largest self time first, capped
-    like the collector's kernels."""
+    """The operator breakdown of a Python level: one step in `every` is recorded from `first` (by default the first
+    past the warm-up), by golow's library of libtorch's operator callbacks where `library` names it, else by
+    torch.profiler, only while the model computes, as long as what looking took stays within BUDGET of the time since
+    the first profiled step (starting, stopping and parsing a torch.profiler profile costs a ResNet-50 step at 32 px
+    about three times its compute; the callbacks, microseconds); once a window (1 s) has passed, what those steps ran
+    goes out as one `operators` event: per operator its calls, self and total time and its most frequent input shapes,
+    largest self time first, capped like the collector's kernels."""
 
     WINDOW_S = 1.0
     BUDGET = 0.02
@@ -101,8 +101,9 @@ class Operators:
     MAX_SHAPES = 8  # input shapes told apart per name; calls of others count as dropped
     OTHER = "(other operators)"
 
-    def __init__(self, every, warmup, library=None):
+    def __init__(self, every, warmup, library=None, first=None):
         self.every, self.warmup = every, warmup
+        self.first = warmup if first is None else max(first, warmup)
         self.recorder = Profiler()
         if library and every > 0:
             try:
@@ -112,24 +113,38 @@ class Operators:
                       file=sys.stderr, flush=True)
         self.recording = False
         self.steps, self.compute_ms, self.dropped = 0, 0.0, 0
+        self.profiled = 0  # steps profiled in all
+        self.last_step = None  # the last step offered
         self.table = {}  # name -> [calls, self µs, total µs, {shapes: calls}]
         self.since = time.monotonic()
         # Seconds spent starting, stopping and reading profiles, and when the first began.
         self.spent, self.started = 0.0, None
 
     def profiles(self, step):
-        if self.every <= 0 or step < self.warmup or (step - self.warmup) % self.every:
+        if self.every <= 0 or step < self.first or (step - self.first) % self.every:
             return False
         return self.started is None or self.spent <= self.BUDGET * (time.perf_counter() - self.started)
 
     def begin(self, step):
+        """Starts recording, just before step `step` computes, when it is profiled; whether it does."""
+        self.last_step = step
         if self.profiles(step):
             began = time.perf_counter()
             if self.started is None:
                 self.started = began
+                # Whatever the recorder sets up the first time it runs, it sets up here, outside any step.
+                self.recorder.start()
+                self.recorder.stop()
             self.recorder.start()
             self.recording = True
             self.spent += time.perf_counter() - began
+        return self.recording
+
+    def why_none(self):
+        """Why no step was profiled, for a process that ends without one."""
+        if self.last_step is None or self.last_step < self.first:
+            return f"the run ended after {self.last_step or 0} steps, before step {self.first}, the first to profile"
+        return "no step was profiled within the time looking may take"
 
     def end(self, compute_ms):
         """Stops recording after the model computed, in `compute_ms`; whether the step was profiled."""
@@ -139,6 +154,7 @@ class Operators:
         began = time.perf_counter()
         ops, dropped = self.recorder.stop()
         self.steps += 1
+        self.profiled += 1
         self.compute_ms += compute_ms
         self.dropped += dropped
         for name, calls, self_us, total_us, shapes in ops:

@@ -1,25 +1,24 @@
 """golow: measures a user's PyTorch script without touching it.
 
-Loaded by golow's sitecustomize in every Python process of a ``--cmd`` worker.
-Importing torch takes seconds, so nothing here imports it: meta-path finders
-wait for the user's code to import ``torch.optim.optimizer`` (then global
-optimiser step hooks are registered, and ``torch.autograd.backward`` wrapped),
-``torch.nn.modules.module`` (then global forward hooks find the script's model
-and time its calls), ``torch.utils.data.dataloader`` (then waiting on a
-DataLoader is timed), ``torch.amp.grad_scaler`` (then a GradScaler's steps,
-and those it skips, are seen), and the training frameworks' modules that hand
-over a loss (PyTorch Lightning's strategy, Hugging Face's Trainer).
+Loaded by golow's sitecustomize in every Python process of a ``--cmd`` worker, under a name no module of the user's
+can have. Importing torch takes seconds, so nothing here imports it: meta-path finders wait for the user's code to
+import ``torch.optim.optimizer`` (then global optimiser step hooks are registered, and ``torch.autograd.backward``
+wrapped), ``torch.nn.modules.module`` (then global forward hooks find the script's model and time its calls),
+``torch.utils.data.dataloader`` (then waiting on a DataLoader is timed), ``torch.amp.grad_scaler`` (then a
+GradScaler's steps, and those it skips, are seen, and the losses it scales are read unscaled), and the training
+frameworks' modules that hand over a loss (PyTorch Lightning's strategy, Hugging Face's Trainer).
 
-Each step of the process's first optimiser says where the time since the
-previous one went: its phases (waiting on data, the model's forward passes,
-backward passes, optimiser steps; the rest is the step's "other"). A process
-that trains with no optimiser (parameters updated by hand) has its backward
-passes counted as its steps instead, until an optimiser steps.
+Each step of the process's first optimiser says where the time since the previous one went: its phases (waiting on
+data, the model's forward passes, backward passes, optimiser steps; the rest is the step's "other"), the samples it
+went through (each distinct batch once), its loss (what ``backward()`` was called on) and what this hook itself took.
+A process that trains with no optimiser (parameters updated by hand) has its backward passes counted as its steps
+instead, until an optimiser steps.
 
-A process connects to the worker's socket (``GOLOW_EVENT_SOCKET``, inherited
-by whatever a launcher starts) only when it first has something to say, so a
-launcher that never trains is never counted; a forked child connects anew.
-Whatever goes wrong in here must never reach the user's program.
+A process connects to the worker's socket (``GOLOW_EVENT_SOCKET``, inherited by whatever a launcher starts) only
+when it first has something to say, so a launcher that never trains is never counted; a forked child connects anew.
+Events carry the time they describe on the host's monotonic clock (``t_ns``) and are written in batches (at most
+``_FLUSH_NS`` apart), so that a step of microseconds does not pay for a system call and a wake-up of the monitor.
+Whatever goes wrong in here must never reach the user's program, and nothing here grows without bound.
 """
 
 import json
@@ -37,13 +36,24 @@ _SCALER = "torch.amp.grad_scaler"
 # logs of Hugging Face's Trainer.
 _LIGHTNING = ("lightning.pytorch.strategies.strategy", "pytorch_lightning.strategies.strategy")
 _TRANSFORMERS = "transformers.trainer"
+_OPERATORS = "golow-operators"  # the operator recorder's name in sys.modules, loaded from beside this file
 _MAX_PENDING_LOSSES = 8  # losses on a device whose copy to the host is under way
+_MAX_STEP_LOSSES = 64  # losses of one step's backward passes kept to be summed
+_MAX_STEP_INPUTS = 16  # inputs of one step's passes told apart
 _MAX_OPTIMIZERS = 16  # golow_protocol::script::MAX_OPTIMIZERS
 _MAX_NAME = 64
+_MAX_REASON = 200
+_FLUSH_NS = 50_000_000  # events wait at most this long for the next write
+_FLUSH_BYTES = 1 << 16
+# A profiled step that runs longer, or grows the process by more, is abandoned, and no other is profiled.
+_PROFILE_MAX_NS = 2_000_000_000
+_PROFILE_MAX_GROWTH = 256 << 20
+_PROFILE_CHECK_NS = 20_000_000  # how often a profile's memory is read
 
 _installed = False
 _path = None        # the socket's path; None when not monitored
 _lock = threading.RLock()  # optimisers may step, and models run, in several threads
+_module_calls = 0   # module calls the global hooks saw: each costs the dispatch of golow's hooks
 
 
 class _Process:
@@ -55,6 +65,9 @@ class _Process:
         self.sock_id = None   # (st_dev, st_ino) of the socket when connected
         self.no_signal = 0
         self.dead = False     # the monitor went away: stay quiet
+        self.unsent = []      # encoded events waiting for the next write
+        self.unsent_bytes = 0
+        self.flushed_ns = 0
         self.optimizers = None  # optimizer -> [index, steps, last_ns]; a WeakKeyDictionary once torch is in
         self.next_optimizer = 0
         self.stepped = False
@@ -64,7 +77,10 @@ class _Process:
         self.pass_start_ns = None
         self.depth = 0
         self.arrived_ns = None  # when the latest backward pass since the last step began: where a rank arrives
-        self.operators = None  # golow_operators.Operators for the first optimiser's steps, made at its first step
+        self.operators = None  # golow_operators.Operators for the worker's steps, made at its first; False: none
+        self.profiles = False  # operators may be recorded in this process (said once it is known)
+        self.watch = None  # the profile under way, bounded in time and memory
+        self.tainted = False  # a profile was abandoned in the step under way: its time is not a plain step's
         self.optimizing_seen = False  # an optimiser (or a GradScaler) began a step in this process
         self.post_hooks = 0  # optimiser steps finished, to tell a GradScaler's skipped step
         self.backward_passes = 0  # backward passes said as steps, while no optimiser is seen
@@ -74,6 +90,8 @@ class _Process:
         self.forward_ns = 0
         self.backward_ns = 0
         self.optimizer_ns = 0
+        self.hook_ns = 0  # this hook's own time
+        self.module_calls = 0  # _module_calls when the step began
         self.forward_passes_in_step = 0
         self.backward_passes_in_step = 0
         self.optimizing = 0  # optimiser steps (and a GradScaler's) under way, one inside the other
@@ -83,11 +101,24 @@ class _Process:
         self.loader = None  # that of the DataLoader whose batch the model last took with gradients
         self.loader_said = None  # what the events said of it, with whether CUDA is in use
         self.pending_data_ns = 0  # waits on a DataLoader not yet taken by a pass of the model
-        self.samples_in_step = 0  # the batch dimension of the model's inputs, summed over the step's passes
-        self.pass_samples = None  # that of the pass under way
+        # Samples: a DataLoader's batches the model took with gradients count once each; without one, each distinct
+        # input of the model's passes counts once (a closure's passes over the same batch, a GAN's over a batch and
+        # its fakes' detached copy do not add up).
+        self.pending_batch_samples = 0  # batches waited on, not yet taken by a pass of the model
+        self.loader_samples = 0
+        self.input_samples = 0
+        self.step_inputs = []  # weak references to the inputs counted in the step
+        self.pass_input = None  # the first tensor input of the pass under way (a weak reference)
+        self.pass_samples = None  # its batch dimension, or that of the latest DataLoader batch
+        self.pass_sequence_samples = None  # the batch a sequence-first module of the pass took, which wins
         self.last_batch = None  # that of the latest DataLoader batch, for a model called with keywords alone
-        self.own_loss = False  # the script reports its loss itself (golow.report): a framework's is not said
-        self.pending_losses = []  # (host tensor, CUDA event) of a framework's losses still being copied
+        # Loss: what backward() is called on, unless the script or a framework says it.
+        self.own_loss = False  # the script reports its loss itself (golow.report)
+        self.framework = False  # a framework hands over the loss it computed
+        self.losses = []  # losses of backward passes outside an optimiser's step since the last step
+        self.closure_loss = None  # the first loss of a backward pass inside one (a closure's)
+        self.scaled = None  # (weak reference to what a GradScaler scaled, the loss it scaled)
+        self.pending_losses = []  # (host tensor, CUDA event) of losses still being copied
 
 
 _me = _Process()
@@ -95,6 +126,8 @@ _forward_hooks = []  # the global forward hooks' handles
 _step_hooks = []     # the global optimiser step hooks' handles
 _counting = True     # the model's calls are timed (until anything in here fails)
 _model = None        # a weak reference to the model once found
+_sequence_first = frozenset()  # ids of the model's sequence modules that take (time, batch, …)
+_call_ns = None      # what one module call costs in golow's hooks, measured once
 
 
 def install():
@@ -108,6 +141,9 @@ def install():
         if _path is None:
             return
         os.register_at_fork(after_in_child=_forked)
+        import atexit
+        atexit.register(_at_exit)
+        _wrap(os, None, "_exit", _flushing_exit)
         targets = [(_MODULE, _register_forward), (_OPTIM, _register_steps), (_DATALOADER, _register_data),
                    (_SCALER, _register_scaler), (_TRANSFORMERS, _register_transformers)]
         targets += [(name, _register_lightning) for name in _LIGHTNING]
@@ -131,6 +167,15 @@ def _forked():
     _me = _Process()
     # Forward passes, and backward passes as steps, stay unsaid where the parent trains with an optimiser.
     _me.stepped, _me.optimizing_seen = parent_stepped, parent_optimizing
+
+
+def _flushing_exit(original):
+    """os._exit ends a process with no atexit (multiprocessing's forked children end so): what waits is written
+    first."""
+    def _exit(*args, **kwargs):
+        _flush_now()
+        return original(*args, **kwargs)
+    return _exit
 
 
 class _Finder:
@@ -208,15 +253,18 @@ def _wrap(module, owner, name, make):
 
 
 def _register_backward():
-    """Times every backward pass (``loss.backward()`` goes through ``torch.autograd.backward``) and stamps its start:
-    in synchronous data-parallel training the ranks leave a step together, so the moment each starts its backward
-    pass, towards the gradients' all-reduce, is what tells which rank arrived last."""
+    """Times every backward pass (``loss.backward()`` goes through ``torch.autograd.backward``), stamps its start (in
+    synchronous data-parallel training the ranks leave a step together, so the moment each starts its backward pass,
+    towards the gradients' all-reduce, is what tells which rank arrived last) and keeps what it was called on: the
+    loss."""
     def make(original):
         def backward(*args, **kwargs):
             start = None
             try:
                 if not _compiling():
                     start = _me.arrived_ns = time.perf_counter_ns()
+                    _keep_loss(args[0] if args else kwargs.get("tensors"))
+                    _me.hook_ns += time.perf_counter_ns() - start
             except Exception:
                 pass
             result = original(*args, **kwargs)
@@ -237,10 +285,14 @@ def _register_data(module):
             try:
                 batch = original(self)
             finally:
-                _me.pending_data_ns += time.perf_counter_ns() - start
-            _me.last_batch = _batch_size(batch)
+                took = time.perf_counter_ns()
+                _me.pending_data_ns += took - start
             try:
+                _me.last_batch = _batch_size(batch)
+                # A collated batch stacks its samples along the first dimension.
+                _me.pending_batch_samples += _me.last_batch or 0
                 _me.pending_loader = (int(self._num_workers), bool(self._pin_memory))
+                _me.hook_ns += time.perf_counter_ns() - took
             except Exception:
                 pass
             return batch
@@ -259,30 +311,40 @@ def _jit_tracing():
     return state is None or state() is not None
 
 
-def _batch_size(value, depth=0):
-    """The first dimension of a tensor, or of the first tensor among a tuple's, list's or dict's first items (two
-    levels down): a batch's size, as the model takes it. None where there is none."""
+def _first_tensor(value, depth=0):
+    """A tensor, or the first tensor among a tuple's, list's or dict's first items (two levels down): the input a
+    batch's size is read from. None where there is none."""
     try:
-        shape = getattr(value, "shape", None)
-        if shape is not None and hasattr(value, "dtype"):
-            return int(shape[0]) if len(shape) >= 1 else None
+        if hasattr(value, "shape") and hasattr(value, "dtype"):
+            return value
         if depth < 2:
             if isinstance(value, dict):
                 value = list(value.values())
             if isinstance(value, (list, tuple)):
                 for item in value[:4]:
-                    size = _batch_size(item, depth + 1)
-                    if size is not None:
-                        return size
+                    tensor = _first_tensor(item, depth + 1)
+                    if tensor is not None:
+                        return tensor
     except Exception:
         pass
     return None
 
 
+def _batch_size(value):
+    """The first dimension of the first tensor of ``value`` (see _first_tensor): a batch's size, as the model and a
+    DataLoader's collation take it. None where there is none."""
+    try:
+        shape = getattr(_first_tensor(value), "shape", None)
+        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+    except Exception:
+        return None
+
+
 def _register_scaler(module):
     """A GradScaler's step is the optimiser's phase too (it unscales and checks the gradients); one that finds
-    infinite gradients skips the optimiser's step, which is then said as a skipped step."""
-    def make(original):
+    infinite gradients skips the optimiser's step, which is then said as a skipped step. What it scales for a backward
+    pass is a loss times its scale: the loss is the one it was given."""
+    def make_step(original):
         def step(self, optimizer, *args, **kwargs):
             before = _me.post_hooks
             _optimizing_begins()
@@ -295,7 +357,20 @@ def _register_scaler(module):
             return result
         return step
 
-    _wrap(module, "GradScaler", "step", make)
+    def make_scale(original):
+        def scale(self, outputs, *args, **kwargs):
+            scaled = original(self, outputs, *args, **kwargs)
+            try:
+                if hasattr(scaled, "detach") and hasattr(outputs, "detach"):
+                    import weakref
+                    _me.scaled = (weakref.ref(scaled), outputs)
+            except Exception:
+                pass
+            return scaled
+        return scale
+
+    _wrap(module, "GradScaler", "step", make_step)
+    _wrap(module, "GradScaler", "scale", make_scale)
 
 
 def _register_lightning(module):
@@ -303,6 +378,7 @@ def _register_lightning(module):
     (the loss, or a dict holding it) is the step's loss."""
     def make(original):
         def training_step(self, *args, **kwargs):
+            _me.framework = True
             output = original(self, *args, **kwargs)
             _framework_loss(output.get("loss") if isinstance(output, dict) else output)
             return output
@@ -313,54 +389,119 @@ def _register_lightning(module):
 
 def _register_transformers(module):
     """Hugging Face's Trainer logs its training loss (averaged since its last log) through ``Trainer.log``."""
-    def make(original):
+    def make_log(original):
         def log(self, logs, *args, **kwargs):
             if isinstance(logs, dict):
                 _framework_loss(logs.get("loss"))
             return original(self, logs, *args, **kwargs)
         return log
 
-    _wrap(module, "Trainer", "log", make)
+    def make_training_step(original):
+        def training_step(self, *args, **kwargs):
+            _me.framework = True
+            return original(self, *args, **kwargs)
+        return training_step
+
+    _wrap(module, "Trainer", "log", make_log)
+    _wrap(module, "Trainer", "training_step", make_training_step)
 
 
 def _framework_loss(value):
-    """A loss a framework computed, said as the script's ``loss`` unless the script reports its own. A tensor on a
-    device is never read there (that would wait for the device): it is copied to the host asynchronously and said once
-    its copy is done, at a later step."""
+    """A loss a framework computed, said as the script's ``loss`` unless the script reports its own."""
     try:
         if _me.own_loss or value is None:
             return
-        if hasattr(value, "detach"):
-            if value.numel() != 1:
-                return
-            value = value.detach()
-            if value.device.type == "cuda":
-                torch = sys.modules["torch"]
-                host = value.to("cpu", non_blocking=True)
-                done = torch.cuda.Event()
-                done.record()
-                with _lock:
-                    _me.pending_losses.append((host, done))
-                    del _me.pending_losses[:-_MAX_PENDING_LOSSES]
-                return
-            if value.device.type != "cpu":
-                return
-        _send_loss(float(value))
+        _say_loss(_host_value(value))
     except Exception:
         pass
 
 
-def _send_loss(value):
-    if math.isfinite(value):
-        _send({"type": "scalar", "name": "loss", "value": value})
+def _host_value(value):
+    """A number, a one-element tensor's value where reading it costs no wait (on the CPU), or a one-element tensor
+    on a CUDA device (read once its copy to the host is done); None for anything else."""
+    if not hasattr(value, "detach"):
+        return float(value)
+    if value.numel() != 1:
+        return None
+    value = value.detach()
+    kind = value.device.type
+    if kind == "cpu":
+        return value.item()
+    return value if kind == "cuda" else None
+
+
+def _keep_loss(tensors):
+    """What backward() is called on, when it is one value: a loss of the step under way. Inside an optimiser's step
+    (a closure, evaluated once or many times) only the first counts: the loss at the step's start, which an
+    optimiser's ``step(closure)`` returns."""
+    if _me.own_loss or _me.framework:
+        return
+    if isinstance(tensors, (list, tuple)):
+        if len(tensors) != 1:
+            return
+        tensors = tensors[0]
+    scaled = _me.scaled
+    if scaled is not None and scaled[0]() is tensors:
+        tensors = scaled[1]
+    value = _host_value(tensors)
+    if value is None:
+        return
+    if _me.optimizing:
+        if _me.closure_loss is None and not _me.losses:
+            _me.closure_loss = value
+        return
+    if len(_me.losses) == _MAX_STEP_LOSSES:
+        del _me.losses[0]
+    _me.losses.append(value)
+
+
+def _step_loss(by_backward=False):
+    """The loss of the step that ends: the sum of its backward passes' outside an optimiser's step (a GAN's
+    discriminator's two halves, accumulated micro-batches, each scaled by the script as it wants its gradient), else
+    its closure's first; None where there was none. Forgotten then: the next step's starts afresh. A backward pass
+    said as a step (no optimiser yet) has its own loss, and leaves it for the optimiser that may come to sum with the
+    others of its iteration (the monitor then forgets what those steps said)."""
+    if by_backward:
+        return _me.losses[-1] if _me.losses else None
+    losses, closure = _me.losses, _me.closure_loss
+    _me.losses, _me.closure_loss = [], None
+    if losses:
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        return total
+    return closure
+
+
+def _number(value):
+    """A float as JSON carries it: a number, or the schema's word for one that is not finite."""
+    value = float(value)
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def _say_loss(value):
+    """Says a loss as a scalar: a number at once, a CUDA tensor once its copy to the host is done, at a later step."""
+    if value is None:
+        return
+    if hasattr(value, "detach"):
+        torch = sys.modules["torch"]
+        host = value.to("cpu", non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        _me.pending_losses.append((host, done))
+        del _me.pending_losses[:-_MAX_PENDING_LOSSES]
+        return
+    _send({"type": "scalar", "name": "loss", "value": _number(value)})
 
 
 def _copied_losses():
-    """Says the framework's losses whose copies to the host are done, in their order."""
+    """Says the losses whose copies to the host are done, in their order."""
     try:
         while _me.pending_losses and _me.pending_losses[0][1].query():
             host, _ = _me.pending_losses.pop(0)
-            _send_loss(float(host))
+            _say_loss(host.item())
     except Exception:
         _me.pending_losses = []
 
@@ -412,22 +553,53 @@ def _stop_counting_passes():
         pass
 
 
+def _sequence_first_modules(model):
+    """The ids of the model's recurrent and attention modules that take their input as (time, batch, …)
+    (``batch_first=False``, torch's default): the batch a pass went through is then the second dimension of what
+    the first of them takes, not the first of the model's input."""
+    nn = sys.modules.get("torch.nn")
+    kinds = tuple(kind for kind in (getattr(nn, "RNNBase", None), getattr(nn, "MultiheadAttention", None)) if kind)
+    return frozenset(id(m) for m in model.modules() if isinstance(m, kinds) and m.batch_first is False)
+
+
+def _sequence_batch(args):
+    """The batch of a sequence-first module's input: the second dimension of a (time, batch, features) tensor, the
+    first size of a packed sequence, one for an unbatched (time, features) tensor."""
+    value = args[0] if args else None
+    sizes = getattr(value, "batch_sizes", None)  # a PackedSequence
+    if sizes is not None:
+        return int(sizes[0])
+    shape = getattr(value, "shape", None)
+    if shape is None or len(shape) < 2:
+        return None
+    return int(shape[1]) if len(shape) >= 3 else 1
+
+
 def _on_module_start(module, args):
     """Every module's call: the first with parameters called outside any other is the model, and its calls are
     timed."""
-    global _model
+    global _model, _module_calls, _sequence_first
     try:
-        if _compiling() or not _counting:
+        if _compiling():
+            return
+        _module_calls += 1
+        if _me.watch is not None:
+            _watch_profile()
+        if not _counting:
             return
         model = _model() if _model is not None else None
         if model is not None and module is not model:  # the hot path: every other module's call
+            if _sequence_first and id(module) in _sequence_first and _me.depth and _me.pass_sequence_samples is None:
+                _me.pass_sequence_samples = _sequence_batch(args)
             return
+        entered = time.perf_counter_ns()
         with _lock:
             if model is None:
                 if next(iter(module.parameters()), None) is None:
                     return
                 import weakref
                 _model = weakref.ref(module)
+                _sequence_first = _sequence_first_modules(module)
                 model = module
             if module is not model:
                 return
@@ -437,21 +609,52 @@ def _on_module_start(module, args):
                 # gradients) was waited for by the step's "other".
                 if _grad_enabled():
                     _me.data_ns += _me.pending_data_ns
+                    _me.loader_samples += _me.pending_batch_samples
                     _me.loader = _me.pending_loader or _me.loader
-                _me.pending_data_ns = 0
+                _me.pending_data_ns = _me.pending_batch_samples = 0
                 # torch.jit.trace records what is read of its inputs' shapes: nothing is read there.
-                size = None if _jit_tracing() else _batch_size(args)
+                tensor = None if _jit_tracing() else _first_tensor(args)
+                _me.pass_input = _weak(tensor)
+                size = _batch_size(tensor)
                 _me.pass_samples = size if size is not None else _me.last_batch
+                _me.pass_sequence_samples = None
                 _me.pass_start_ns = time.perf_counter_ns()
                 if _me.first_forward_ns is None:
                     _me.first_forward_ns = _me.pass_start_ns
+        _me.hook_ns += time.perf_counter_ns() - entered
     except Exception:
         _stop_counting_passes()
 
 
+def _weak(value):
+    if value is None:
+        return None
+    try:
+        import weakref
+        return weakref.ref(value)
+    except TypeError:
+        return None
+
+
+def _count_pass_samples():
+    """Adds the pass that ended to the step's samples, unless its input was counted already in the step."""
+    samples = _me.pass_sequence_samples if _me.pass_sequence_samples is not None else _me.pass_samples
+    taken = _me.pass_input() if _me.pass_input is not None else None
+    if taken is not None:
+        if any(ref() is taken for ref in _me.step_inputs):
+            return
+        if len(_me.step_inputs) < _MAX_STEP_INPUTS:
+            _me.step_inputs.append(_me.pass_input)
+    _me.input_samples += samples or 0
+
+
 def _on_module_end(module, args, output):
     try:
-        if _compiling() or not _counting or _model is None or module is not _model():
+        if _compiling():
+            return
+        if _me.watch is not None:
+            _watch_profile()
+        if not _counting or _model is None or module is not _model():
             return
         now = time.perf_counter_ns()
         with _lock:
@@ -467,22 +670,23 @@ def _on_module_end(module, args, output):
                 # A pass without gradients in a training loop is evaluation: the step's "other", not its forward.
                 _me.forward_ns += now - start
                 _me.forward_passes_in_step += 1
-                _me.samples_in_step += _me.pass_samples or 0
+                _count_pass_samples()
                 if _me.optimizing:
                     _me.nested_ns += now - start
-            if _me.stepped:
-                return
-            last = _me.last_pass_ns
-            event = {
-                "type": "forward_pass",
-                "pass": _me.passes,
-                "ms": _ms(now - start),
-                "interval_ms": None if last is None else _ms(start - last),
-                "grad": grad,
-            }
-            _me.passes += 1
-            _me.last_pass_ns = start
-            _send(event)
+            if not _me.stepped:
+                last = _me.last_pass_ns
+                event = {
+                    "type": "forward_pass",
+                    "pass": _me.passes,
+                    "ms": _ms(now - start),
+                    "interval_ms": None if last is None else _ms(start - last),
+                    "grad": grad,
+                    "t_ns": now,
+                }
+                _me.passes += 1
+                _me.last_pass_ns = start
+                _send(event)
+        _me.hook_ns += time.perf_counter_ns() - now
     except Exception:
         pass
 
@@ -513,7 +717,9 @@ def _optimizing_ends(now):
 
 
 def _on_step_begin(optimizer, args, kwargs):
+    entered = time.perf_counter_ns()
     _optimizing_begins()
+    _me.hook_ns += time.perf_counter_ns() - entered
 
 
 def _phases(now):
@@ -529,7 +735,8 @@ def _phases(now):
         "optimizer_ms": _ms(optimizer_ns),
         "forward_passes": _me.forward_passes_in_step,
         "backward_passes": _me.backward_passes_in_step,
-        "samples": _me.samples_in_step or None,
+        "samples": _me.loader_samples or _me.input_samples or None,
+        "hook_ms": _ms(_me.hook_ns + (_module_calls - _me.module_calls) * _module_call_ns()),
     }
     if _me.loader is not None:
         cuda = getattr(sys.modules.get("torch"), "cuda", None)
@@ -540,10 +747,38 @@ def _phases(now):
     return phases
 
 
+def _module_call_ns():
+    """What golow's global forward hooks cost one module call, measured once: a module with nothing to compute
+    called through torch's hook dispatch, against its forward called directly. Where it cannot be measured, 0."""
+    global _call_ns
+    if _call_ns is None:
+        _call_ns = 0
+        try:
+            nn = sys.modules["torch.nn"]
+            probe = nn.Identity()
+            calls = 200
+            began = time.perf_counter_ns()
+            for _ in range(calls):
+                probe(None)
+            hooked = time.perf_counter_ns() - began
+            began = time.perf_counter_ns()
+            for _ in range(calls):
+                probe.forward(None)
+            direct = time.perf_counter_ns() - began
+            _call_ns = max(0, (hooked - direct) // calls)
+        except Exception:
+            pass
+    return _call_ns
+
+
 def _next_step(now):
     """The step under way ends at ``now``: the next one's phases start from nothing."""
     _me.data_ns = _me.pending_data_ns = _me.forward_ns = _me.backward_ns = _me.optimizer_ns = 0
-    _me.forward_passes_in_step = _me.backward_passes_in_step = _me.samples_in_step = 0
+    _me.forward_passes_in_step = _me.backward_passes_in_step = 0
+    _me.loader_samples = _me.input_samples = 0
+    _me.step_inputs = []
+    _me.hook_ns, _me.module_calls = 0, _module_calls
+    _me.tainted = False
     if _me.optimizing:
         _me.optimizing_since, _me.nested_ns = now, 0
 
@@ -572,33 +807,69 @@ def _on_step(optimizer, args, kwargs):
             entry = _entry(optimizer)
             index, step, last = entry
             interval_ms = None if last is None else _ms(now - last)
-            event = {"type": "optimizer_step", "optimizer": index, "step": step, "interval_ms": interval_ms}
-            if index == 0 and interval_ms is not None:
-                event["phases"] = _phases(now)
-            operators = _looking(_operators) if index == 0 else None
-            if operators is not None and _looking(operators.end, interval_ms or 0.0):
-                event["profiled"] = True
+            event = {"type": "optimizer_step", "optimizer": index, "step": step, "interval_ms": interval_ms,
+                     "t_ns": now}
             if _me.arrived_ns is not None:
                 # perf_counter is CLOCK_MONOTONIC on Linux: one clock for every rank of the machine.
                 event["arrived_ns"] = _me.arrived_ns
                 _me.arrived_ns = None
-            if not _me.stepped:
+            first = not _me.stepped
+            if first:
                 _me.stepped = True
                 if _me.first_forward_ns is not None:
                     event["first_step_ms"] = _ms(now - _me.first_forward_ns)
-            _send(event)
-            if operators is not None:
-                _looking(operators.send, _send)
-                _looking(operators.begin, step + 1)
-                # What looking took is in neither step's interval.
-                now = time.perf_counter_ns()
-            entry[1], entry[2] = step + 1, now
+                if _me.backward_passes:
+                    _steps_are_the_optimisers()
             if index == 0:
-                _next_step(now)
-                if _me.pending_losses:
-                    _copied_losses()
+                entry[2] = _step_ends(event, step, interval_ms, now, first)
+            else:
+                _step_loss()  # another optimiser's (a GAN's generator's) loss is not the worker's step's
+                _send(event)
+                entry[2] = now
+            entry[1] = step + 1
     except Exception:
         pass
+
+
+def _steps_are_the_optimisers():
+    """An optimiser steps in a process whose backward passes were said as its steps: profiles are scheduled by the
+    optimiser's steps from here, with their budget afresh, and one under way (begun for a backward pass) is dropped,
+    its step marked."""
+    recorder, _me.operators, _me.watch = _me.operators, None, None
+    if recorder and recorder.recording:
+        _me.tainted = True
+        _looking(recorder.abandon)
+
+
+def _step_ends(event, step, interval_ms, now, first, by_backward=False):
+    """The worker's step (its first optimiser's, or a backward pass while it has none) ends at ``now``: ``event``
+    said with where its time went, whether it was profiled and its loss (one on a device said once read, as a
+    scalar); the next step is profiled if its turn comes. Returns when the next step's interval starts: what looking
+    took is in neither step."""
+    if interval_ms is not None:
+        event["phases"] = _phases(now)
+    operators = _looking(_operators)
+    if operators is not None and _looking(operators.end, interval_ms or 0.0):
+        event["profiled"] = True
+    _me.watch = None
+    if _me.tainted:
+        event["profiled"] = True
+    loss = _step_loss(by_backward)
+    on_device = hasattr(loss, "detach")
+    if loss is not None and not on_device:
+        event["loss"] = _number(loss)
+    _send(event, at_once=first)
+    if on_device:
+        _say_loss(loss)
+    if _me.pending_losses:
+        _copied_losses()
+    if operators is not None:
+        _looking(operators.send, _send)
+        if _looking(operators.begin, step + 1):
+            _watch_begins()
+        now = time.perf_counter_ns()
+    _next_step(now)
+    return now
 
 
 def _on_scaler_step(optimizer, skipped):
@@ -613,10 +884,11 @@ def _on_scaler_step(optimizer, skipped):
             entry = _entry(optimizer)
             index, step, last = entry
             event = {"type": "optimizer_step", "optimizer": index, "step": step,
-                     "interval_ms": None if last is None else _ms(now - last), "skipped": True}
+                     "interval_ms": None if last is None else _ms(now - last), "skipped": True, "t_ns": now}
             if index == 0 and last is not None:
                 event["phases"] = _phases(now)
             _me.arrived_ns = None
+            _step_loss()
             _send(event)
             entry[2] = now
             if index == 0:
@@ -639,30 +911,42 @@ def _on_backward_end(start):
             if _me.optimizing_seen:
                 return
             last = _me.last_backward_end_ns
-            event = {"type": "backward_pass", "pass": _me.backward_passes,
-                     "interval_ms": None if last is None else _ms(now - last)}
-            if last is not None:
-                event["phases"] = _phases(now)
-            _send(event)
+            interval_ms = None if last is None else _ms(now - last)
+            event = {"type": "backward_pass", "pass": _me.backward_passes, "interval_ms": interval_ms, "t_ns": now}
+            _me.last_backward_end_ns = _step_ends(
+                event, _me.backward_passes, interval_ms, now, last is None, by_backward=True)
             _me.backward_passes += 1
-            _me.last_backward_end_ns = now
-            _next_step(now)
     except Exception:
         pass
 
 
+def _load_operators():
+    """golow_operators, from beside this file, under a name no module of the user's can have."""
+    module = sys.modules.get(_OPERATORS)
+    if module is None:
+        import importlib.machinery
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golow_operators.py")
+        loader = importlib.machinery.SourceFileLoader(_OPERATORS, path)
+        module = type(sys)(_OPERATORS)
+        module.__file__, module.__loader__ = path, loader
+        module.__spec__ = importlib.machinery.ModuleSpec(_OPERATORS, loader, origin=path)
+        loader.exec_module(module)
+        sys.modules[_OPERATORS] = module
+    return module
+
+
 def _operators():
-    """The process's operator recorder: one step in GOLOW_OPS_EVERY past the warm-up is profiled, from the first
-    optimiser's previous step to this one, in a process that is not a rank other than 0 (the monitor charts the
-    first process's steps); None when there is nothing to record."""
+    """The process's operator recorder: steps past the warm-up are profiled, one in GOLOW_OPS_EVERY within a budget
+    of time, in a process that is not a rank other than 0 (the monitor charts the first process's steps); None when
+    there is nothing to record."""
     if _me.operators is None:
         _me.operators = False
         every = _env_int("GOLOW_OPS_EVERY") or 0
         if every > 0 and _env_int("RANK") in (None, 0):
-            from golow_operators import Operators
-            _me.operators = Operators(every, _env_int("GOLOW_OPS_WARMUP") or 0)
-            import atexit
-            atexit.register(_flush_operators)
+            warmup = _env_int("GOLOW_OPS_WARMUP") or 0
+            # Not the first step past the warm-up, which is rarely like the others yet.
+            _me.operators = _load_operators().Operators(every, warmup, first=warmup + max(1, every // 2))
+            _me.profiles = True
     return _me.operators or None
 
 
@@ -671,20 +955,87 @@ def _looking(call, *args):
     event."""
     try:
         return call(*args)
-    except Exception:
-        _me.operators = False
+    except Exception as e:
+        _profiling_off(f"the profiler failed: {type(e).__name__}")
         return None
 
 
-def _flush_operators():
-    """At exit: the profile begun for a step that never came is stopped, and what the last window holds sent."""
+class _Watch:
+    """A profile under way, bounded: it may last at most _PROFILE_MAX_NS and grow the process by at most
+    _PROFILE_MAX_GROWTH (read from /proc every _PROFILE_CHECK_NS)."""
+
+    def __init__(self):
+        self.since = time.perf_counter_ns()
+        self.next_check = self.since + _PROFILE_CHECK_NS
+        self.resident = _resident_bytes()
+
+    def overrun(self, now):
+        """Why the profile must stop now; None while it may go on."""
+        if now - self.since > _PROFILE_MAX_NS:
+            return f"a profiled step ran past {_PROFILE_MAX_NS / 1e9:.0f} s"
+        if now >= self.next_check:
+            self.next_check = now + _PROFILE_CHECK_NS
+            resident = _resident_bytes()
+            if resident is not None and self.resident is not None and resident - self.resident > _PROFILE_MAX_GROWTH:
+                return f"a profiled step grew the process by {(resident - self.resident) >> 20} MiB"
+        return None
+
+
+def _resident_bytes():
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except Exception:
+        return None
+
+
+def _watch_begins():
+    try:
+        _me.watch = _Watch()
+    except Exception:
+        _me.watch = None
+
+
+def _watch_profile():
+    """Checked at every module call while a step is profiled: a profile past its bounds is given up for good."""
+    try:
+        why = _me.watch.overrun(time.perf_counter_ns())
+        if why is not None:
+            with _lock:
+                _me.tainted = True
+                _profiling_off(why)
+    except Exception:
+        _me.watch = None
+
+
+def _profiling_off(reason):
+    """No operators are recorded in this process from now on, and the monitor is told why, once."""
+    _me.watch = None
+    recorder, _me.operators = _me.operators, False
+    if recorder:
+        try:
+            recorder.abandon()
+        except Exception:
+            pass
+    if _me.profiles:
+        _me.profiles = False
+        _send({"type": "profiling_off", "reason": reason[:_MAX_REASON]})
+
+
+def _at_exit():
+    """At exit: the profile begun for a step that never came is stopped, what the last window holds sent, a process
+    that stepped and was never profiled says why, and everything written."""
     try:
         with _lock:
-            if _me.operators:
-                _me.operators.abandon()
-                _me.operators.send(_send, now=True)
+            recorder = _me.operators
+            if recorder:
+                recorder.abandon()
+                recorder.send(_send, now=True)
+                if recorder.profiled == 0:
+                    _profiling_off(recorder.why_none())
     except Exception:
         pass
+    _flush_now()
 
 
 def _lr(optimizer):
@@ -701,20 +1052,47 @@ def _ms(ns):
     return round(ns / 1e6, 3)
 
 
-def _send(event):
-    """Writes one event line, connecting first if this process has not yet; silent for good once anything fails."""
+def _send(event, at_once=False):
+    """Queues one event line, connecting first if this process has not yet; the queue is written once
+    _FLUSH_NS have passed since the last write (or it holds _FLUSH_BYTES, or ``at_once``). Silent for good once
+    anything fails."""
     if _path is None or _me.dead:
         return
     try:
+        began = time.perf_counter_ns()
         if _me.sock is None:
             _connect()
-        st = os.fstat(_me.sock.fileno())
-        if (st.st_dev, st.st_ino) != _me.sock_id:
-            # The script closed our descriptor and its number was reused: never write JSON into its file.
-            raise OSError("event socket was replaced")
-        line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
-        # MSG_NOSIGNAL: a script that restored SIGPIPE's default must not die when the monitor goes.
-        _me.sock.sendall(line, _me.no_signal)
+            at_once = True
+        line = json.dumps(event, separators=(",", ":")) + "\n"
+        _me.unsent.append(line)
+        _me.unsent_bytes += len(line)
+        if at_once or began - _me.flushed_ns >= _FLUSH_NS or _me.unsent_bytes >= _FLUSH_BYTES:
+            _flush(began)
+        _me.hook_ns += time.perf_counter_ns() - began
+    except Exception:
+        _me.dead = True
+
+
+def _flush(now):
+    """Writes what waits; the caller catches what fails."""
+    if not _me.unsent:
+        return
+    st = os.fstat(_me.sock.fileno())
+    if (st.st_dev, st.st_ino) != _me.sock_id:
+        # The script closed our descriptor and its number was reused: never write JSON into its file.
+        raise OSError("event socket was replaced")
+    data = "".join(_me.unsent).encode()
+    _me.unsent, _me.unsent_bytes, _me.flushed_ns = [], 0, now
+    # MSG_NOSIGNAL: a script that restored SIGPIPE's default must not die when the monitor goes.
+    _me.sock.sendall(data, _me.no_signal)
+
+
+def _flush_now():
+    if _path is None or _me.dead or _me.sock is None or _me.pid != os.getpid():
+        return
+    try:
+        with _lock:
+            _flush(time.perf_counter_ns())
     except Exception:
         _me.dead = True
 
@@ -736,7 +1114,7 @@ def _connect():
         "torch": getattr(torch, "__version__", None),
         "threads": _threads(torch),
     }
-    sock.sendall((json.dumps(hello, separators=(",", ":")) + "\n").encode(), socket.MSG_NOSIGNAL)
+    _me.unsent.insert(0, json.dumps(hello, separators=(",", ":")) + "\n")
 
 
 def _env_int(name):
@@ -764,9 +1142,7 @@ def report(**scalars):
                 value = float(value)
             except (TypeError, ValueError):
                 continue
-            if not math.isfinite(value):  # JSON has no NaN: the schema's word for it
-                value = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-            _send({"type": "scalar", "name": str(name)[:_MAX_NAME], "value": value})
+            _send({"type": "scalar", "name": str(name)[:_MAX_NAME], "value": _number(value)})
 
 
 def phase(name):

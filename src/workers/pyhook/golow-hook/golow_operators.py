@@ -1,0 +1,1 @@
+../../pytorch/golow_operators.py
