@@ -8,6 +8,7 @@
 //! Without golow's variables (a program that kept the library on LD_PRELOAD outside golow) it changes nothing.
 
 mod environment;
+mod memory;
 mod python;
 
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 
 use environment::{Environment, Gaps, Wanted};
 use golow_protocol::script::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
+use memory::ThreadMemory;
 
 type Envp = *const *const c_char;
 type Exec = unsafe extern "C" fn(*const c_char, Envp, Envp) -> c_int;
@@ -40,10 +42,27 @@ struct Real {
     posix_spawnp: Option<Spawn>,
 }
 
+impl Real {
+    fn find() -> Real {
+        Real {
+            execve: real(c"execve"),
+            execvpe: real(c"execvpe"),
+            posix_spawn: real(c"posix_spawn"),
+            posix_spawnp: real(c"posix_spawnp"),
+        }
+    }
+}
+
+/// What golow wants every program to have, and the memory a completed environment is laid out in.
+struct Golow {
+    wanted: Wanted<'static>,
+    memory: ThreadMemory,
+}
+
 struct Setup {
     real: Real,
-    /// What golow wants every program to have; `None` outside golow.
-    wanted: Option<Wanted<'static>>,
+    /// `None` outside golow.
+    golow: Option<Golow>,
 }
 
 static SETUP: OnceLock<Setup> = OnceLock::new();
@@ -54,18 +73,22 @@ static SETUP: OnceLock<Setup> = OnceLock::new();
 static LOAD: extern "C" fn() = load;
 
 extern "C" fn load() {
-    let _ = std::panic::catch_unwind(setup);
+    setup();
 }
 
+/// What `load` found. Only a start from a constructor that runs before this library's finds it still to make.
 fn setup() -> &'static Setup {
     SETUP.get_or_init(|| Setup {
-        real: Real {
-            execve: real(c"execve"),
-            execvpe: real(c"execvpe"),
-            posix_spawn: real(c"posix_spawn"),
-            posix_spawnp: real(c"posix_spawnp"),
-        },
-        wanted: wanted(),
+        real: Real::find(),
+        // A panic reading golow's wishes leaves this process outside golow, and the setup made: no start ever
+        // makes it again, which would look functions up and allocate, perhaps in a vfork child.
+        golow: std::panic::catch_unwind(wanted)
+            .ok()
+            .flatten()
+            .map(|wanted| Golow {
+                wanted,
+                memory: ThreadMemory::new(),
+            }),
     })
 }
 
@@ -122,11 +145,6 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
-fn errno() -> c_int {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() }
-}
-
 /// The arguments after `argv[0]`, read in place.
 ///
 /// # Safety
@@ -165,61 +183,51 @@ fn tell(program: &[u8], why: &str) {
     unsafe { libc::write(2, buffer.as_ptr().cast(), len + 1) };
 }
 
-/// Calls `start` with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
+/// Starts a program with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
+/// Where the completed environment has no memory, the program is started with the caller's own environment, and says
+/// once that it is not measured.
 ///
 /// # Safety
 /// `program`, `argv` and `envp` are what the C function being interposed was given.
-unsafe fn completed<R>(
+unsafe fn completed(
+    golow: &Golow,
     program: *const c_char,
     argv: Envp,
     envp: Envp,
-    start: impl FnOnce(Envp) -> R,
-) -> R {
-    let Some(wanted) = setup().wanted.as_ref() else {
-        return start(envp);
-    };
+    start: impl FnOnce(Envp) -> c_int,
+) -> c_int {
     if envp.is_null() {
         return start(envp);
     }
+    let wanted = &golow.wanted;
     // SAFETY: the interposed function's contract.
     let environment = unsafe { Environment::new(envp) };
     let gaps = Gaps::of(&environment, wanted);
-    let why = (!program.is_null() && !gaps.told())
-        .then(|| {
-            let program = unsafe { CStr::from_ptr(program) }.to_bytes();
-            python::unreachable(program, unsafe { arguments(argv) }).map(|why| (program, why))
-        })
+    let program = if program.is_null() {
+        b"".as_slice()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(program) }.to_bytes()
+    };
+    let unreachable = (!gaps.told())
+        .then(|| python::unreachable(program, unsafe { arguments(argv) }))
         .flatten();
-    if let Some((program, why)) = why {
+    if let Some(why) = unreachable {
         tell(program, why);
     }
-    if gaps.none() && why.is_none() {
+    if gaps.none() && unreachable.is_none() {
         return start(envp);
     }
-    let size = gaps.size(&environment, wanted, why.is_some());
-    // Memory of its own, not the heap's: after vfork, the heap is the parent's, and its lock may be held.
-    // SAFETY: an anonymous private mapping.
-    let memory = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let size = gaps.size(&environment, wanted, unreachable.is_some());
+    let lease = match golow.memory.lend(size) {
+        Ok(lease) => lease,
+        Err(refusal) => {
+            tell(program, refusal.why());
+            return start(envp);
+        }
     };
-    if memory == libc::MAP_FAILED {
-        return start(envp);
-    }
-    // SAFETY: `size` bytes, page-aligned.
-    let envp = unsafe { gaps.lay_out(memory.cast(), &environment, wanted, why.is_some()) };
-    let result = start(envp);
-    let saved = errno();
-    // SAFETY: the mapping made above; an exec that returned failed, a spawn that returned has exec'd or failed.
-    unsafe { libc::munmap(memory, size) };
-    set_errno(saved);
-    result
+    // SAFETY: `size` bytes, aligned for pointers, this thread's until the lease ends.
+    start(unsafe { gaps.lay_out(lease.memory(), &environment, wanted, unreachable.is_some()) })
 }
 
 /// An exec through the C library's own `real`, its environment completed.
@@ -227,12 +235,16 @@ unsafe fn completed<R>(
 /// # Safety
 /// As the exec function `real` is.
 unsafe fn exec(real: Option<Exec>, program: *const c_char, argv: Envp, envp: Envp) -> c_int {
-    match real {
-        Some(real) => unsafe { completed(program, argv, envp, |envp| real(program, argv, envp)) },
-        None => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
+    let Some(real) = real else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY: the caller's arguments, the environment alone replaced by a valid one.
+    let start = |envp| unsafe { real(program, argv, envp) };
+    match &setup().golow {
+        // SAFETY: the interposed function's contract.
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start) },
+        None => start(envp),
     }
 }
 
@@ -249,13 +261,15 @@ unsafe fn spawn(
     argv: Envp,
     envp: Envp,
 ) -> c_int {
-    match real {
-        Some(real) => unsafe {
-            completed(program, argv, envp, |envp| {
-                real(pid, program, file_actions, attributes, argv, envp)
-            })
-        },
-        None => libc::ENOSYS,
+    let Some(real) = real else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: as in `exec`.
+    let start = |envp| unsafe { real(pid, program, file_actions, attributes, argv, envp) };
+    match &setup().golow {
+        // SAFETY: as in `exec`.
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start) },
+        None => start(envp),
     }
 }
 
