@@ -1,5 +1,6 @@
 //! golow's exec interposer in a real `--cmd` session, where it must not hurt the user's job: it grows nothing in the
-//! process that starts programs, however many it starts, and it puts nothing on PYTHONPATH but the hook.
+//! process that starts programs, however many it starts; it puts nothing on PYTHONPATH but the hook; and a program
+//! whose environment leaves no room for golow's additions still runs, unmeasured, and says so.
 
 mod common;
 
@@ -139,4 +140,76 @@ fn an_empty_pythonpath_puts_the_hook_and_nothing_else_before_the_standard_librar
     );
     let kept: Vec<&String> = with.iter().filter(|e| without.contains(e)).collect();
     assert_eq!(kept, without.iter().collect::<Vec<_>>(), "in their order");
+}
+
+/// What `/bin/echo ran` is started with: `bytes` of padding in variables short enough for Linux (at most
+/// `MAX_ARG_STRLEN`, 128 KiB, a string). The script below makes the same.
+fn padding(bytes: usize) -> Vec<(String, String)> {
+    (0..bytes.div_ceil(100_000))
+        .map(|i| {
+            let len = (bytes - i * 100_000).min(100_000);
+            (format!("PAD{i}"), "x".repeat(len))
+        })
+        .collect()
+}
+
+fn echo_runs_with(bytes: usize) -> bool {
+    Command::new("/bin/echo")
+        .arg("ran")
+        .env_clear()
+        .envs(padding(bytes))
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// The most padding with which `/bin/echo ran` still starts: one byte more and Linux refuses it (E2BIG).
+fn most_padding() -> usize {
+    let (mut fits, mut too_much) = (0, 8 << 20);
+    assert!(echo_runs_with(fits) && !echo_runs_with(too_much));
+    while too_much - fits > 1 {
+        let middle = (fits + too_much) / 2;
+        if echo_runs_with(middle) {
+            fits = middle;
+        } else {
+            too_much = middle;
+        }
+    }
+    fits
+}
+
+/// Starts `/bin/echo ran` with the padding its argument says, from a vfork child, with posix_spawn and in its own
+/// place.
+const NO_ROOM: &str = "\
+import os, subprocess, sys
+bytes = int(sys.argv[1])
+env = {f'PAD{i}': 'x' * min(bytes - i * 100_000, 100_000) for i in range((bytes + 99_999) // 100_000)}
+subprocess.run(['/bin/echo', 'ran'], env=env, check=True)
+assert os.waitpid(os.posix_spawn('/bin/echo', ['/bin/echo', 'ran'], env), 0)[1] == 0
+os.execve('/bin/echo', ['/bin/echo', 'ran'], env)
+";
+
+#[test]
+fn a_program_whose_environment_leaves_no_room_for_golows_additions_runs_unmeasured_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "no_room.py", NO_ROOM);
+    let bytes = most_padding();
+    let out = headless_succeeds(
+        tmp.path(),
+        &["--cmd", &format!("full=python no_room.py {bytes}")],
+    );
+    let stderr = text(&out.stderr);
+    let ran = stderr
+        .lines()
+        .filter(|line| line.trim_end() == "full | ran");
+    assert_eq!(ran.count(), 3, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches(
+                "full | golow: /bin/echo is not measured: its environment leaves no room for golow's \
+                 additions (E2BIG)"
+            )
+            .count(),
+        3,
+        "once for each start: {stderr}"
+    );
 }

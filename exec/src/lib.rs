@@ -3,7 +3,9 @@
 //! starts its program with golow's step hook first on PYTHONPATH and golow's variables in its environment, however
 //! the command set them: a python named by its path with a PYTHONPATH of its own, `env`, `bash -c`, `make`,
 //! `subprocess` with an `env=` of its own. A python that no environment reaches (`-I`, `-E`, `-S`) is named once on
-//! its stderr. Programs that make their system calls themselves (statically linked ones, Go's) are beyond it.
+//! its stderr. Programs that make their system calls themselves (statically linked ones, Go's) are beyond it. A
+//! program whose environment leaves no room for golow's additions starts with its own, as it would without golow,
+//! and says once on its stderr that it is not measured.
 //!
 //! Without golow's variables (a program that kept the library on LD_PRELOAD outside golow) it changes nothing.
 
@@ -145,6 +147,11 @@ fn set_errno(value: c_int) {
     unsafe { *libc::__errno_location() = value };
 }
 
+fn errno() -> c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}
+
 /// The arguments after `argv[0]`, read in place.
 ///
 /// # Safety
@@ -183,9 +190,21 @@ fn tell(program: &[u8], why: &str) {
     unsafe { libc::write(2, buffer.as_ptr().cast(), len + 1) };
 }
 
+/// What an exec that failed for want of room for golow's additions returns.
+fn exec_found_no_room(result: c_int) -> bool {
+    result == -1 && errno() == libc::E2BIG
+}
+
+/// What a spawn that failed for want of room for golow's additions returns.
+fn spawn_found_no_room(result: c_int) -> bool {
+    result == libc::E2BIG
+}
+
+const NO_ROOM: &str = "its environment leaves no room for golow's additions (E2BIG)";
+
 /// Starts a program with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
-/// Where the completed environment has no memory, the program is started with the caller's own environment, and says
-/// once that it is not measured.
+/// Where the completed environment has no memory, or no room (`found_no_room` of what `start` returned), the program
+/// is started with the caller's own environment, and says once that it is not measured.
 ///
 /// # Safety
 /// `program`, `argv` and `envp` are what the C function being interposed was given.
@@ -194,7 +213,8 @@ unsafe fn completed(
     program: *const c_char,
     argv: Envp,
     envp: Envp,
-    start: impl FnOnce(Envp) -> c_int,
+    mut start: impl FnMut(Envp) -> c_int,
+    found_no_room: fn(c_int) -> bool,
 ) -> c_int {
     if envp.is_null() {
         return start(envp);
@@ -227,7 +247,14 @@ unsafe fn completed(
         }
     };
     // SAFETY: `size` bytes, aligned for pointers, this thread's until the lease ends.
-    start(unsafe { gaps.lay_out(lease.memory(), &environment, wanted, unreachable.is_some()) })
+    let result =
+        start(unsafe { gaps.lay_out(lease.memory(), &environment, wanted, unreachable.is_some()) });
+    drop(lease);
+    if !found_no_room(result) {
+        return result;
+    }
+    tell(program, NO_ROOM);
+    start(envp)
 }
 
 /// An exec through the C library's own `real`, its environment completed.
@@ -243,7 +270,7 @@ unsafe fn exec(real: Option<Exec>, program: *const c_char, argv: Envp, envp: Env
     let start = |envp| unsafe { real(program, argv, envp) };
     match &setup().golow {
         // SAFETY: the interposed function's contract.
-        Some(golow) => unsafe { completed(golow, program, argv, envp, start) },
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start, exec_found_no_room) },
         None => start(envp),
     }
 }
@@ -268,7 +295,7 @@ unsafe fn spawn(
     let start = |envp| unsafe { real(pid, program, file_actions, attributes, argv, envp) };
     match &setup().golow {
         // SAFETY: as in `exec`.
-        Some(golow) => unsafe { completed(golow, program, argv, envp, start) },
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start, spawn_found_no_room) },
         None => start(envp),
     }
 }
@@ -329,4 +356,94 @@ pub unsafe extern "C" fn posix_spawnp(
 ) -> c_int {
     let real = setup().real.posix_spawnp;
     unsafe { spawn(real, pid, file, file_actions, attributes, argv, envp) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    /// `NAME=` and a value longer than Linux takes in one string (`MAX_ARG_STRLEN`, 32 pages): refused with E2BIG
+    /// whatever the limits.
+    fn too_long(name: &str) -> CString {
+        CString::new(format!("{name}={}", "x".repeat(200_000))).unwrap()
+    }
+
+    fn null_terminated(strings: &[&CString]) -> Vec<*const c_char> {
+        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        pointers
+    }
+
+    /// `program` spawned by `completed` through the C library's `posix_spawn`: what it returned, how many times it
+    /// started, and the exit status of what ran.
+    fn spawned(
+        golow: &Golow,
+        argv: &[&CString],
+        envp: &[&CString],
+    ) -> (c_int, usize, Option<c_int>) {
+        let real = setup().real.posix_spawn.unwrap();
+        let (argv, envp) = (null_terminated(argv), null_terminated(envp));
+        let mut pid = 0;
+        let mut starts = 0;
+        let start = |envp| {
+            starts += 1;
+            // SAFETY: null-terminated arrays of strings that outlive the call.
+            unsafe {
+                real(
+                    &mut pid,
+                    argv[0],
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    argv.as_ptr(),
+                    envp,
+                )
+            }
+        };
+        // SAFETY: as above.
+        let result = unsafe {
+            completed(
+                golow,
+                argv[0],
+                argv.as_ptr(),
+                envp.as_ptr(),
+                start,
+                spawn_found_no_room,
+            )
+        };
+        let mut status = 0;
+        // SAFETY: our child, when the spawn succeeded.
+        let ran = (result == 0 && unsafe { libc::waitpid(pid, &mut status, 0) } == pid)
+            .then(|| libc::WEXITSTATUS(status));
+        (result, starts, ran)
+    }
+
+    #[test]
+    fn a_start_refused_for_the_room_golows_additions_take_runs_with_the_callers_own_environment() {
+        let golow = |kept: &'static [&'static [u8]]| Golow {
+            wanted: Wanted {
+                hook_dir: b"/s/pyhook",
+                library: b"/g/libgolow_exec.so",
+                kept,
+            },
+            memory: ThreadMemory::new(),
+        };
+        let long = leaked(too_long("GOLOW_LONG").to_bytes());
+        let golow_too_long = golow(Box::leak(Box::new([long])));
+        let sh = CString::new("/bin/sh").unwrap();
+        let dash_c = CString::new("-c").unwrap();
+        let check = CString::new(r#"test -z "$GOLOW_LONG" && test "$MARK" = caller"#).unwrap();
+        let mark = CString::new("MARK=caller").unwrap();
+        assert_eq!(
+            spawned(&golow_too_long, &[&sh, &dash_c, &check], &[&mark]),
+            (0, 2, Some(0)),
+            "refused, then run with the caller's environment"
+        );
+        let missing = CString::new("/nonexistent/program").unwrap();
+        assert_eq!(
+            spawned(&golow(&[]), &[&missing], &[&mark]),
+            (libc::ENOENT, 1, None),
+            "any other failure is the start's own"
+        );
+    }
 }
