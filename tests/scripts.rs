@@ -7,7 +7,9 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{PYTHON, golow, headless, summary, summary_of, text, with_venv_path, worker};
+use common::{
+    PYTHON, golow, headless, headless_succeeds, summary, summary_of, text, with_venv_path, worker,
+};
 
 fn write(dir: &Path, name: &str, source: &str) {
     let path = dir.join(name);
@@ -22,15 +24,7 @@ fn run(dir: &Path, commands: &[&str], extra: &[&str]) -> (Output, serde_json::Va
         args.extend(["--cmd", command]);
     }
     args.extend(extra);
-    let out = with_venv_path(&mut headless(dir, &args)).output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    (out, summary_of(dir))
+    (headless_succeeds(dir, &args), summary_of(dir))
 }
 
 fn f64_of(v: &serde_json::Value) -> f64 {

@@ -138,11 +138,14 @@ impl Gaps {
             + usize::from(tell)
     }
 
+    /// The entries golow's own goes before. An empty value has none: CPython takes an empty PYTHONPATH for an unset
+    /// one, while `hook:` would end in an empty entry, the working directory, ahead of the standard library.
     fn rest(environment: &Environment, gap: Option<Lacking>) -> Option<&[u8]> {
         match gap {
             Some(Lacking::At(index)) => Some(split(environment.entry(index)).1),
             _ => None,
         }
+        .filter(|rest| !rest.is_empty())
     }
 
     /// Bytes the completed environment takes: its pointer array, then the entries it rewrites or adds.
@@ -350,6 +353,15 @@ mod tests {
         assert_eq!(got.len(), 5);
         assert_eq!(got[0], "PYTHONPATH=/s/pyhook");
         assert_eq!(got[4], "GOLOW_EXEC_TOLD=1");
+    }
+
+    #[test]
+    fn an_empty_pythonpath_gets_the_hook_alone_and_a_users_own_empty_entries_stay() {
+        let got = completed(&["PYTHONPATH=", "LD_PRELOAD="], false).unwrap();
+        assert_eq!(got[0], "PYTHONPATH=/s/pyhook", "no empty entry of golow's");
+        assert_eq!(got[1], "LD_PRELOAD=/g/libgolow_exec.so");
+        let got = completed(&["PYTHONPATH=:src:"], false).unwrap();
+        assert_eq!(got[0], "PYTHONPATH=/s/pyhook::src:");
     }
 
     #[test]

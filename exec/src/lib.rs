@@ -3,11 +3,14 @@
 //! starts its program with golow's step hook first on PYTHONPATH and golow's variables in its environment, however
 //! the command set them: a python named by its path with a PYTHONPATH of its own, `env`, `bash -c`, `make`,
 //! `subprocess` with an `env=` of its own. A python that no environment reaches (`-I`, `-E`, `-S`) is named once on
-//! its stderr. Programs that make their system calls themselves (statically linked ones, Go's) are beyond it.
+//! its stderr. Programs that make their system calls themselves (statically linked ones, Go's) are beyond it. A
+//! program whose environment leaves no room for golow's additions starts with its own, as it would without golow,
+//! and says once on its stderr that it is not measured.
 //!
 //! Without golow's variables (a program that kept the library on LD_PRELOAD outside golow) it changes nothing.
 
 mod environment;
+mod memory;
 mod python;
 
 use std::ffi::{CStr, c_char, c_int, c_void};
@@ -15,6 +18,7 @@ use std::sync::OnceLock;
 
 use environment::{Environment, Gaps, Wanted};
 use golow_protocol::script::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
+use memory::ThreadMemory;
 
 type Envp = *const *const c_char;
 type Exec = unsafe extern "C" fn(*const c_char, Envp, Envp) -> c_int;
@@ -40,10 +44,27 @@ struct Real {
     posix_spawnp: Option<Spawn>,
 }
 
+impl Real {
+    fn find() -> Real {
+        Real {
+            execve: real(c"execve"),
+            execvpe: real(c"execvpe"),
+            posix_spawn: real(c"posix_spawn"),
+            posix_spawnp: real(c"posix_spawnp"),
+        }
+    }
+}
+
+/// What golow wants every program to have, and the memory a completed environment is laid out in.
+struct Golow {
+    wanted: Wanted<'static>,
+    memory: ThreadMemory,
+}
+
 struct Setup {
     real: Real,
-    /// What golow wants every program to have; `None` outside golow.
-    wanted: Option<Wanted<'static>>,
+    /// `None` outside golow.
+    golow: Option<Golow>,
 }
 
 static SETUP: OnceLock<Setup> = OnceLock::new();
@@ -54,18 +75,22 @@ static SETUP: OnceLock<Setup> = OnceLock::new();
 static LOAD: extern "C" fn() = load;
 
 extern "C" fn load() {
-    let _ = std::panic::catch_unwind(setup);
+    setup();
 }
 
+/// What `load` found. Only a start from a constructor that runs before this library's finds it still to make.
 fn setup() -> &'static Setup {
     SETUP.get_or_init(|| Setup {
-        real: Real {
-            execve: real(c"execve"),
-            execvpe: real(c"execvpe"),
-            posix_spawn: real(c"posix_spawn"),
-            posix_spawnp: real(c"posix_spawnp"),
-        },
-        wanted: wanted(),
+        real: Real::find(),
+        // A panic reading golow's wishes leaves this process outside golow, and the setup made: no start ever
+        // makes it again, which would look functions up and allocate, perhaps in a vfork child.
+        golow: std::panic::catch_unwind(wanted)
+            .ok()
+            .flatten()
+            .map(|wanted| Golow {
+                wanted,
+                memory: ThreadMemory::new(),
+            }),
     })
 }
 
@@ -165,61 +190,71 @@ fn tell(program: &[u8], why: &str) {
     unsafe { libc::write(2, buffer.as_ptr().cast(), len + 1) };
 }
 
-/// Calls `start` with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
+/// What an exec that failed for want of room for golow's additions returns.
+fn exec_found_no_room(result: c_int) -> bool {
+    result == -1 && errno() == libc::E2BIG
+}
+
+/// What a spawn that failed for want of room for golow's additions returns.
+fn spawn_found_no_room(result: c_int) -> bool {
+    result == libc::E2BIG
+}
+
+const NO_ROOM: &str = "its environment leaves no room for golow's additions (E2BIG)";
+
+/// Starts a program with `envp` completed; `program` and `argv` are what it starts, to tell an unreachable python.
+/// Where the completed environment has no memory, or no room (`found_no_room` of what `start` returned), the program
+/// is started with the caller's own environment, and says once that it is not measured.
 ///
 /// # Safety
 /// `program`, `argv` and `envp` are what the C function being interposed was given.
-unsafe fn completed<R>(
+unsafe fn completed(
+    golow: &Golow,
     program: *const c_char,
     argv: Envp,
     envp: Envp,
-    start: impl FnOnce(Envp) -> R,
-) -> R {
-    let Some(wanted) = setup().wanted.as_ref() else {
-        return start(envp);
-    };
+    mut start: impl FnMut(Envp) -> c_int,
+    found_no_room: fn(c_int) -> bool,
+) -> c_int {
     if envp.is_null() {
         return start(envp);
     }
+    let wanted = &golow.wanted;
     // SAFETY: the interposed function's contract.
     let environment = unsafe { Environment::new(envp) };
     let gaps = Gaps::of(&environment, wanted);
-    let why = (!program.is_null() && !gaps.told())
-        .then(|| {
-            let program = unsafe { CStr::from_ptr(program) }.to_bytes();
-            python::unreachable(program, unsafe { arguments(argv) }).map(|why| (program, why))
-        })
+    let program = if program.is_null() {
+        b"".as_slice()
+    } else {
+        // SAFETY: as above.
+        unsafe { CStr::from_ptr(program) }.to_bytes()
+    };
+    let unreachable = (!gaps.told())
+        .then(|| python::unreachable(program, unsafe { arguments(argv) }))
         .flatten();
-    if let Some((program, why)) = why {
+    if let Some(why) = unreachable {
         tell(program, why);
     }
-    if gaps.none() && why.is_none() {
+    if gaps.none() && unreachable.is_none() {
         return start(envp);
     }
-    let size = gaps.size(&environment, wanted, why.is_some());
-    // Memory of its own, not the heap's: after vfork, the heap is the parent's, and its lock may be held.
-    // SAFETY: an anonymous private mapping.
-    let memory = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let size = gaps.size(&environment, wanted, unreachable.is_some());
+    let lease = match golow.memory.lend(size) {
+        Ok(lease) => lease,
+        Err(refusal) => {
+            tell(program, refusal.why());
+            return start(envp);
+        }
     };
-    if memory == libc::MAP_FAILED {
-        return start(envp);
+    // SAFETY: `size` bytes, aligned for pointers, this thread's until the lease ends.
+    let result =
+        start(unsafe { gaps.lay_out(lease.memory(), &environment, wanted, unreachable.is_some()) });
+    drop(lease);
+    if !found_no_room(result) {
+        return result;
     }
-    // SAFETY: `size` bytes, page-aligned.
-    let envp = unsafe { gaps.lay_out(memory.cast(), &environment, wanted, why.is_some()) };
-    let result = start(envp);
-    let saved = errno();
-    // SAFETY: the mapping made above; an exec that returned failed, a spawn that returned has exec'd or failed.
-    unsafe { libc::munmap(memory, size) };
-    set_errno(saved);
-    result
+    tell(program, NO_ROOM);
+    start(envp)
 }
 
 /// An exec through the C library's own `real`, its environment completed.
@@ -227,12 +262,16 @@ unsafe fn completed<R>(
 /// # Safety
 /// As the exec function `real` is.
 unsafe fn exec(real: Option<Exec>, program: *const c_char, argv: Envp, envp: Envp) -> c_int {
-    match real {
-        Some(real) => unsafe { completed(program, argv, envp, |envp| real(program, argv, envp)) },
-        None => {
-            set_errno(libc::ENOSYS);
-            -1
-        }
+    let Some(real) = real else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY: the caller's arguments, the environment alone replaced by a valid one.
+    let start = |envp| unsafe { real(program, argv, envp) };
+    match &setup().golow {
+        // SAFETY: the interposed function's contract.
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start, exec_found_no_room) },
+        None => start(envp),
     }
 }
 
@@ -249,13 +288,15 @@ unsafe fn spawn(
     argv: Envp,
     envp: Envp,
 ) -> c_int {
-    match real {
-        Some(real) => unsafe {
-            completed(program, argv, envp, |envp| {
-                real(pid, program, file_actions, attributes, argv, envp)
-            })
-        },
-        None => libc::ENOSYS,
+    let Some(real) = real else {
+        return libc::ENOSYS;
+    };
+    // SAFETY: as in `exec`.
+    let start = |envp| unsafe { real(pid, program, file_actions, attributes, argv, envp) };
+    match &setup().golow {
+        // SAFETY: as in `exec`.
+        Some(golow) => unsafe { completed(golow, program, argv, envp, start, spawn_found_no_room) },
+        None => start(envp),
     }
 }
 
@@ -315,4 +356,94 @@ pub unsafe extern "C" fn posix_spawnp(
 ) -> c_int {
     let real = setup().real.posix_spawnp;
     unsafe { spawn(real, pid, file, file_actions, attributes, argv, envp) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+
+    /// `NAME=` and a value longer than Linux takes in one string (`MAX_ARG_STRLEN`, 32 pages): refused with E2BIG
+    /// whatever the limits.
+    fn too_long(name: &str) -> CString {
+        CString::new(format!("{name}={}", "x".repeat(200_000))).unwrap()
+    }
+
+    fn null_terminated(strings: &[&CString]) -> Vec<*const c_char> {
+        let mut pointers: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        pointers
+    }
+
+    /// `program` spawned by `completed` through the C library's `posix_spawn`: what it returned, how many times it
+    /// started, and the exit status of what ran.
+    fn spawned(
+        golow: &Golow,
+        argv: &[&CString],
+        envp: &[&CString],
+    ) -> (c_int, usize, Option<c_int>) {
+        let real = setup().real.posix_spawn.unwrap();
+        let (argv, envp) = (null_terminated(argv), null_terminated(envp));
+        let mut pid = 0;
+        let mut starts = 0;
+        let start = |envp| {
+            starts += 1;
+            // SAFETY: null-terminated arrays of strings that outlive the call.
+            unsafe {
+                real(
+                    &mut pid,
+                    argv[0],
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    argv.as_ptr(),
+                    envp,
+                )
+            }
+        };
+        // SAFETY: as above.
+        let result = unsafe {
+            completed(
+                golow,
+                argv[0],
+                argv.as_ptr(),
+                envp.as_ptr(),
+                start,
+                spawn_found_no_room,
+            )
+        };
+        let mut status = 0;
+        // SAFETY: our child, when the spawn succeeded.
+        let ran = (result == 0 && unsafe { libc::waitpid(pid, &mut status, 0) } == pid)
+            .then(|| libc::WEXITSTATUS(status));
+        (result, starts, ran)
+    }
+
+    #[test]
+    fn a_start_refused_for_the_room_golows_additions_take_runs_with_the_callers_own_environment() {
+        let golow = |kept: &'static [&'static [u8]]| Golow {
+            wanted: Wanted {
+                hook_dir: b"/s/pyhook",
+                library: b"/g/libgolow_exec.so",
+                kept,
+            },
+            memory: ThreadMemory::new(),
+        };
+        let long = leaked(too_long("GOLOW_LONG").to_bytes());
+        let golow_too_long = golow(Box::leak(Box::new([long])));
+        let sh = CString::new("/bin/sh").unwrap();
+        let dash_c = CString::new("-c").unwrap();
+        let check = CString::new(r#"test -z "$GOLOW_LONG" && test "$MARK" = caller"#).unwrap();
+        let mark = CString::new("MARK=caller").unwrap();
+        assert_eq!(
+            spawned(&golow_too_long, &[&sh, &dash_c, &check], &[&mark]),
+            (0, 2, Some(0)),
+            "refused, then run with the caller's environment"
+        );
+        let missing = CString::new("/nonexistent/program").unwrap();
+        assert_eq!(
+            spawned(&golow(&[]), &[&missing], &[&mark]),
+            (libc::ENOENT, 1, None),
+            "any other failure is the start's own"
+        );
+    }
 }

@@ -40,6 +40,19 @@ pub fn headless(tmp: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// A `headless` run with the venv's bin directory first on PATH, which must succeed: its output.
+pub fn headless_succeeds(tmp: &Path, args: &[&str]) -> Output {
+    let out = with_venv_path(&mut headless(tmp, args)).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
 /// The summary a `headless` run wrote.
 pub fn summary_of(tmp: &Path) -> serde_json::Value {
     summary(&tmp.join("summary.json"))
