@@ -77,6 +77,20 @@ impl Tmux {
         ]);
     }
 
+    /// Waits until the terminal's modes (see [`modes`](Tmux::modes)) are `modes`, or fails with the screen.
+    pub fn wait_for_modes(&self, modes: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.modes() != modes {
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the modes {modes} (they are {}); screen:\n{}",
+                self.modes(),
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Presses q and waits for the command to write its exit code into `done`; returns it.
     pub fn quit(&self, done: &std::path::Path, timeout: Duration) -> String {
         self.keys("q");

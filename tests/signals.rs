@@ -1,0 +1,120 @@
+//! Signals from outside: SIGINT, SIGTERM and SIGHUP end every command as Ctrl-C does (the terminal given back, the
+//! workers stopped, exit 128 + the signal).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::tmux::{Tmux, closed_and_stopped, endless_live_run, exit_code_in, pid_in};
+
+const GOLOW: &str = env!("CARGO_BIN_EXE_golow");
+
+/// The terminating signals, each with the exit code a shell reports for it.
+const TERMINATING: [(i32, &str); 3] = [
+    (libc::SIGINT, "130"),
+    (libc::SIGTERM, "143"),
+    (libc::SIGHUP, "129"),
+];
+
+/// A CPU session recorded in the repository: 80 steps each of libtorch, pytorch and torchscript.
+fn a_recording() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/20261126T225734Z-libtorch-pytorch-torchscript.golow")
+}
+
+fn signal(pid: u32, signal: i32) {
+    // SAFETY: signals a process this test started.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// The state letter of `pid` in /proc (`T` when stopped); `None` once it is gone.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let child: u32 = entry.file_name().to_string_lossy().parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let parent: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+            (parent == pid).then_some(child)
+        })
+        .collect()
+}
+
+fn wait_until(what: &str, timeout: Duration, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The terminal's local modes as `stty -a` wrote them to `file`: cooked (`icanon`, `echo`, `isig`) once golow has
+/// left raw mode.
+fn assert_cooked(file: &Path) {
+    let stty = std::fs::read_to_string(file).unwrap();
+    let words: Vec<&str> = stty.split_whitespace().collect();
+    for mode in ["icanon", "echo", "isig"] {
+        assert!(words.contains(&mode), "{mode} is off: {stty}");
+    }
+}
+
+/// A replay view sent each terminating signal closes, gives the terminal back (main screen, cursor, no mouse, raw
+/// mode off) and exits 128 + the signal.
+#[test]
+fn a_terminating_signal_closes_the_replay_view_and_gives_the_terminal_back() {
+    for (number, code) in TERMINATING {
+        let tmp = tempfile::tempdir().unwrap();
+        let done = tmp.path().join("exit-code");
+        let stty = tmp.path().join("stty");
+        let command = format!(
+            "cd {tmp} && TMPDIR={tmp} {GOLOW} replay {file}; echo $? > {done}; stty -a > {stty}; sleep 30",
+            tmp = tmp.path().display(),
+            file = a_recording().display(),
+            done = done.display(),
+            stty = stty.display(),
+        );
+        let tmux = Tmux::start(&command, 160, 45);
+        tmux.wait_for("the replay", Duration::from_secs(30), |s| {
+            s.contains("REPLAY")
+        });
+        tmux.wait_for_modes("1 0 1", Duration::from_secs(10));
+        signal(pid_in(GOLOW, tmp.path()).expect("golow runs"), number);
+        assert_eq!(
+            exit_code_in(&done, Duration::from_secs(30)),
+            code,
+            "signal {number}"
+        );
+        assert_eq!(tmux.modes(), "0 1 0", "signal {number}: {}", tmux.screen());
+        wait_until("stty", Duration::from_secs(10), || {
+            std::fs::metadata(&stty).is_ok_and(|m| m.len() > 0)
+        });
+        assert_cooked(&stty);
+    }
+}
+
+/// An external SIGINT ends the live view as SIGTERM does (and as it ends a headless run): the workers stopped, the
+/// recording closed, the terminal given back, exit 130 with no key pressed.
+#[test]
+fn an_interrupt_closes_the_live_view_and_exits_130() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tmux, pid, summary, done) = endless_live_run(tmp.path());
+    tmux.wait_for_modes("1 0 1", Duration::from_secs(10));
+    let workers = children_of(pid);
+    signal(pid, libc::SIGINT);
+    assert_eq!(exit_code_in(&done, Duration::from_secs(60)), "130");
+    assert_eq!(tmux.modes(), "0 1 0", "{}", tmux.screen());
+    closed_and_stopped(tmp.path(), &summary);
+    for worker in workers {
+        wait_until("golow's children to end", Duration::from_secs(10), || {
+            matches!(state_of(worker), None | Some('Z'))
+        });
+    }
+}
