@@ -1,9 +1,10 @@
 //! SIGINT, SIGTERM and SIGHUP sent from outside end golow as Ctrl-C does: `kill -INT`, `timeout`, SLURM's
-//! cancellation, `docker stop` and a closed terminal must not cost the summary, the recording's end or the terminal's
-//! state. While something catches them (a session's hub, which stops the workers as it does for an interrupt; a
-//! full-screen view, which closes and restores the terminal; a sweep, which starts no further cell), the first is
-//! remembered and golow exits with 128 + its number once everything is closed. With nothing catching (while a session
-//! is being prepared, say), a signal ends golow at once, as its default would.
+//! cancellation, `docker stop` and a closed terminal must not cost the summary, the recording's end, an export's
+//! temporary file or the terminal's state. While something catches them (a session's hub, which stops the workers as
+//! it does for an interrupt; a full-screen view, which closes and restores the terminal; a sweep, which starts no
+//! further cell; a file being written, which is finished or removed), the first is remembered and golow exits with
+//! 128 + its number once everything is closed. With nothing catching (while a session is being prepared, say), a
+//! signal ends golow at once, as its default would.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
@@ -77,6 +78,16 @@ pub fn handles(signal: i32) -> bool {
 /// The first terminating signal received, if any.
 pub fn received() -> Option<i32> {
     Some(RECEIVED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// How people name one of [`SIGNALS`].
+pub fn name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
 }
 
 /// The exit code of a golow a terminating signal ended: 128 + the signal, as a shell reports it.

@@ -1,9 +1,10 @@
 //! Signals from outside: SIGINT, SIGTERM and SIGHUP end every command as Ctrl-C does (the terminal given back, the
-//! workers stopped, exit 128 + the signal).
+//! workers stopped, nothing half-written, exit 128 + the signal).
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::tmux::{Tmux, closed_and_stopped, endless_live_run, exit_code_in, pid_in};
@@ -116,5 +117,69 @@ fn an_interrupt_closes_the_live_view_and_exits_130() {
         wait_until("golow's children to end", Duration::from_secs(10), || {
             matches!(state_of(worker), None | Some('Z'))
         });
+    }
+}
+
+/// An export of a recording of 2,000,000 lines a real command printed: its JSON is about 180 MB, seconds of work.
+fn a_large_recording(tmp: &Path) -> PathBuf {
+    let out = common::golow(
+        tmp,
+        &[
+            "run",
+            "--headless",
+            "--hide-output",
+            "--cmd",
+            "lines=seq 1 2000000",
+            "--record",
+            "large.golow",
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    tmp.join("large.golow")
+}
+
+/// An export interrupted mid-way leaves neither its output nor its temporary file, says so in one line, and exits
+/// 128 + the signal.
+#[test]
+fn an_interrupted_export_leaves_nothing_half_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recording = a_large_recording(tmp.path());
+    for (number, code) in TERMINATING {
+        let output = tmp.path().join(format!("export-{number}.json"));
+        let child = common::golow_command(tmp.path())
+            .args([
+                "export",
+                &recording.display().to_string(),
+                "--format",
+                "json",
+                "-o",
+            ])
+            .arg(&output)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let temporary = PathBuf::from(format!("{}.{}.tmp", output.display(), child.id()));
+        // Mid-way: the temporary file holds 8 MB of some 180.
+        wait_until(
+            "the export to be under way",
+            Duration::from_secs(60),
+            || std::fs::metadata(&temporary).is_ok_and(|m| m.len() > 8 << 20),
+        );
+        signal(child.id(), number);
+        let out = child.wait_with_output().unwrap();
+        let stderr = common::text(&out.stderr);
+        assert_eq!(
+            out.status.code().map(|c| c.to_string()).as_deref(),
+            Some(code),
+            "signal {number}: {stderr}"
+        );
+        let left: Vec<String> = common::left_in(tmp.path())
+            .into_iter()
+            .filter(|name| name.starts_with("export-"))
+            .collect();
+        assert!(left.is_empty(), "signal {number} left {left:?}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
     }
 }
