@@ -57,7 +57,7 @@ fn install() {
 }
 
 /// Whether `signal` was set to be ignored when golow started, as `nohup` sets SIGHUP.
-fn ignored(signal: i32) -> bool {
+pub fn ignored(signal: i32) -> bool {
     // SAFETY: reads the current action into a zeroed struct; sets nothing.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();

@@ -1,5 +1,6 @@
-//! Signals from outside: SIGINT, SIGTERM and SIGHUP end every command as Ctrl-C does (the terminal given back, the
-//! workers stopped, nothing half-written, exit 128 + the signal).
+//! Signals from outside and the terminal's job control: SIGINT, SIGTERM and SIGHUP end every command as Ctrl-C does
+//! (the terminal given back, the workers stopped, nothing half-written, exit 128 + the signal), and Ctrl-Z or SIGTSTP
+//! send a full-screen view back to the shell until `fg` brings it back, redrawn, while the workers carry on.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::tmux::{Tmux, closed_and_stopped, endless_live_run, exit_code_in, pid_in};
+use common::tmux::{Tmux, closed_and_stopped, endless_live_run, exit_code_in, pid_in, sample_p50};
 
 const GOLOW: &str = env!("CARGO_BIN_EXE_golow");
 
@@ -182,4 +183,152 @@ fn an_interrupted_export_leaves_nothing_half_written() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains("interrupted"), "{stderr}");
     }
+}
+
+/// An interactive shell with job control in a terminal, in `dir`, whose TMPDIR is `dir`.
+fn shell_in(dir: &Path) -> Tmux {
+    let tmux = Tmux::start_argv(
+        &["env", "PS1=$ ", "bash", "--norc", "--noprofile", "-i"],
+        160,
+        48,
+    );
+    tmux.wait_for("the prompt", Duration::from_secs(10), |s| {
+        s.lines().any(|l| l.trim_end() == "$")
+    });
+    tmux.keys(&format!(
+        "cd {dir} && export TMPDIR={dir}",
+        dir = dir.display()
+    ));
+    tmux.keys("Enter");
+    tmux
+}
+
+/// Runs `command` at the shell's prompt.
+fn type_command(tmux: &Tmux, command: &str) {
+    tmux.keys(command);
+    tmux.keys("Enter");
+}
+
+/// golow (`pid`) stopped, `while_stopped` checked, and the terminal the shell's again; then `fg`, and the view is
+/// back as `shown` says, drawn whole over what the shell wrote.
+fn suspended_then_resumed(
+    tmux: &Tmux,
+    pid: u32,
+    while_stopped: impl Fn(),
+    shown: impl Fn(&str) -> bool,
+) {
+    tmux.wait_for_modes("0 1 0", Duration::from_secs(10));
+    tmux.wait_for("the shell's report", Duration::from_secs(10), |s| {
+        s.contains("Stopped")
+    });
+    wait_until("golow to stop", Duration::from_secs(10), || {
+        state_of(pid) == Some('T')
+    });
+    while_stopped();
+    type_command(tmux, "fg");
+    tmux.wait_for_modes("1 0 1", Duration::from_secs(10));
+    tmux.wait_for("the view redrawn", Duration::from_secs(10), |s| {
+        shown(s) && !s.contains("Stopped") && !s.contains("$ fg")
+    });
+    assert_ne!(state_of(pid), Some('T'));
+}
+
+/// Quits the view with q, and checks golow's exit code as the shell saw it.
+fn quit_at_the_shell(tmux: &Tmux, pid: u32, dir: &Path, expected: &str) {
+    tmux.keys("q");
+    wait_until("golow to end", Duration::from_secs(60), || {
+        state_of(pid).is_none()
+    });
+    let done = dir.join("exit-code");
+    type_command(tmux, &format!("echo $? > {}", done.display()));
+    assert_eq!(exit_code_in(&done, Duration::from_secs(10)), expected);
+}
+
+/// Ctrl-Z and an external SIGTSTP suspend the replay view to the shell (the terminal given back, golow stopped);
+/// `fg` brings it back, redrawn whole.
+#[test]
+fn ctrl_z_and_sigtstp_suspend_the_replay_view_until_fg() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmux = shell_in(tmp.path());
+    type_command(
+        &tmux,
+        &format!("{GOLOW} replay {}", a_recording().display()),
+    );
+    let replaying =
+        |s: &str| s.contains("REPLAY") && s.contains("libtorch") && s.contains(" / 00:");
+    tmux.wait_for("the replay", Duration::from_secs(30), replaying);
+    tmux.wait_for_modes("1 0 1", Duration::from_secs(10));
+    let pid = pid_in(GOLOW, tmp.path()).expect("golow runs");
+
+    tmux.keys("C-z");
+    suspended_then_resumed(&tmux, pid, || {}, replaying);
+    signal(pid, libc::SIGTSTP);
+    suspended_then_resumed(&tmux, pid, || {}, replaying);
+    quit_at_the_shell(&tmux, pid, tmp.path(), "0");
+}
+
+/// Ctrl-Z suspends the live view, not the session's workers (they are in process groups of their own); `fg` brings
+/// the view back, redrawn whole, and the session carries on to a clean end.
+#[test]
+fn ctrl_z_suspends_the_live_view_and_not_its_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tmux = shell_in(tmp.path());
+    type_command(
+        &tmux,
+        &format!(
+            "{GOLOW} run --impl libtorch --model resnet18 --resolution 32 --batch-size 4 --steps 100000 \
+             --summary-json summary.json"
+        ),
+    );
+    let live = |s: &str| s.contains("● REC") && sample_p50(s, "libtorch").is_some();
+    tmux.wait_for("libtorch's sample times", Duration::from_secs(120), live);
+    let pid = pid_in(GOLOW, tmp.path()).expect("golow runs");
+    let workers = children_of(pid);
+    assert!(!workers.is_empty());
+
+    tmux.keys("C-z");
+    let workers_run_on = || {
+        for &worker in &workers {
+            assert!(
+                matches!(state_of(worker), Some(s) if s != 'T'),
+                "worker {worker} stopped with golow"
+            );
+        }
+    };
+    suspended_then_resumed(&tmux, pid, workers_run_on, live);
+    quit_at_the_shell(&tmux, pid, tmp.path(), "0");
+    closed_and_stopped(tmp.path(), &tmp.path().join("summary.json"));
+}
+
+/// A headless run keeps SIGTSTP's default: it stops, and carries on at SIGCONT.
+#[test]
+fn sigtstp_stops_a_headless_run_as_its_default_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = common::golow_command(tmp.path())
+        .args(["run", "--headless", "--no-record", "--cmd", "nap=sleep 600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_until("the command to start", Duration::from_secs(60), || {
+        pid_in("sleep", tmp.path()).is_some()
+    });
+    signal(pid, libc::SIGTSTP);
+    wait_until("golow to stop", Duration::from_secs(10), || {
+        state_of(pid) == Some('T')
+    });
+    signal(pid, libc::SIGCONT);
+    wait_until("golow to carry on", Duration::from_secs(10), || {
+        state_of(pid) != Some('T')
+    });
+    assert!(child.try_wait().unwrap().is_none());
+    signal(pid, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        common::text(&out.stderr)
+    );
 }
