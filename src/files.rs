@@ -11,7 +11,9 @@ pub fn unwritable_kind(path: &Path) -> Option<&'static str> {
 }
 
 /// Writes `path` through a temporary file next to it, renamed once complete: a reader never sees half
-/// a file, and a failed write leaves nothing behind. Only a regular file or a new path is written.
+/// a file, and a failed write leaves nothing behind. Only a regular file or a new path is written. A terminating
+/// signal that comes meanwhile is golow's to handle once the file is whole or removed, not its end half-way (`write`
+/// may stop early for it: see [`crate::termination`]).
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> std::io::Result<()>,
@@ -22,6 +24,7 @@ pub fn write_atomically(
             format!("it is {kind}; golow writes only to a regular file or a new path"),
         ));
     }
+    let _catching = crate::termination::catch(None);
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".{}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);

@@ -10,6 +10,7 @@ pub mod recording;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod suspension;
 pub mod sweep;
 pub mod telemetry;
 pub mod termination;

@@ -1,21 +1,23 @@
-//! SIGTERM and SIGHUP end golow as Ctrl-C does: `timeout`, SLURM's cancellation, `docker stop` and a closed terminal
-//! must not cost the summary, the recording's end or the terminal's state. While something catches them (a session's
-//! hub, which stops the workers as it does for an interrupt; a full-screen view, which closes and restores the
-//! terminal; a sweep, which starts no further cell), the first is remembered and golow exits with 128 + its number
-//! once everything is closed. With nothing catching (while a session is being prepared, say), a signal ends golow at
-//! once, as its default would.
+//! SIGINT, SIGTERM and SIGHUP sent from outside end golow as Ctrl-C does: `kill -INT`, `timeout`, SLURM's
+//! cancellation, `docker stop` and a closed terminal must not cost the summary, the recording's end, an export's
+//! temporary file or the terminal's state. While something catches them (a session's hub, which stops the workers as
+//! it does for an interrupt; a full-screen view, which closes and restores the terminal; a sweep, which starts no
+//! further cell; a file being written, which is finished or removed), the first is remembered and golow exits with
+//! 128 + its number once everything is closed. With nothing catching (while a session is being prepared, say), a
+//! signal ends golow at once, as its default would.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::contracts::Bell;
 
-/// The signals handled as an interrupt is.
-pub const SIGNALS: [i32; 2] = [libc::SIGTERM, libc::SIGHUP];
+/// The signals that end golow as an interrupt does.
+pub const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
-/// Which of [`SIGNALS`] golow handles: one ignored when golow started (`nohup` ignores SIGHUP) stays ignored.
-static HANDLED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+/// Which of [`SIGNALS`] golow handles: one ignored when golow started (`nohup` ignores SIGHUP, a shell without job
+/// control SIGINT in a background job) stays ignored.
+static HANDLED: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
 static CATCHING: AtomicUsize = AtomicUsize::new(0);
 static NEXT_BELL: AtomicU64 = AtomicU64::new(0);
 /// Views to wake when a signal comes: each rings its own loop, which then sees [`received`].
@@ -55,7 +57,7 @@ fn install() {
 }
 
 /// Whether `signal` was set to be ignored when golow started, as `nohup` sets SIGHUP.
-fn ignored(signal: i32) -> bool {
+pub fn ignored(signal: i32) -> bool {
     // SAFETY: reads the current action into a zeroed struct; sets nothing.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
@@ -76,6 +78,16 @@ pub fn handles(signal: i32) -> bool {
 /// The first terminating signal received, if any.
 pub fn received() -> Option<i32> {
     Some(RECEIVED.load(Ordering::SeqCst)).filter(|&s| s != 0)
+}
+
+/// How people name one of [`SIGNALS`].
+pub fn name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
 }
 
 /// The exit code of a golow a terminating signal ended: 128 + the signal, as a shell reports it.

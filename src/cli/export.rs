@@ -1,5 +1,7 @@
-//! `golow export`: a recording as a Chrome trace (Perfetto), CSV or JSON, written whole or not at all.
+//! `golow export`: a recording as a Chrome trace (Perfetto), CSV or JSON, written whole or not at all: a terminating
+//! signal (Ctrl-C) stops a long export and leaves no file.
 
+use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -48,8 +50,22 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     let mut player = open_player(&args.file)?;
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
     let written = crate::files::write_atomically(&args.output, |file| {
-        crate::export::export(&header, player.records(), args.format, file)
+        crate::export::export(
+            &header,
+            player.records(),
+            args.format,
+            &mut UntilSignalled(file),
+        )?;
+        // A signal after the last write still comes before the rename: the file is then not kept.
+        signalled()
     });
+    if let Some(signal) = crate::termination::received() {
+        return Err(failed(format!(
+            "the export was interrupted ({}): {} was not written",
+            crate::termination::name(signal),
+            args.output.display()
+        )));
+    }
     if let Err(e) = written {
         return Err(failed(format!(
             "cannot write {}: {e}",
@@ -63,6 +79,28 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
         );
     }
     Ok(EXIT_OK)
+}
+
+/// A writer that fails once a terminating signal has come, so that a long export stops there.
+struct UntilSignalled<W>(W);
+
+impl<W: Write> Write for UntilSignalled<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        signalled()?;
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        signalled()?;
+        self.0.flush()
+    }
+}
+
+fn signalled() -> io::Result<()> {
+    match crate::termination::received() {
+        Some(signal) => Err(io::Error::other(crate::termination::name(signal))),
+        None => Ok(()),
+    }
 }
 
 /// Whether `a` and `b` are one existing file, however each is spelled.

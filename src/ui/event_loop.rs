@@ -2,7 +2,8 @@
 //! from the [`input`](super::input) reader, a ring of the [`Bell`] its feed (a session, a player, a sweep) rings
 //! once it sent something, or a moment the view asked for — then takes in what arrived and draws at most once a
 //! frame, only when something changed. It never wakes on a timer of its own: on a machine whose workers fill every
-//! core, each needless wake-up preempts one of them.
+//! core, each needless wake-up preempts one of them. Ctrl-Z or a SIGTSTP suspends golow with the terminal given back
+//! ([`suspension`](crate::suspension)); once continued, the loop takes the terminal again and draws the view whole.
 
 use std::io;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -12,7 +13,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use super::input::{self, Input};
-use super::render::terminal;
+use super::render::terminal::{self, Terminal};
 use crate::contracts::Bell;
 
 /// 10 frames a second at most, unless the user asks otherwise (`--fps`).
@@ -40,6 +41,9 @@ pub trait FullScreen {
     fn next_update(&self) -> Option<Instant> {
         None
     }
+    /// golow was stopped and is running again, on a cleared terminal: the next frame must be drawn whole, and a
+    /// clock of the view's own must not count the time stopped.
+    fn on_continue(&mut self) {}
 }
 
 /// Why the loop woke.
@@ -49,6 +53,8 @@ pub enum Wake {
     Ring,
     /// The terminal can no longer be read.
     InputLost(io::Error),
+    /// Ctrl-Z.
+    Suspend,
 }
 
 /// What wakes a view: make it first, hand its [`bell`](Wakes::bell) to what feeds the view, then run the view.
@@ -94,13 +100,32 @@ pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Res
     let (guard, mut terminal) = terminal::open()?;
     let _following = input::follow(wakes.sender.clone())?;
     let _catching = crate::termination::catch(Some(wakes.bell()));
+    let _watching = crate::suspension::watch(wakes.bell());
+    let mut continued = crate::suspension::continued();
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let (mut ending, mut lost, mut drawing) = (false, None, true);
+    let mut suspend = false;
     // A frame is due a little early: a feed that rings once a frame would otherwise find it due a hair late, and
     // the loop would wake again for it.
     let early = frame / 8;
     'view: loop {
+        if drawing {
+            match job_control(std::mem::take(&mut suspend), &mut continued, &mut terminal) {
+                Ok(false) => {}
+                Ok(true) => {
+                    view.on_continue();
+                    (dirty, last_draw) = (true, None);
+                }
+                Err(e) => {
+                    drawing = false;
+                    lost = Some(e);
+                    if !std::mem::replace(&mut ending, true) && view.on_termination() {
+                        break;
+                    }
+                }
+            }
+        }
         let woke = Instant::now();
         dirty |= view.update();
         if !ending && crate::termination::received().is_some() {
@@ -132,6 +157,7 @@ pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Res
         for wake in first.into_iter().chain(queued) {
             match wake {
                 Wake::Ring => {}
+                Wake::Suspend => suspend = true,
                 Wake::InputLost(e) => {
                     lost.get_or_insert(e);
                     if !std::mem::replace(&mut ending, true) && view.on_termination() {
@@ -157,4 +183,23 @@ pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Res
         Some(e) if crate::termination::received().is_none() => Err(e),
         _ => Ok(()),
     }
+}
+
+/// Suspends golow with the terminal given back when `suspend` (Ctrl-Z) or a SIGTSTP asks, and takes the terminal
+/// again once golow was continued, after its own stop or any other (`continued` is the count last seen); true when
+/// the terminal was taken again, cleared.
+fn job_control(suspend: bool, continued: &mut u64, terminal: &mut Terminal) -> io::Result<bool> {
+    // Taken again after its own stop whether or not the SIGCONT has been counted yet: where nothing stopped golow
+    // (no job control), none comes.
+    let mut take_again = (suspend | crate::suspension::asked()) && crate::suspension::possible();
+    if take_again {
+        terminal::give_back();
+        crate::suspension::stop_job();
+    }
+    let now = crate::suspension::continued();
+    take_again |= std::mem::replace(continued, now) != now;
+    if take_again {
+        terminal::take_again(terminal)?;
+    }
+    Ok(take_again)
 }

@@ -1,11 +1,13 @@
 //! The one source of terminal input for every full-screen view: key presses, mouse events and resizes, read on a
-//! thread of their own that sleeps until there is input, and handed to the view that follows them.
+//! thread of their own that sleeps until there is input, and handed to the view that follows them. Ctrl-Z is not
+//! the view's: in raw mode it reaches golow as a key rather than as the terminal's SIGTSTP, and the view's loop
+//! suspends golow as the terminal would have.
 
 use std::io;
 use std::sync::Mutex;
 use std::sync::mpsc::Sender;
 
-use crossterm::event::{self, Event, KeyEvent, KeyEventKind, MouseEvent};
+use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent};
 
 use super::event_loop::Wake;
 
@@ -15,15 +17,21 @@ pub enum Input {
     Resize(u16, u16),
 }
 
-/// Key releases and repeats (on terminals that report them) and focus or paste events are not input to golow's
-/// views.
-fn input_of(event: Event) -> Option<Input> {
+/// What wakes the view for `event`. Key releases and repeats (on terminals that report them) and focus or paste
+/// events are not input to golow's views.
+fn wake_of(event: Event) -> Option<Wake> {
     match event {
-        Event::Key(key) if key.kind == KeyEventKind::Press => Some(Input::Key(key)),
-        Event::Mouse(mouse) => Some(Input::Mouse(mouse)),
-        Event::Resize(width, height) => Some(Input::Resize(width, height)),
+        Event::Key(key) if key.kind == KeyEventKind::Press && suspends(&key) => Some(Wake::Suspend),
+        Event::Key(key) if key.kind == KeyEventKind::Press => Some(Wake::Input(Input::Key(key))),
+        Event::Mouse(mouse) => Some(Wake::Input(Input::Mouse(mouse))),
+        Event::Resize(width, height) => Some(Wake::Input(Input::Resize(width, height))),
         _ => None,
     }
+}
+
+/// Ctrl-Z, the terminal's suspend key.
+fn suspends(key: &KeyEvent) -> bool {
+    key.code == KeyCode::Char('z') && key.modifiers.contains(KeyModifiers::CONTROL)
 }
 
 /// Where input goes: the open view's loop, if any.
@@ -62,8 +70,8 @@ pub fn follow(view: Sender<Wake>) -> io::Result<Following> {
 fn read_forever() {
     loop {
         let wake = match event::read() {
-            Ok(event) => match input_of(event) {
-                Some(input) => Wake::Input(input),
+            Ok(event) => match wake_of(event) {
+                Some(wake) => wake,
                 None => continue,
             },
             Err(e) => Wake::InputLost(e),

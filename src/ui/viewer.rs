@@ -148,6 +148,12 @@ impl FullScreen for Viewer {
         true
     }
 
+    /// Drawn whole; a replay's timeline goes on from where it was when golow stopped.
+    fn on_continue(&mut self) {
+        self.changes |= Changes::OTHER;
+        self.last_tick = Instant::now();
+    }
+
     fn done(&self) -> bool {
         matches!(self.source, Source::Session { .. })
             && self.app.is_quitting()

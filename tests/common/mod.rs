@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod tmux;
 pub mod ui_session;
 
 use std::path::Path;

@@ -1,0 +1,127 @@
+//! Job control under a full-screen view. In raw mode the terminal sends Ctrl-Z to golow as a key instead of
+//! stopping it, and a SIGTSTP from outside would stop golow with the terminal still raw, in the alternate screen and
+//! tracking the mouse, under the shell's prompt. So while a view is open, either one has the view give the terminal
+//! back and then stop golow's job (its process group) as the terminal would have; SIGCONT (`fg`, or a `kill -CONT`
+//! after any stop) has it take the terminal again and draw itself whole.
+//!
+//! Only golow's own process group stops: every worker and the session's keeper lead groups of their own, so they
+//! carry on (until they wait for golow: a built-in worker's next turn, or a pipe or socket to golow that has
+//! filled). Until a view first opens (headless runs never open one), SIGTSTP keeps its default; once one has, golow
+//! stops on it as the default would whenever no view is open. One ignored when golow started (no job control to
+//! return to) stays ignored, and Ctrl-Z then does nothing.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::contracts::Bell;
+
+/// A SIGTSTP the open view has yet to act on.
+static ASKED: AtomicBool = AtomicBool::new(false);
+/// SIGCONTs received, for a view to see that it was continued.
+static CONTINUED: AtomicU64 = AtomicU64::new(0);
+static HANDLED: AtomicBool = AtomicBool::new(false);
+/// The open view's bell.
+static VIEW: Mutex<Option<Bell>> = Mutex::new(None);
+
+/// Starts listening for SIGTSTP and SIGCONT, once per process, on a thread of its own.
+fn install() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        if crate::termination::ignored(libc::SIGTSTP) {
+            return;
+        }
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([libc::SIGTSTP, libc::SIGCONT])
+        else {
+            return;
+        };
+        HANDLED.store(true, Ordering::SeqCst);
+        let _ = std::thread::Builder::new()
+            .name("golow-job-control".into())
+            .spawn(move || {
+                for signal in signals.forever() {
+                    let view = VIEW.lock().ok().and_then(|view| view.clone());
+                    match (signal, view) {
+                        (libc::SIGTSTP, None) => stop_job(),
+                        (libc::SIGTSTP, Some(bell)) => {
+                            ASKED.store(true, Ordering::SeqCst);
+                            bell.ring();
+                        }
+                        (_, view) => {
+                            CONTINUED.fetch_add(1, Ordering::SeqCst);
+                            view.iter().for_each(Bell::ring);
+                        }
+                    }
+                }
+            });
+    });
+}
+
+/// While held, SIGTSTP and SIGCONT are the view's to act on; its bell rings when one comes.
+pub struct Watching {
+    previous: Option<Bell>,
+}
+
+pub fn watch(bell: Bell) -> Watching {
+    install();
+    let previous = VIEW.lock().ok().and_then(|mut view| view.replace(bell));
+    Watching { previous }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Ok(mut view) = VIEW.lock() {
+            *view = self.previous.take();
+        }
+    }
+}
+
+/// Whether golow can be suspended: false where SIGTSTP was ignored when it started.
+pub fn possible() -> bool {
+    HANDLED.load(Ordering::SeqCst)
+}
+
+/// Whether a SIGTSTP came for the open view since it last asked.
+pub fn asked() -> bool {
+    ASKED.swap(false, Ordering::SeqCst)
+}
+
+/// How many times golow was continued: a view that sees it move takes the terminal again.
+pub fn continued() -> u64 {
+    CONTINUED.load(Ordering::SeqCst)
+}
+
+/// Stops golow's job as SIGTSTP's default would (the shell then has the terminal), and returns once it is continued.
+/// Where nothing could continue it (no job control: SIGTSTP was ignored, or golow's process group is orphaned, which
+/// the kernel does not stop), it returns at once.
+pub fn stop_job() {
+    if !possible() {
+        return;
+    }
+    // SAFETY: swaps SIGTSTP's action for the default and back, with structs sigaction fills or that it filled; the
+    // handler put back is signal-hook's own, as it was.
+    unsafe {
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        let mut handler: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGTSTP, &default, &mut handler) != 0 {
+            return;
+        }
+        libc::kill(0, libc::SIGTSTP);
+        // Whichever of golow's threads takes the signal, it takes it under the default action, which stops them all:
+        // the handler goes back only once the signal is no longer pending.
+        while pending(libc::SIGTSTP) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        libc::sigaction(libc::SIGTSTP, &handler, std::ptr::null_mut());
+    }
+}
+
+/// Whether `signal` is pending for golow (the calling thread or the whole process).
+fn pending(signal: i32) -> bool {
+    // SAFETY: sigpending fills the zeroed set it is given; sigismember reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signal) == 1
+    }
+}
