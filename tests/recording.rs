@@ -781,3 +781,110 @@ fn a_run_killed_with_sigkill_leaves_a_replayable_recording() {
         "{steps} steps, {on_disk} on disk"
     );
 }
+
+/// The recording at `from` copied to `to` with its frame `k`'s marker and index entry stamped far in the future.
+fn one_frame_in_the_future(from: &Path, to: &Path, k: usize) {
+    use golow::recording::format::{MARKER_LEN, encode_index, encode_marker};
+    let mut frames = golow::recording::Recording::open(from).unwrap().frames;
+    let mut bytes = std::fs::read(from).unwrap();
+    frames[k].first_t_ms = 1e12;
+    frames[k].last_t_ms = 1e12;
+    let at = frames[k].offset as usize - MARKER_LEN;
+    bytes[at..at + MARKER_LEN].copy_from_slice(&encode_marker(&frames[k]));
+    let last = frames.last().unwrap();
+    let index_at = last.offset + u64::from(last.compressed_len);
+    bytes.truncate(index_at as usize);
+    bytes.extend_from_slice(&encode_index(&frames, index_at));
+    std::fs::write(to, bytes).unwrap();
+}
+
+/// A frame stamped far in the future costs that frame: the session still ends, its workers ok, not every frame after
+/// it skipped and the workers failed.
+#[test]
+fn a_frame_stamped_in_the_future_costs_that_frame_only() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let future = dir.path().join("future.golow");
+    let frames = golow::recording::Recording::open(&s.recording)
+        .unwrap()
+        .frames;
+    one_frame_in_the_future(&s.recording, &future, frames.len() / 2);
+    let summary = dir.path().join("summary.json");
+    let out = common::golow(
+        dir.path(),
+        &[
+            "replay",
+            &path(&future),
+            "--headless",
+            "--summary-json",
+            &path(&summary),
+        ],
+    );
+    let stderr = common::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 frame(s) out of time order"), "{stderr}");
+    let summary = common::summary(&summary);
+    for worker in ["libtorch", "pytorch"] {
+        assert_eq!(
+            common::worker(&summary, worker)["status"],
+            "ok",
+            "{summary}"
+        );
+    }
+}
+
+/// Two sessions in one file, their times rising, are refused in one line by replay, export and compare: joined as
+/// files (the second's header inside), or the second's records written after the first's.
+#[test]
+fn two_sessions_in_one_file_are_refused_not_read_as_one() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let end_ms = Player::open(&s.recording)
+        .unwrap()
+        .records()
+        .last()
+        .unwrap()
+        .t_ms;
+    let later = dir.path().join("later.golow");
+    rewritten(&s.recording, &later, |_| {}, |r| r.t_ms += end_ms + 1000.0);
+    let joined = dir.path().join("joined.golow");
+    let first = std::fs::read(&s.recording).unwrap();
+    std::fs::write(
+        &joined,
+        [first.clone(), std::fs::read(&later).unwrap()].concat(),
+    )
+    .unwrap();
+    let spliced = dir.path().join("spliced.golow");
+    let mut player = Player::open(&s.recording).unwrap();
+    let (recorder, mut sink) =
+        Recorder::create(&spliced, &player.recording().header.clone()).unwrap();
+    player.records().for_each(|r| sink.write(&r));
+    Player::open(&later)
+        .unwrap()
+        .records()
+        .for_each(|r| sink.write(&r));
+    drop(sink);
+    recorder.finish().unwrap();
+    for (file, says) in [
+        (&joined, format!("head -c {}", first.len())),
+        (&spliced, "a second session starts at".to_string()),
+    ] {
+        for args in [
+            vec!["replay", &path(file), "--headless"],
+            vec!["export", &path(file), "--format", "csv", "-o", "out.csv"],
+            vec!["compare", &path(&s.recording), &path(file)],
+        ] {
+            let out = common::golow(dir.path(), &args);
+            let stderr = common::text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.lines().count() == 1
+                    && stderr.contains("two sessions")
+                    && stderr.contains(&says),
+                "{args:?}: {stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+        assert!(!dir.path().join("out.csv").exists());
+    }
+}

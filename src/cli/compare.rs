@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::replay::open_player;
+use super::replay::{one_session, open_player};
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
 use crate::recording::format::Header;
 use crate::state::conditions::{self, Conditions};
@@ -98,6 +98,7 @@ impl Session {
     fn open(path: &Path) -> Result<Session, BadInput> {
         let mut player = open_player(path)?;
         player.run_to_end();
+        one_session(&player, path)?;
         let header = player.recording().header.clone();
         let state = player.into_state();
         Ok(Session {

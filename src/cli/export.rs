@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::options::check_output_path;
-use super::replay::open_player;
+use super::replay::{one_session, open_player};
 use super::{BadInput, EXIT_OK, Failure, failed};
 use crate::export::Format;
 
@@ -47,9 +47,15 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     }
     let mut player = open_player(&args.file)?;
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
+    // A second session found on the way leaves no file: what was written is removed with the temporary file.
     let written = crate::files::write_atomically(&args.output, |file| {
-        crate::export::export(&header, player.records(), args.format, file)
+        crate::export::export(&header, player.records(), args.format, file)?;
+        match player.second_session() {
+            Some(_) => Err(std::io::Error::other("a second session")),
+            None => Ok(()),
+        }
     });
+    one_session(&player, &args.file)?;
     if let Err(e) = written {
         return Err(failed(format!(
             "cannot write {}: {e}",
