@@ -9,11 +9,11 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use super::format::FrameInfo;
-use super::reader::{FrameRecords, OpenError, Recording};
+use super::reader::{FrameRecords, OpenError, Recording, SessionStarts};
 use crate::contracts::Bell;
 use crate::state::State;
 use crate::store::{Folded, Store};
-use golow_protocol::event::{Body, Record};
+use golow_protocol::event::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -82,23 +82,23 @@ impl Damage {
     ) -> Vec<Record> {
         let first_reading = i >= self.counted_up_to;
         self.counted_up_to = self.counted_up_to.max(i + 1);
-        let mut records = match frame {
+        let (mut records, starts) = match frame {
             Ok(frame) => {
                 if first_reading {
                     self.bad_lines += frame.bad_lines;
                 }
-                frame.records
+                (frame.records, frame.session_starts)
             }
             Err(_) => {
                 if first_reading {
                     self.frames += 1;
                     self.records += u64::from(info.events);
                 }
-                Vec::new()
+                (Vec::new(), SessionStarts::default())
             }
         };
         if first_reading && self.second_session.is_none() {
-            self.find_second_session(i, info, &records);
+            self.find_second_session(i, info, &records, starts);
         }
         match self.second_session {
             Some(second) if i > second.frame => records.clear(),
@@ -108,13 +108,21 @@ impl Damage {
         records
     }
 
-    fn find_second_session(&mut self, i: usize, info: &FrameInfo, records: &[Record]) {
-        let starts = records
-            .iter()
-            .enumerate()
-            .position(|(k, r)| matches!(r.body, Body::SessionStart(_)) && (k > 0 || self.read_any));
+    /// A session's start after any record read before begins a second session.
+    fn find_second_session(
+        &mut self,
+        i: usize,
+        info: &FrameInfo,
+        records: &[Record],
+        starts: SessionStarts,
+    ) {
+        let second = if starts.first_record && self.read_any {
+            Some(0)
+        } else {
+            starts.later
+        };
         self.read_any |= !records.is_empty();
-        self.second_session = starts.map(|record| SecondSession {
+        self.second_session = second.map(|record| SecondSession {
             at: info.offset - super::format::MARKER_LEN as u64,
             t_ms: records[record].t_ms,
             frame: i,

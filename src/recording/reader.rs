@@ -14,7 +14,7 @@ use super::format::{
     self, FORMAT_NAME, FORMAT_VERSION, FrameInfo, Header, HeaderId, MARKER_LEN, MAX_FRAME_BYTES,
     SKIPPABLE_HEADER_LEN, Skippable, TRAILER_LEN,
 };
-use golow_protocol::event::Record;
+use golow_protocol::event::{Body, Record};
 
 /// Raw JSON a thread of `Player::run_to_end` reads before folding it: its records, still in the core's cache when
 /// they are folded, bound memory whatever the frames hold.
@@ -93,6 +93,26 @@ pub struct FrameRecords {
     pub records: Vec<Record>,
     /// Lines that were not records (damage that zstd's checksum did not catch, or foreign lines).
     pub bad_lines: u64,
+    /// Where its records hold a session's start (its first record's, and the first of any other's), found where the
+    /// frame is parsed, on whichever core parses it.
+    pub session_starts: SessionStarts,
+}
+
+/// A frame's `session_start` records: whether it begins with one, and where the first after that is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SessionStarts {
+    pub first_record: bool,
+    pub later: Option<usize>,
+}
+
+impl SessionStarts {
+    fn of(records: &[Record]) -> SessionStarts {
+        let starts = |r: &Record| matches!(r.body, Body::SessionStart(_));
+        SessionStarts {
+            first_record: records.first().is_some_and(starts),
+            later: records.iter().skip(1).position(starts).map(|k| k + 1),
+        }
+    }
 }
 
 impl Recording {
@@ -458,7 +478,11 @@ fn frame_records(frame: &FrameInfo, compressed: &[u8]) -> io::Result<FrameRecord
     let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
     let mut records = Vec::with_capacity((frame.events as usize).min(lines));
     let bad_lines = golow_protocol::event::parse_records(&raw, &mut records);
-    Ok(FrameRecords { records, bad_lines })
+    Ok(FrameRecords {
+        session_starts: SessionStarts::of(&records),
+        records,
+        bad_lines,
+    })
 }
 
 fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenError> {
