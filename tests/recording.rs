@@ -16,6 +16,8 @@ use golow_protocol::event::{Body, Record};
 struct Session {
     dir: tempfile::TempDir,
     recording: PathBuf,
+    /// The table it ended with.
+    table: String,
 }
 
 fn session() -> &'static Session {
@@ -65,6 +67,7 @@ fn session() -> &'static Session {
         Session {
             recording: recordings[0].clone(),
             dir,
+            table: common::text(&out.stdout),
         }
     })
 }
@@ -381,6 +384,14 @@ fn compare_weighs_the_spread_between_sessions_when_given_several() {
     let table = common::text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
     assert!(!table.contains("REGRESSION"), "{table}");
+    let pytorch_times: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("pytorch") && l.contains("time"))
+        .collect();
+    assert!(
+        !pytorch_times.is_empty() && pytorch_times.iter().all(|l| l.ends_with("within noise")),
+        "{table}"
+    );
     let alone = common::golow(dir.path(), &["compare", &a[0], &noisy[2]]);
     assert_eq!(
         alone.status.code(),
@@ -494,6 +505,18 @@ fn compare_passes_a_recording_against_itself_and_fails_a_regression() {
         "{table}"
     );
     assert!(!table.contains("REGRESSION"), "{table}");
+    // Every time's interval holds 1: within noise, not "ok"; memory is in the units golow shows elsewhere.
+    for row in table
+        .lines()
+        .filter(|l| l.starts_with("libtorch") || l.starts_with("pytorch"))
+    {
+        if row.contains("(ms)") || row.contains("throughput") {
+            assert!(row.ends_with("within noise"), "{row}");
+        }
+        if row.contains("peak host RSS") {
+            assert!(row.contains(" MiB ") && row.ends_with("ok"), "{row}");
+        }
+    }
 
     let slower = s.dir.path().join("slower.golow");
     // Beyond the recording's own spread, so that it is a regression however loaded the machine was
@@ -620,6 +643,56 @@ fn compare_judges_neither_other_work_nor_a_worker_on_one_side_and_keeps_its_esti
     );
     assert!(table.lines().any(|l| l.starts_with("libtorch")), "{table}");
     assert_estimates_inside_intervals(&table);
+
+    // Paired by name: pytorch in A against eager in B.
+    let paired = |pairs: &[&str]| {
+        let mut args = vec!["compare".to_string(), path(&s.recording), path(&renamed)];
+        for pair in pairs {
+            args.extend(["--pair".to_string(), pair.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        common::golow(dir.path(), &args)
+    };
+    let out = paired(&["pytorch=eager"]);
+    let table = common::text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{table}{}",
+        common::text(&out.stderr)
+    );
+    assert!(!table.contains("not compared"), "{table}");
+    assert!(
+        table
+            .lines()
+            .filter(|l| l.starts_with("pytorch→eager "))
+            .count()
+            >= 3,
+        "{table}"
+    );
+    assert_estimates_inside_intervals(&table);
+    for (bad, says) in [
+        (vec!["pytorch"], "--pair takes OLD=NEW"),
+        (vec!["=eager"], "--pair takes OLD=NEW"),
+        (vec!["jax=eager"], "A's"),
+        (
+            vec!["pytorch=jax"],
+            "has no worker jax (it ran libtorch, eager)",
+        ),
+        (
+            vec!["pytorch=eager", "pytorch=libtorch"],
+            "pairs A's pytorch twice",
+        ),
+    ] {
+        let out = paired(&bad);
+        let stderr = common::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(
+            stderr.lines().count() == 1 && stderr.contains(says),
+            "{bad:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{bad:?}");
+    }
 }
 
 #[test]
@@ -780,4 +853,259 @@ fn a_run_killed_with_sigkill_leaves_a_replayable_recording() {
         steps as usize >= on_disk && on_disk >= 5,
         "{steps} steps, {on_disk} on disk"
     );
+}
+
+/// A run of two workers ends with the verdict the compare view gives them: the ratio of their medians of time per
+/// sample, its interval and its words, in the table and in the summary.
+#[test]
+fn a_headless_run_of_two_workers_ends_with_their_verdict() {
+    let s = session();
+    let summary = common::summary_of(s.dir.path());
+    let comparisons = summary["comparisons"].as_array().expect("comparisons");
+    assert_eq!(comparisons.len(), 1, "{summary}");
+    let c = &comparisons[0];
+    assert_eq!(
+        (&c["a"], &c["b"], &c["by"]),
+        (&"libtorch".into(), &"pytorch".into(), &"sample_time".into())
+    );
+    let figure = |key: &str| c[key].as_f64().unwrap_or_else(|| panic!("{key}: {c}"));
+    let (ratio, low, high) = (figure("ratio"), figure("low"), figure("high"));
+    assert!(low <= ratio && ratio <= high, "{c}");
+    let median = |w: &str| {
+        common::worker(&summary, w)["sample_time_ms"]["p50"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        (ratio - median("libtorch") / median("pytorch")).abs() <= 1e-9 * ratio,
+        "{c}"
+    );
+    let beyond = low > 1.0 || high < 1.0;
+    assert_eq!(c["beyond_noise"], beyond, "{c}");
+    let verdict = c["verdict"].as_str().unwrap();
+    if beyond {
+        assert!(
+            verdict.ends_with("faster than pytorch, beyond noise")
+                || verdict.ends_with("faster than libtorch, beyond noise"),
+            "{verdict}"
+        );
+    } else {
+        assert!(
+            verdict.starts_with("libtorch and pytorch within noise"),
+            "{verdict}"
+        );
+    }
+    let line = s
+        .table
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .unwrap_or_else(|| panic!("{}", s.table));
+    assert_eq!(
+        line,
+        format!(
+            "verdict: {verdict}; time per sample libtorch/pytorch {ratio:.3}, 95% interval [{low:.3}, {high:.3}]"
+        )
+    );
+}
+
+/// A copy of `from` at `to` with the compressed bytes of frames that hold measured steps of `worker` flipped in
+/// their middle (their checksum then fails and they are skipped) where `damage` says so, given a frame's index and
+/// the steps in whole frames before it; index and all else as written. Returns the steps in the frames left whole.
+fn damaged(from: &Path, to: &Path, worker: &str, damage: impl Fn(usize, usize) -> bool) -> usize {
+    let recording = golow::recording::Recording::open(from).unwrap();
+    let mut bytes = std::fs::read(from).unwrap();
+    let mut whole = 0;
+    for (i, frame) in recording.frames.iter().enumerate() {
+        let steps = recording
+            .read_frame(i)
+            .unwrap()
+            .records
+            .iter()
+            .filter(|r| {
+                r.worker.as_deref() == Some(worker)
+                    && matches!(&r.body, Body::Step(step) if !step.warmup && !step.profiled)
+            })
+            .count();
+        if steps > 0 && damage(i, whole) {
+            bytes[(frame.offset + u64::from(frame.compressed_len) / 2) as usize] ^= 0xff;
+        } else {
+            whole += steps;
+        }
+    }
+    std::fs::write(to, bytes).unwrap();
+    whole
+}
+
+/// Compare says what damage skipped of each side; when too few of a side's measured steps survived for a verdict
+/// from one session a side, it gives none, and says why in one line, rather than judge the few left.
+#[test]
+fn compare_says_what_damage_skipped_and_judges_no_few_steps_that_survived() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let slower = dir.path().join("slower.golow");
+    slowed(
+        &s.recording,
+        &slower,
+        "pytorch",
+        1.5 * spread(&s.recording, "pytorch"),
+    );
+    // One frame lost: still judged, and said.
+    let one_lost = dir.path().join("one-lost.golow");
+    let frames = golow::recording::Recording::open(&slower)
+        .unwrap()
+        .frames
+        .len();
+    let lost = std::cell::Cell::new(false);
+    damaged(&slower, &one_lost, "pytorch", |i, _| {
+        i >= frames / 2 && !lost.replace(true)
+    });
+    let out = common::golow(
+        dir.path(),
+        &["compare", &path(&s.recording), &path(&one_lost)],
+    );
+    let table = common::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{table}");
+    let said = format!("B: {} is damaged: 1 damaged frame(s) (", path(&one_lost));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&said) && l.ends_with("records) skipped")),
+        "{table}"
+    );
+    // All but a few steps lost: no verdict, where the few left would have made a regression.
+    let few_left = dir.path().join("few-left.golow");
+    let left = damaged(&slower, &few_left, "pytorch", |_, whole| whole >= 4);
+    assert!((4..11).contains(&left), "{left} steps left");
+    let out = common::golow(
+        dir.path(),
+        &["compare", &path(&s.recording), &path(&few_left)],
+    );
+    let (table, stderr) = (common::text(&out.stdout), common::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{table}{stderr}");
+    assert!(!table.contains("REGRESSION"), "{table}");
+    assert!(
+        table.contains(&format!("B: {} is damaged: ", path(&few_left))),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.starts_with("pytorch")
+            && l.ends_with(&format!(
+                "not judged: too few measured steps ({left} in B; 11 needed)"
+            ))),
+        "{table}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("no verdict on ")
+            && stderr.contains("pytorch")
+            && stderr.contains("too few measured steps"),
+        "{stderr}"
+    );
+}
+
+/// The recording at `from` copied to `to` with its frame `k`'s marker and index entry stamped far in the future.
+fn one_frame_in_the_future(from: &Path, to: &Path, k: usize) {
+    use golow::recording::format::{MARKER_LEN, encode_index, encode_marker};
+    let mut frames = golow::recording::Recording::open(from).unwrap().frames;
+    let mut bytes = std::fs::read(from).unwrap();
+    frames[k].first_t_ms = 1e12;
+    frames[k].last_t_ms = 1e12;
+    let at = frames[k].offset as usize - MARKER_LEN;
+    bytes[at..at + MARKER_LEN].copy_from_slice(&encode_marker(&frames[k]));
+    let last = frames.last().unwrap();
+    let index_at = last.offset + u64::from(last.compressed_len);
+    bytes.truncate(index_at as usize);
+    bytes.extend_from_slice(&encode_index(&frames, index_at));
+    std::fs::write(to, bytes).unwrap();
+}
+
+/// A frame stamped far in the future costs that frame: the session still ends, its workers ok, not every frame after
+/// it skipped and the workers failed.
+#[test]
+fn a_frame_stamped_in_the_future_costs_that_frame_only() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let future = dir.path().join("future.golow");
+    let frames = golow::recording::Recording::open(&s.recording)
+        .unwrap()
+        .frames;
+    one_frame_in_the_future(&s.recording, &future, frames.len() / 2);
+    let summary = dir.path().join("summary.json");
+    let out = common::golow(
+        dir.path(),
+        &[
+            "replay",
+            &path(&future),
+            "--headless",
+            "--summary-json",
+            &path(&summary),
+        ],
+    );
+    let stderr = common::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("1 frame(s) out of time order"), "{stderr}");
+    let summary = common::summary(&summary);
+    for worker in ["libtorch", "pytorch"] {
+        assert_eq!(
+            common::worker(&summary, worker)["status"],
+            "ok",
+            "{summary}"
+        );
+    }
+}
+
+/// Two sessions in one file, their times rising, are refused in one line by replay, export and compare: joined as
+/// files (the second's header inside), or the second's records written after the first's.
+#[test]
+fn two_sessions_in_one_file_are_refused_not_read_as_one() {
+    let s = session();
+    let dir = tempfile::tempdir().unwrap();
+    let end_ms = Player::open(&s.recording)
+        .unwrap()
+        .records()
+        .last()
+        .unwrap()
+        .t_ms;
+    let later = dir.path().join("later.golow");
+    rewritten(&s.recording, &later, |_| {}, |r| r.t_ms += end_ms + 1000.0);
+    let joined = dir.path().join("joined.golow");
+    let first = std::fs::read(&s.recording).unwrap();
+    std::fs::write(
+        &joined,
+        [first.clone(), std::fs::read(&later).unwrap()].concat(),
+    )
+    .unwrap();
+    let spliced = dir.path().join("spliced.golow");
+    let mut player = Player::open(&s.recording).unwrap();
+    let (recorder, mut sink) =
+        Recorder::create(&spliced, &player.recording().header.clone()).unwrap();
+    player.records().for_each(|r| sink.write(&r));
+    Player::open(&later)
+        .unwrap()
+        .records()
+        .for_each(|r| sink.write(&r));
+    drop(sink);
+    recorder.finish().unwrap();
+    for (file, says) in [
+        (&joined, format!("head -c {}", first.len())),
+        (&spliced, "a second session starts at".to_string()),
+    ] {
+        for args in [
+            vec!["replay", &path(file), "--headless"],
+            vec!["export", &path(file), "--format", "csv", "-o", "out.csv"],
+            vec!["compare", &path(&s.recording), &path(file)],
+        ] {
+            let out = common::golow(dir.path(), &args);
+            let stderr = common::text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.lines().count() == 1
+                    && stderr.contains("two sessions")
+                    && stderr.contains(&says),
+                "{args:?}: {stderr}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}");
+        }
+        assert!(!dir.path().join("out.csv").exists());
+    }
 }

@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::replay::open_player;
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
+use crate::recording::Player;
 use crate::recording::format::Header;
 use crate::state::conditions::{self, Conditions};
-use crate::state::regression::{self, Judging, Row, WorkerFigures};
+use crate::state::regression::{self, Judging, Pair, Row, WorkerFigures};
 use crate::state::setup::{self, Setup, WorkerVersions};
 use crate::sweep::{Results, cells};
 use crate::ui::report::regression_table;
@@ -27,6 +27,65 @@ pub struct CompareArgs {
     /// A ratio worse than 1 ± this, and beyond noise, is a regression (TorchBench's 7%).
     #[arg(long, default_value_t = 0.07)]
     threshold: f64,
+    /// Compare A's worker OLD with B's worker NEW, of another name (repeatable), e.g. --pair pytorch=compile.
+    #[arg(long = "pair", value_name = "OLD=NEW")]
+    pairs: Vec<String>,
+}
+
+/// What a comparison is asked: the threshold, and the workers paired across names.
+struct Asked {
+    threshold: f64,
+    pairs: Vec<Pair>,
+}
+
+/// `--pair OLD=NEW`s: two names each, none paired twice on its side.
+fn parse_pairs(raw: &[String]) -> Result<Vec<Pair>, BadInput> {
+    let mut pairs: Vec<Pair> = Vec::new();
+    for text in raw {
+        let Some((a, b)) = text
+            .split_once('=')
+            .filter(|(a, b)| !a.is_empty() && !b.is_empty() && !b.contains('='))
+        else {
+            return Err(BadInput(format!(
+                "--pair takes OLD=NEW, a worker of A and one of B, e.g. --pair pytorch=compile (got '{text}')"
+            )));
+        };
+        if let Some(twice) = pairs.iter().find(|p| p.a == a || p.b == b) {
+            let (side, name) = if twice.a == a { ("A", a) } else { ("B", b) };
+            return Err(BadInput(format!(
+                "--pair pairs {side}'s {name} twice ({}={} and {text}): pair each worker once",
+                twice.a, twice.b
+            )));
+        }
+        pairs.push(Pair {
+            a: a.to_string(),
+            b: b.to_string(),
+        });
+    }
+    Ok(pairs)
+}
+
+/// Every pair's workers in every session of their side.
+fn check_pairs(pairs: &[Pair], a: &[Session], b: &[Session]) -> Result<(), BadInput> {
+    for pair in pairs {
+        for (side, sessions, name) in [("A", a, &pair.a), ("B", b, &pair.b)] {
+            let Some(lacking) = sessions
+                .iter()
+                .find(|s| !s.figures.iter().any(|w| &w.name == name))
+            else {
+                continue;
+            };
+            let ran: Vec<&str> = lacking.figures.iter().map(|w| w.name.as_str()).collect();
+            return Err(BadInput(format!(
+                "--pair {}={}: {side}'s {} has no worker {name} (it ran {})",
+                pair.a,
+                pair.b,
+                lacking.path.display(),
+                ran.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
@@ -37,6 +96,10 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         ))
         .into());
     }
+    let asked = Asked {
+        threshold: args.threshold,
+        pairs: parse_pairs(&args.pairs)?,
+    };
     let (a, b) = match (args.a.as_slice(), args.vs.is_empty()) {
         ([a, b], true) => (vec![a.clone()], vec![b.clone()]),
         (_, true) => {
@@ -52,7 +115,7 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         _ => (args.a, args.vs),
     };
     match (a.as_slice(), b.as_slice()) {
-        ([da], [db]) if da.is_dir() && db.is_dir() => return sweeps(da, db, args.threshold),
+        ([da], [db]) if da.is_dir() && db.is_dir() => return sweeps(da, db, &asked),
         _ => {}
     }
     if let Some(dir) = a.iter().chain(&b).find(|p| p.is_dir()) {
@@ -63,7 +126,8 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         .into());
     }
     let (sa, sb) = (sessions(&a, "A")?, sessions(&b, "B")?);
-    let judged = judge(&sa, &sb, args.threshold);
+    check_pairs(&asked.pairs, &sa, &sb)?;
+    let judged = judge(&sa, &sb, &asked);
     if judged.rows.is_empty() {
         return Err(BadInput(format!(
             "{} and {} have no implementation in common",
@@ -73,32 +137,59 @@ pub fn compare(args: CompareArgs) -> Result<i32, Failure> {
         .into());
     }
     say!("{}", printable(&judged.report(args.threshold)));
-    Ok(verdict(judged.rows.iter().any(|r| r.regression)))
+    verdict(&judged.rows)
 }
 
-fn verdict(regression: bool) -> i32 {
-    if regression {
-        EXIT_WORKER_FAILED
-    } else {
-        EXIT_OK
+/// Exit 1 on a regression; else a verdict that could not be given for too few measured steps is refused in one line;
+/// else 0.
+fn verdict(rows: &[Row]) -> Result<i32, Failure> {
+    if rows.iter().any(|r| r.regression) {
+        return Ok(EXIT_WORKER_FAILED);
     }
+    let mut short: Vec<&Row> = Vec::new();
+    for row in rows.iter().filter(|r| r.too_few_steps) {
+        if !short.iter().any(|s| s.worker == row.worker) {
+            short.push(row);
+        }
+    }
+    let Some(first) = short.first() else {
+        return Ok(EXIT_OK);
+    };
+    let workers: Vec<&str> = short.iter().map(|r| r.worker.as_str()).collect();
+    Err(BadInput(format!(
+        "no verdict on {}: {} in a session a side; run longer sessions, or compare several a side (--vs)",
+        workers.join(", "),
+        first.not_judged.as_deref().unwrap_or("too few measured steps")
+    ))
+    .into())
 }
 
-/// A recording read to its end, kept as what a comparison needs of it: its setup, its conditions and each worker's
-/// figures; its state is folded and dropped, so that hundreds of sessions a side stay small.
+/// A recording read to its end, kept as what a comparison needs of it: its setup, its conditions, each worker's
+/// figures and what damage cost it; its state is folded and dropped, so that hundreds of sessions a side stay small.
 struct Session {
     path: PathBuf,
     header: Header,
     versions: Vec<WorkerVersions>,
     conditions: Option<Conditions>,
     figures: Vec<WorkerFigures>,
+    /// What was skipped of the file (damaged frames or lines, a cut, an index rebuilt), in one line.
+    damage: Option<String>,
 }
 
 impl Session {
     fn open(path: &Path) -> Result<Session, BadInput> {
-        let mut player = open_player(path)?;
+        let refused =
+            |e: &dyn std::fmt::Display| BadInput(format!("cannot compare {}: {e}", path.display()));
+        let mut player = Player::open(path).map_err(|e| refused(&e))?;
         player.run_to_end();
+        if let Some(second) = player.second_session() {
+            return Err(refused(&second));
+        }
         let header = player.recording().header.clone();
+        let said: Vec<String> = [player.recording().warning(), player.damage_warning()]
+            .into_iter()
+            .flatten()
+            .collect();
         let state = player.into_state();
         Ok(Session {
             path: path.to_path_buf(),
@@ -106,6 +197,7 @@ impl Session {
             versions: setup::versions(&state),
             conditions: state.machine.conditions(),
             figures: regression::figures(&state),
+            damage: (!said.is_empty()).then(|| said.join("; ")),
         })
     }
 
@@ -153,9 +245,19 @@ impl Judged {
     }
 }
 
-/// B's sessions against A's: setups and conditions first, then the rows, judged where that is honest.
-fn judge<'s>(a: &'s [Session], b: &'s [Session], threshold: f64) -> Judged {
+/// B's sessions against A's: damage, setups and conditions first, then the rows, judged where that is honest.
+fn judge<'s>(a: &'s [Session], b: &'s [Session], asked: &Asked) -> Judged {
     let mut notes = Vec::new();
+    for (name, side) in [("A", a), ("B", b)] {
+        for session in side {
+            if let Some(damage) = &session.damage {
+                notes.push(format!(
+                    "{name}: {} is damaged: {damage}",
+                    session.path.display()
+                ));
+            }
+        }
+    }
     let mut judging = Judging::default();
     let differences = setup::differences(&a[0].setup(), &b[0].setup());
     if !differences.is_empty() {
@@ -214,7 +316,13 @@ fn judge<'s>(a: &'s [Session], b: &'s [Session], threshold: f64) -> Judged {
             .map(|s| s.figures.as_slice())
             .collect::<Vec<_>>()
     };
-    let (rows, left_out) = regression::compare(&figures(a), &figures(b), threshold, &judging);
+    let (rows, left_out) = regression::compare(
+        &figures(a),
+        &figures(b),
+        asked.threshold,
+        &judging,
+        &asked.pairs,
+    );
     notes.extend(left_out);
     Judged { notes, rows }
 }
@@ -254,13 +362,13 @@ fn side_conditions(side: &[Session], name: &str, notes: &mut Vec<String>) -> Opt
 }
 
 /// The recordings' comparison for every cell both sweeps have, cell by cell.
-fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
+fn sweeps(a: &Path, b: &Path, asked: &Asked) -> Result<i32, Failure> {
     let (ra, rb) = (
         Results::load(a).map_err(BadInput)?,
         Results::load(b).map_err(BadInput)?,
     );
     let mut compared = 0;
-    let mut regression = false;
+    let mut rows = Vec::new();
     for cell in cells(&ra.config.batch_sizes, &ra.config.resolutions) {
         // Every session of the cell: one, or with --repeat all of them, so that the verdict weighs their spread.
         let sessions = |dir: &Path, results: &Results| -> Result<Vec<Session>, BadInput> {
@@ -282,14 +390,15 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
         if sa.is_empty() || sb.is_empty() {
             continue;
         }
-        let judged = judge(&sa, &sb, threshold);
+        check_pairs(&asked.pairs, &sa, &sb)?;
+        let judged = judge(&sa, &sb, asked);
         if judged.rows.is_empty() {
             continue;
         }
         compared += 1;
-        regression |= judged.rows.iter().any(|r| r.regression);
         sayln!("batch {} at {} px", cell.batch_size, cell.resolution);
-        say!("{}", printable(&judged.report(threshold)));
+        say!("{}", printable(&judged.report(asked.threshold)));
+        rows.extend(judged.rows);
     }
     if compared == 0 {
         return Err(BadInput(format!(
@@ -299,5 +408,5 @@ fn sweeps(a: &Path, b: &Path, threshold: f64) -> Result<i32, Failure> {
         ))
         .into());
     }
-    Ok(verdict(regression))
+    verdict(&rows)
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::options::check_output_path;
-use super::replay::open_player;
+use super::replay::{one_session, open_player};
 use super::{BadInput, EXIT_OK, Failure, failed};
 use crate::export::Format;
 
@@ -49,6 +49,7 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     }
     let mut player = open_player(&args.file)?;
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
+    // A second session found on the way leaves no file: what was written is removed with the temporary file.
     let written = crate::files::write_atomically(&args.output, |file| {
         crate::export::export(
             &header,
@@ -56,6 +57,9 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
             args.format,
             &mut UntilSignalled(file),
         )?;
+        if player.second_session().is_some() {
+            return Err(std::io::Error::other("a second session"));
+        }
         // A signal after the last write still comes before the rename: the file is then not kept.
         signalled()
     });
@@ -66,6 +70,7 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
             args.output.display()
         )));
     }
+    one_session(&player, &args.file)?;
     if let Err(e) = written {
         return Err(failed(format!(
             "cannot write {}: {e}",

@@ -41,6 +41,17 @@ pub struct ReplayArgs {
     metrics_addr: Option<String>,
 }
 
+/// Refuses a recording found, once read, to hold a second session after the first.
+pub fn one_session(player: &Player, file: &Path) -> Result<(), BadInput> {
+    match player.second_session() {
+        Some(second) => Err(BadInput(format!(
+            "cannot replay {}: {second}",
+            file.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A recording's player, its warning (a file cut short, an index rebuilt) printed.
 pub fn open_player(file: &Path) -> Result<Player, BadInput> {
     let player = Player::open(file)
@@ -86,6 +97,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     let mut player = open_player(&args.file)?;
     if args.headless {
         player.run_to_end();
+        one_session(&player, &args.file)?;
         if let Some(damage) = player.damage_warning() {
             eprintln!(
                 "golow: warning: {}",
@@ -107,6 +119,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         .map(|p| parse_compare(p, workers))
         .transpose()?;
     player.index_checkpoints();
+    one_session(&player, &args.file)?;
     let timeline = Timeline::new(
         player.recording().duration_ms(),
         args.file.display().to_string(),

@@ -9,7 +9,7 @@ mod reader;
 mod writer;
 
 pub use header::{default_path, utc};
-pub use player::{Player, PlayerRequest, serve};
+pub use player::{Player, PlayerRequest, SecondSession, serve};
 pub use reader::{OpenError, Recording};
 pub use writer::{FLUSH_EVERY, Recorder, Sink, Written};
 

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::mpsc;
 
-use super::reader::{FrameRecords, OpenError, Recording};
+use super::format::FrameInfo;
+use super::reader::{FrameRecords, OpenError, Recording, SessionStarts};
 use crate::contracts::Bell;
 use crate::state::State;
 use crate::store::{Folded, Store};
@@ -34,33 +35,99 @@ pub struct Player {
     pub damage: Damage,
 }
 
-/// Frames that could not be read, and lines that were not records, each counted on its first reading.
+/// Frames that could not be read (and the records their markers counted), lines that were not records, each
+/// counted on its first reading; and where a second session begins, if one does.
 #[derive(Debug, Default)]
 pub struct Damage {
     pub frames: u64,
+    pub records: u64,
     pub bad_lines: u64,
     counted_up_to: usize,
+    /// A record was read before: a session's start from now on begins a second session.
+    read_any: bool,
+    second_session: Option<SecondSession>,
+}
+
+/// Where a second session begins in a file that holds two: its `session_start`, after another session's records
+/// (one session's records written after another's into one file). Nothing from it on is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SecondSession {
+    /// The byte where the frame holding its start begins, and its time.
+    pub at: u64,
+    pub t_ms: f64,
+    frame: usize,
+    record: usize,
+}
+
+impl std::fmt::Display for SecondSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "it holds two sessions: a second session starts at {:.1} s, in the frame at byte {}; golow reads one \
+             session a file: record each to its own",
+            self.t_ms / 1e3,
+            self.at
+        )
+    }
 }
 
 impl Damage {
-    /// The records of frame `i` as read (none when it is damaged), its damage counted.
-    fn records(&mut self, i: usize, frame: std::io::Result<FrameRecords>) -> Vec<Record> {
+    /// The records of frame `i` as read (none when it is damaged, none from a second session's start on), its
+    /// damage counted.
+    fn records(
+        &mut self,
+        i: usize,
+        info: &FrameInfo,
+        frame: std::io::Result<FrameRecords>,
+    ) -> Vec<Record> {
         let first_reading = i >= self.counted_up_to;
         self.counted_up_to = self.counted_up_to.max(i + 1);
-        match frame {
+        let (mut records, starts) = match frame {
             Ok(frame) => {
                 if first_reading {
                     self.bad_lines += frame.bad_lines;
                 }
-                frame.records
+                (frame.records, frame.session_starts)
             }
             Err(_) => {
                 if first_reading {
                     self.frames += 1;
+                    self.records += u64::from(info.events);
                 }
-                Vec::new()
+                (Vec::new(), SessionStarts::default())
             }
+        };
+        if first_reading && self.second_session.is_none() {
+            self.find_second_session(i, info, &records, starts);
         }
+        match self.second_session {
+            Some(second) if i > second.frame => records.clear(),
+            Some(second) if i == second.frame => records.truncate(second.record),
+            _ => {}
+        }
+        records
+    }
+
+    /// A session's start after any record read before begins a second session.
+    fn find_second_session(
+        &mut self,
+        i: usize,
+        info: &FrameInfo,
+        records: &[Record],
+        starts: SessionStarts,
+    ) {
+        let second = if starts.first_record && self.read_any {
+            Some(0)
+        } else {
+            starts.later
+        };
+        self.read_any |= !records.is_empty();
+        self.second_session = second.map(|record| SecondSession {
+            at: info.offset - super::format::MARKER_LEN as u64,
+            t_ms: records[record].t_ms,
+            frame: i,
+            record,
+        });
     }
 }
 
@@ -82,9 +149,21 @@ impl Player {
         &self.recording
     }
 
-    /// Reads on to the current end of a recording still being written.
+    /// Reads on to the current end of a recording still being written. A frame read before and now taken back (it
+    /// lay far ahead of the frames after it) makes the player fold again from the start.
     pub fn refresh(&mut self) {
+        let taken_back = self.recording.out_of_order.taken_back;
         self.recording.refresh();
+        if self.recording.out_of_order.taken_back != taken_back {
+            self.checkpoints.truncate(1);
+            self.damage = Damage::default();
+            self.seek_to_checkpoint(0);
+        }
+    }
+
+    /// Where a second session begins, once reading has reached it: nothing from there on was read.
+    pub fn second_session(&self) -> Option<SecondSession> {
+        self.damage.second_session
     }
 
     /// The store the player folds into, for those who show what it plays.
@@ -105,7 +184,10 @@ impl Player {
     pub fn damage_warning(&self) -> Option<String> {
         let mut parts = Vec::new();
         if self.damage.frames > 0 {
-            parts.push(format!("{} damaged frame(s) skipped", self.damage.frames));
+            parts.push(format!(
+                "{} damaged frame(s) ({} records) skipped",
+                self.damage.frames, self.damage.records
+            ));
         }
         if self.damage.bad_lines > 0 {
             parts.push(format!(
@@ -147,7 +229,8 @@ impl Player {
     pub fn records(&mut self) -> impl Iterator<Item = Record> + '_ {
         // A cursor of its own: the fold's position and state stay as they were.
         let (recording, damage) = (&self.recording, &mut self.damage);
-        (0..recording.frames.len()).flat_map(move |i| damage.records(i, recording.read_frame(i)))
+        (0..recording.frames.len())
+            .flat_map(move |i| damage.records(i, &recording.frames[i], recording.read_frame(i)))
     }
 
     /// Folds everything from the start: the state at the end of the session. One thread per core takes the next
@@ -180,7 +263,7 @@ impl Player {
                         };
                         let turn = &mut *held.turn;
                         for (i, frame) in frames.clone().zip(read) {
-                            let records = turn.damage.records(i, frame);
+                            let records = turn.damage.records(i, &recording.frames[i], frame);
                             records.iter().for_each(|r| turn.folded.apply(r));
                         }
                     }
@@ -249,7 +332,9 @@ impl Player {
     fn load_next_frame(&mut self) {
         let i = self.next_frame;
         self.next_frame += 1;
-        let records = self.damage.records(i, self.recording.read_frame(i));
+        let records =
+            self.damage
+                .records(i, &self.recording.frames[i], self.recording.read_frame(i));
         self.queue.extend(records);
     }
 }

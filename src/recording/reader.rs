@@ -14,11 +14,15 @@ use super::format::{
     self, FORMAT_NAME, FORMAT_VERSION, FrameInfo, Header, HeaderId, MARKER_LEN, MAX_FRAME_BYTES,
     SKIPPABLE_HEADER_LEN, Skippable, TRAILER_LEN,
 };
-use golow_protocol::event::Record;
+use golow_protocol::event::{Body, Record};
 
 /// Raw JSON a thread of `Player::run_to_end` reads before folding it: its records, still in the core's cache when
 /// they are folded, bound memory whatever the frames hold.
 const STRETCH_RAW_BYTES: u64 = 128 << 10;
+
+/// A frame that lies further ahead of the frame after it than this many times the span from the frame before to
+/// that one (at least a frame's second) is out of place: it is skipped, not everything after it.
+const FAR: f64 = 10.0;
 
 /// Why a file cannot be replayed at all: one line for the user.
 #[derive(Debug)]
@@ -26,6 +30,8 @@ pub enum OpenError {
     Io(io::Error),
     NotGolow(String),
     TooNew(u32),
+    /// A second recording's header begins at this byte: two files joined into one.
+    TwoSessions(u64),
 }
 
 impl fmt::Display for OpenError {
@@ -36,6 +42,12 @@ impl fmt::Display for OpenError {
             OpenError::TooNew(version) => write!(
                 f,
                 "recording format version {version} is newer than this golow reads ({FORMAT_VERSION}): update golow"
+            ),
+            OpenError::TwoSessions(at) => write!(
+                f,
+                "it holds two sessions: a second recording begins at byte {at} (two files joined into one?); golow \
+                 reads one session a file: head -c {at} keeps the first, tail -c +{} the second",
+                at + 1
             ),
         }
     }
@@ -57,9 +69,23 @@ pub struct Recording {
     pub cut_at: Option<u64>,
     /// Where a scan stopped: a file still being written is read on from here.
     scanned_to: u64,
-    /// Frames skipped because they go back before the end of the frame kept before them (a frame written twice, or
-    /// a splice of two files): how many, and the byte where the first begins.
-    pub out_of_order: (u64, Option<u64>),
+    /// Frames skipped because their time is out of order with the frames around them.
+    pub out_of_order: OutOfOrder,
+    /// Where a scan found a second recording's header.
+    second_header: Option<u64>,
+}
+
+/// Frames skipped for their time: a copy of a frame kept, a frame that goes back before the end of the one kept
+/// before it, or one kept until the frame after it showed it lay far ahead of both its neighbours.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OutOfOrder {
+    pub frames: u64,
+    /// The records those frames held, as their markers count them.
+    pub records: u64,
+    /// The byte where the first of them (in the file) begins.
+    pub first_at: Option<u64>,
+    /// Frames kept and then taken back: a reader that read them must read again.
+    pub taken_back: u64,
 }
 
 /// What reading one frame gave.
@@ -67,6 +93,26 @@ pub struct FrameRecords {
     pub records: Vec<Record>,
     /// Lines that were not records (damage that zstd's checksum did not catch, or foreign lines).
     pub bad_lines: u64,
+    /// Where its records hold a session's start (its first record's, and the first of any other's), found where the
+    /// frame is parsed, on whichever core parses it.
+    pub session_starts: SessionStarts,
+}
+
+/// A frame's `session_start` records: whether it begins with one, and where the first after that is.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SessionStarts {
+    pub first_record: bool,
+    pub later: Option<usize>,
+}
+
+impl SessionStarts {
+    fn of(records: &[Record]) -> SessionStarts {
+        let starts = |r: &Record| matches!(r.body, Body::SessionStart(_));
+        SessionStarts {
+            first_record: records.first().is_some_and(starts),
+            later: records.iter().skip(1).position(starts).map(|k| k + 1),
+        }
+    }
 }
 
 impl Recording {
@@ -90,7 +136,8 @@ impl Recording {
             damaged_regions: 0,
             cut_at: None,
             scanned_to: data_start,
-            out_of_order: (0, None),
+            out_of_order: OutOfOrder::default(),
+            second_header: None,
         };
         match recording.read_index(len) {
             Some(frames) => {
@@ -104,7 +151,10 @@ impl Recording {
                 recording.scan(data_start, len);
             }
         }
-        Ok(recording)
+        match recording.second_header {
+            Some(at) => Err(OpenError::TwoSessions(at)),
+            None => Ok(recording),
+        }
     }
 
     /// Picks up the frames written since the file was opened or last refreshed (a live session's
@@ -119,24 +169,47 @@ impl Recording {
         }
     }
 
-    /// Adds a frame unless it goes back in time: the session's clock only moves forward, so a frame that begins
-    /// before the last kept one ends holds records already read (or another session's), which would count its steps
-    /// twice. A copy of the last kept frame is skipped too: a frame of one record (a session's end, say) begins where
-    /// it ends, so its copy does not go back.
+    /// Adds a frame unless its time is out of order with its neighbours'. The session's clock only moves forward, so
+    /// a frame that begins before the last kept one ends holds records already read (or another session's), which
+    /// would count its steps twice: it is skipped, and so is a copy of either of the last two kept (a frame of one
+    /// record, a session's end say, begins where it ends, so its copy does not go back). Unless the last kept frame
+    /// is the one out of place: this frame follows the one kept before it, and the last lies far ahead of both (a
+    /// frame stamped in the future), so it is taken back and this one kept; judged against the largest time seen,
+    /// that one frame would cost every frame after it.
     fn keep(&mut self, frame: FrameInfo) {
-        let back = self.frames.last().is_some_and(|last| {
-            frame.first_t_ms < last.last_t_ms
-                || FrameInfo {
-                    offset: last.offset,
-                    ..frame
-                } == *last
+        let kept = self.frames.len();
+        let copy = self.frames[kept.saturating_sub(2)..].iter().any(|k| {
+            FrameInfo {
+                offset: k.offset,
+                ..frame
+            } == *k
         });
-        if back {
-            self.out_of_order.0 += 1;
-            self.out_of_order.1.get_or_insert(frame.offset);
-            return;
+        match self.frames.last().copied() {
+            _ if copy => self.skip(frame),
+            Some(last) if frame.first_t_ms < last.last_t_ms => {
+                let before = kept.checked_sub(2).map(|i| self.frames[i]);
+                if lies_far_ahead(before, last, frame) {
+                    self.frames.pop();
+                    self.skip(last);
+                    self.out_of_order.taken_back += 1;
+                    self.frames.push(frame);
+                } else {
+                    self.skip(frame);
+                }
+            }
+            _ => self.frames.push(frame),
         }
-        self.frames.push(frame);
+    }
+
+    fn skip(&mut self, frame: FrameInfo) {
+        let skipped = &mut self.out_of_order;
+        skipped.frames += 1;
+        skipped.records += u64::from(frame.events);
+        skipped.first_at = Some(
+            skipped
+                .first_at
+                .map_or(frame.offset, |at| at.min(frame.offset)),
+        );
     }
 
     /// One line for the user about what is missing or damaged, if anything is.
@@ -159,10 +232,16 @@ impl Recording {
                 self.damaged_regions
             ));
         }
-        if let (n @ 1.., Some(at)) = self.out_of_order {
+        if let OutOfOrder {
+            frames: n @ 1..,
+            records,
+            first_at: Some(at),
+            ..
+        } = self.out_of_order
+        {
             parts.push(format!(
-                "{n} frame(s) going back in time (a frame written twice, or a splice) were skipped, the first at \
-                 byte {at}"
+                "{n} frame(s) out of time order ({records} records: a frame written twice, or stamped far from its \
+                 neighbours) were skipped, the first at byte {at}"
             ));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -287,14 +366,21 @@ impl Recording {
                 }
                 if frame.events > 0 {
                     self.keep(frame);
+                } else if self.header_at(at, len) {
+                    self.second_header = Some(at);
+                    return;
                 }
                 search_from = frame.offset;
                 at = end;
                 self.scanned_to = at;
                 continue;
             }
-            // The index (whole, or cut short with the file) ends the frames.
-            if let Skippable::Index(_) = format::skippable_kind(&head) {
+            // The index (whole, or cut short with the file) ends the frames; a header after it begins another file's.
+            if let Skippable::Index(index_len) = format::skippable_kind(&head) {
+                let next = at.saturating_add(index_len);
+                if self.header_at(next, len) {
+                    self.second_header = Some(next);
+                }
                 return;
             }
             if head.len() < MARKER_LEN && is_marker_prefix(&head) {
@@ -311,6 +397,19 @@ impl Recording {
                 None => return,
             }
         }
+    }
+
+    /// Whether a recording's header begins at `at`: a marker that counts no records (only a header's does) before a
+    /// frame that reads as golow's header.
+    fn header_at(&self, at: u64, len: u64) -> bool {
+        let head = read_at(
+            &self.file,
+            at,
+            MARKER_LEN.min(len.saturating_sub(at) as usize),
+        )
+        .unwrap_or_default();
+        format::decode_marker(&head, at)
+            .is_some_and(|frame| frame.events == 0 && read_header(&self.file, &frame, len).is_ok())
     }
 
     /// The offset of the next intact marker at or after `from`.
@@ -331,6 +430,16 @@ impl Recording {
         }
         None
     }
+}
+
+/// Whether `last`, kept after `before`, lies so far ahead of `next` (which follows `before`) that it, and not `next`,
+/// is out of place: further ahead of `next` than `FAR` times the span from `before` to `next` (a frame's second at
+/// least, so that frames a pause apart are not taken for misplaced ones).
+fn lies_far_ahead(before: Option<FrameInfo>, last: FrameInfo, next: FrameInfo) -> bool {
+    let follows = before.is_none_or(|b| next.first_t_ms > b.last_t_ms);
+    let from = before.map_or(next.first_t_ms, |b| b.last_t_ms);
+    let span = (next.last_t_ms - from).max(super::FLUSH_EVERY.as_secs_f64() * 1e3);
+    follows && last.first_t_ms - next.last_t_ms > FAR * span
 }
 
 /// A file cut within a marker still begins like one.
@@ -369,7 +478,11 @@ fn frame_records(frame: &FrameInfo, compressed: &[u8]) -> io::Result<FrameRecord
     let lines = raw.len() / format::MIN_RECORD_BYTES as usize + 1;
     let mut records = Vec::with_capacity((frame.events as usize).min(lines));
     let bad_lines = golow_protocol::event::parse_records(&raw, &mut records);
-    Ok(FrameRecords { records, bad_lines })
+    Ok(FrameRecords {
+        session_starts: SessionStarts::of(&records),
+        records,
+        bad_lines,
+    })
 }
 
 fn read_header(file: &File, frame: &FrameInfo, len: u64) -> Result<Header, OpenError> {

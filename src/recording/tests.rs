@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::format::{FORMAT_VERSION, Header, MARKER_LEN};
 use super::{OpenError, Player, Recorder, Recording};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Optimiser, Schedule, SessionConfig};
-use golow_protocol::event::Record;
+use golow_protocol::event::{Body, Record};
 use golow_protocol::samples::every_body;
 
 fn config() -> SessionConfig {
@@ -43,14 +43,17 @@ fn header() -> Header {
     )
 }
 
-/// Every kind of record, `rounds` times over, 0.25 s apart, alternating workers.
+/// Every kind of record, `rounds` times over, 0.25 s apart, alternating workers; the session's start only first, as
+/// in a session (another would begin a second session).
 fn records(rounds: usize) -> Vec<Record> {
     let bodies = every_body();
     (0..rounds * bodies.len())
-        .map(|i| {
-            let worker = ["libtorch", "pytorch"][i % 2];
+        .filter(|&i| i == 0 || !matches!(bodies[i % bodies.len()], Body::SessionStart(_)))
+        .enumerate()
+        .map(|(k, i)| {
+            let worker = ["libtorch", "pytorch"][k % 2];
             Record::new(
-                i as f64 * 250.0,
+                k as f64 * 250.0,
                 Some(worker.into()),
                 bodies[i % bodies.len()].clone(),
             )
@@ -553,8 +556,16 @@ fn ten_thousand_damaged_recordings_are_read_or_refused_in_one_line() {
                 }
             }
             Err(e) => {
-                // Only a damaged header is refused: a file whose header is in place opens.
-                assert!(!header_in_place(&origin, data_start), "case {case}: {e}");
+                // Only a damaged header is refused, or a file with a copy of it further on (a second recording's
+                // header): a file whose header is in place, and only there, opens.
+                let header_again = matches!(e, OpenError::TwoSessions(_))
+                    && damaged[data_start..]
+                        .windows(data_start)
+                        .any(|w| w == &bytes[..data_start]);
+                assert!(
+                    !header_in_place(&origin, data_start) || header_again,
+                    "case {case}: {e}"
+                );
                 refused += 1;
                 assert!(!e.to_string().contains('\n'), "case {case}: {e}");
             }
@@ -599,7 +610,7 @@ fn with_a_copy_of(
 
 /// A file whose busiest frame was written twice (a copy appended after the last, with a valid marker, and an index
 /// naming both) must not count its records twice: the copy goes back in time, and is skipped with a warning that
-/// says where. So is a splice of another session's frames onto the end.
+/// says where.
 #[test]
 fn a_frame_that_goes_back_in_time_is_skipped_and_said() {
     let (dir, path, written) = recorded(3, 5);
@@ -612,12 +623,19 @@ fn a_frame_that_goes_back_in_time_is_skipped_and_said() {
     assert_eq!(read, written, "every record once, none twice");
     let read_back = player.recording();
     assert!(read_back.closed_cleanly, "the index is valid");
-    assert_eq!(read_back.out_of_order, (1, Some(copy.offset)));
+    assert_eq!(
+        (
+            read_back.out_of_order.frames,
+            read_back.out_of_order.first_at
+        ),
+        (1, Some(copy.offset))
+    );
     let warning = read_back.warning().unwrap();
     assert!(
         warning.contains(&format!(
-            "1 frame(s) going back in time (a frame written twice, or a splice) were skipped, the first at byte {}",
-            copy.offset
+            "1 frame(s) out of time order ({} records: a frame written twice, or stamped far from its neighbours) \
+             were skipped, the first at byte {}",
+            copy.events, copy.offset
         )),
         "{warning}"
     );
@@ -625,7 +643,7 @@ fn a_frame_that_goes_back_in_time_is_skipped_and_said() {
     std::fs::write(&file, &doubled[..new_index_at as usize]).unwrap();
     let (player, read) = read_all(&file);
     assert_eq!(read, written);
-    assert_eq!(player.recording().out_of_order.0, 1);
+    assert_eq!(player.recording().out_of_order.frames, 1);
 }
 
 /// A frame whose records share one time (a frame of one record, such as the session's end) begins where it ends, so
@@ -649,7 +667,8 @@ fn a_copy_of_a_frame_that_begins_where_it_ends_is_skipped_too() {
     std::fs::write(&file, &doubled).unwrap();
     let (player, read) = read_all(&file);
     assert_eq!(read, written, "every record once, none twice");
-    assert_eq!(player.recording().out_of_order, (1, Some(copy.offset)));
+    let skipped = player.recording().out_of_order;
+    assert_eq!((skipped.frames, skipped.first_at), (1, Some(copy.offset)));
 }
 
 /// Every recording in `recordings/`, read on every core a stretch at a time, folds to what one thread folding each
@@ -677,4 +696,159 @@ fn a_recording_read_on_every_core_folds_as_one_thread_folding_it_in_order() {
         assert_eq!(player.state().t_ms, in_order.t_ms);
     }
     assert!(most_stretches >= 3, "{most_stretches}");
+}
+
+/// The recording at `path` with frame `k` stamped at `t_ms`: its marker and its index entry say so, written as the
+/// writer writes them (their checksums right), while its records keep their times.
+fn restamped(path: &Path, k: usize, t_ms: f64) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).unwrap();
+    let mut frames = Recording::open(path).unwrap().frames;
+    frames[k].first_t_ms = t_ms;
+    frames[k].last_t_ms = t_ms;
+    let marker_at = frames[k].offset as usize - MARKER_LEN;
+    bytes[marker_at..marker_at + MARKER_LEN]
+        .copy_from_slice(&super::format::encode_marker(&frames[k]));
+    let last = frames.last().unwrap();
+    let index_at = last.offset + u64::from(last.compressed_len);
+    bytes.truncate(index_at as usize);
+    bytes.extend_from_slice(&super::format::encode_index(&frames, index_at));
+    bytes
+}
+
+/// The records written, less those of frame `k`.
+fn without_frame(written: &[Record], frames: &[super::format::FrameInfo], k: usize) -> Vec<Record> {
+    let start: usize = frames[..k].iter().map(|f| f.events as usize).sum();
+    let end = start + frames[k].events as usize;
+    [&written[..start], &written[end..]].concat()
+}
+
+/// One frame stamped far in the future, first or in the middle, through its index or found by a scan, costs itself
+/// only: judged against the largest time seen, every frame after it went back in time and was skipped.
+#[test]
+fn a_frame_stamped_far_in_the_future_costs_only_itself() {
+    let (dir, path, written) = recorded(3, 5);
+    let frames = Recording::open(&path).unwrap().frames;
+    assert!(frames.len() >= 6, "{frames:?}");
+    let file = dir.path().join("future.golow");
+    for k in [0, frames.len() / 2, frames.len() - 2] {
+        let damaged = restamped(&path, k, 1e12);
+        let index_at = damaged.len() - (frames.len() * 36 + 8 + 4 + 8 + 16);
+        for bytes in [&damaged[..], &damaged[..index_at]] {
+            std::fs::write(&file, bytes).unwrap();
+            let (mut player, read) = read_all(&file);
+            assert_eq!(read, without_frame(&written, &frames, k), "frame {k}");
+            let skipped = player.recording().out_of_order;
+            assert_eq!(
+                (skipped.frames, skipped.records, skipped.first_at),
+                (1, u64::from(frames[k].events), Some(frames[k].offset)),
+                "frame {k}"
+            );
+            assert_eq!(
+                player.recording().duration_ms(),
+                written.last().unwrap().t_ms
+            );
+            assert!(
+                player
+                    .recording()
+                    .warning()
+                    .unwrap()
+                    .contains("1 frame(s) out of time order")
+            );
+            player.run_to_end();
+            assert_eq!(player.state().t_ms, written.last().unwrap().t_ms);
+        }
+    }
+}
+
+/// A record stamped far in the future, written by the recorder among the others, opens a frame of its own that the
+/// records after it in its second join: that frame is lost, and no other.
+#[test]
+fn a_record_stamped_far_in_the_future_costs_only_its_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.golow");
+    let mut written = records(3);
+    let stray = written.len() / 2;
+    written[stray].t_ms = 1e12;
+    write(&path, &header(), &written, 5);
+    let (player, read) = read_all(&path);
+    let skipped = player.recording().out_of_order;
+    assert_eq!(skipped.frames, 1, "{skipped:?}");
+    let lost = skipped.records as usize;
+    assert!((1..=5).contains(&lost), "{skipped:?}");
+    // The far frame begins with the stray record and holds the rest of its second.
+    let expected = [&written[..stray], &written[stray + lost..]].concat();
+    assert_eq!(read, expected);
+}
+
+/// A recording of a session whose records come after `after_ms`: its own times shifted past it.
+fn a_later_session(dir: &Path, name: &str, after_ms: f64) -> (PathBuf, Vec<Record>) {
+    let path = dir.join(name);
+    let later: Vec<Record> = records(2)
+        .into_iter()
+        .map(|r| Record {
+            t_ms: r.t_ms + after_ms,
+            ..r
+        })
+        .collect();
+    write(&path, &header(), &later, 7);
+    (path, later)
+}
+
+/// Two recordings joined into one file, the second's times rising past the first's, whether the first was closed
+/// (its index then stands between them) or cut: refused in one line that says where to cut, never read as one.
+#[test]
+fn two_recordings_joined_into_one_file_are_refused_where_they_join() {
+    let (dir, first, written) = recorded(2, 7);
+    let (second, _) = a_later_session(
+        dir.path(),
+        "second.golow",
+        written.last().unwrap().t_ms + 250.0,
+    );
+    let frames = Recording::open(&first).unwrap().frames;
+    let last = frames.last().unwrap();
+    let data_end = (last.offset + u64::from(last.compressed_len)) as usize;
+    let (closed, tail) = (
+        std::fs::read(&first).unwrap(),
+        std::fs::read(&second).unwrap(),
+    );
+    let joined = dir.path().join("joined.golow");
+    for first_part in [&closed[..], &closed[..data_end]] {
+        std::fs::write(&joined, [first_part, &tail[..]].concat()).unwrap();
+        let err = Recording::open(&joined).err().expect("refused");
+        assert!(
+            matches!(err, OpenError::TwoSessions(at) if at == first_part.len() as u64),
+            "{err}"
+        );
+        let line = err.to_string();
+        assert!(
+            line.contains(&format!("head -c {}", first_part.len())) && !line.contains('\n'),
+            "{line}"
+        );
+    }
+}
+
+/// One session's records written after another's into one file (one header, two session starts, the second's times
+/// rising past the first's): the first is read, nothing of the second, and the player says where it starts.
+#[test]
+fn a_second_sessions_records_after_the_first_s_are_not_read_as_one_session() {
+    let (dir, _, first) = recorded(2, 7);
+    let (_, second) = a_later_session(
+        dir.path(),
+        "second.golow",
+        first.last().unwrap().t_ms + 250.0,
+    );
+    let path = dir.path().join("spliced.golow");
+    write(&path, &header(), &[&first[..], &second[..]].concat(), 7);
+    let (mut player, read) = read_all(&path);
+    assert_eq!(read, first);
+    let second_session = player.second_session().expect("the second session found");
+    assert_eq!(second_session.t_ms, second[0].t_ms);
+    let said = second_session.to_string();
+    assert!(
+        said.contains("two sessions") && !said.contains('\n'),
+        "{said}"
+    );
+    player.run_to_end();
+    assert_eq!(player.state().t_ms, first.last().unwrap().t_ms);
+    assert_eq!(player.second_session(), Some(second_session));
 }

@@ -6,10 +6,17 @@
 //! (low A / high B, high A / low B), which is conservative: "beyond noise" is claimed only when even that
 //! interval excludes 1.
 
-use super::Durations;
+use serde::{Deserialize, Serialize};
+
+use super::{Durations, State, WorkerState};
 
 /// Fewer measured steps than this give no interval at all.
 pub const MIN_SAMPLES: u64 = 5;
+
+/// The fewest measured steps whose median's interval rests on neither the fastest step nor the slowest: with fewer,
+/// an end of the interval is an extreme step, and one stray step (or the few a damaged recording kept) sets the
+/// verdict of a comparison that rests on that interval alone.
+pub const MIN_VERDICT_SAMPLES: u64 = 11;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
@@ -24,15 +31,22 @@ pub fn median_interval(d: &Durations) -> Option<Interval> {
     if n < MIN_SAMPLES {
         return None;
     }
+    let (low_rank, high_rank) = interval_ranks(n);
     let n = n as f64;
-    let half_width = 1.96 * n.sqrt() / 2.0;
-    let low_rank = ((n / 2.0 - half_width).floor()).max(1.0);
-    let high_rank = ((n / 2.0 + half_width).ceil()).min(n);
     Some(Interval {
         median: d.median_ms()?,
-        low: d.quantile_ms(low_rank / n)?,
-        high: d.quantile_ms(high_rank / n)?,
+        low: d.quantile_ms(low_rank as f64 / n)?,
+        high: d.quantile_ms(high_rank as f64 / n)?,
     })
+}
+
+/// The ranks (from 1, the fastest) of the steps that bound the median's 95% interval over `n` steps.
+fn interval_ranks(n: u64) -> (u64, u64) {
+    let n = n as f64;
+    let half_width = 1.96 * n.sqrt() / 2.0;
+    let low = (n / 2.0 - half_width).floor().max(1.0);
+    let high = (n / 2.0 + half_width).ceil().min(n);
+    (low as u64, high as u64)
 }
 
 /// median(A) / median(B) with a conservative 95% interval.
@@ -124,6 +138,71 @@ pub fn ratio_between_sessions(a: &[f64], b: &[f64]) -> Option<Ratio> {
     })
 }
 
+/// What two workers of one session are compared by.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// Time per sample: two built-in levels.
+    SampleTime,
+    /// A whole step as a loop sees it, like with like, where a `--cmd` worker is one of the two: it has no samples,
+    /// and its step is timed from one optimiser step to the next.
+    StepInterval,
+}
+
+impl Basis {
+    pub fn of(state: &State, a: &WorkerState, b: &WorkerState) -> Basis {
+        let session = state.session.as_ref();
+        let command = |w: &WorkerState| session.is_some_and(|s| s.commands.contains_key(&w.name));
+        if command(a) || command(b) {
+            Basis::StepInterval
+        } else {
+            Basis::SampleTime
+        }
+    }
+
+    pub fn durations(self, w: &WorkerState) -> &Durations {
+        match self {
+            Basis::SampleTime => &w.sample_time,
+            Basis::StepInterval => &w.step_interval,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::SampleTime => "time per sample",
+            Basis::StepInterval => "step interval",
+        }
+    }
+}
+
+/// Two workers of one session as the compare view judges them: by what, and A's median over B's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pairing {
+    pub basis: Basis,
+    pub times: Option<Ratio>,
+}
+
+impl Pairing {
+    pub fn of(state: &State, a: &WorkerState, b: &WorkerState) -> Pairing {
+        let basis = Basis::of(state, a, b);
+        Pairing {
+            basis,
+            times: ratio_of_medians(basis.durations(a), basis.durations(b)),
+        }
+    }
+
+    /// Why there is no ratio yet: the one of the two with fewer measured steps, and how many it has.
+    pub fn too_few_steps(&self, a: &WorkerState, b: &WorkerState) -> String {
+        let measured = |w: &WorkerState| self.basis.durations(w).len();
+        let short = if measured(a) <= measured(b) { a } else { b };
+        format!(
+            "{} has {} measured steps, {MIN_SAMPLES} are needed",
+            short.name,
+            measured(short)
+        )
+    }
+}
+
 /// A plain sentence on which of two is faster, from the ratio of their times (A / B).
 pub fn verdict(a: &str, b: &str, times: &Ratio) -> String {
     let (faster, slower, factor) = if times.ratio <= 1.0 {
@@ -200,6 +279,16 @@ mod tests {
         // Identical sessions: a ratio of exactly 1 with no width.
         let same = ratio_between_sessions(&a, &a).unwrap();
         assert!((same.ratio - 1.0).abs() < 1e-12 && !same.beyond_noise());
+    }
+
+    #[test]
+    fn a_verdict_needs_the_fewest_steps_whose_interval_leaves_out_the_extremes() {
+        let interior = |n: u64| {
+            let (low, high) = interval_ranks(n);
+            low > 1 && high < n
+        };
+        assert!(!interior(MIN_VERDICT_SAMPLES - 1));
+        assert!((MIN_VERDICT_SAMPLES..10_000).all(interior));
     }
 
     #[test]

@@ -20,7 +20,9 @@ use std::collections::VecDeque;
 pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
-pub use summary::{ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary};
+pub use summary::{
+    ComparisonSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+};
 
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::{

@@ -1,10 +1,12 @@
-//! Sessions of the same implementations, B against A: per implementation and metric, the ratio B/A, its interval
-//! where the metric has a spread (within one session a side, or between several), and whether it is a regression —
-//! worse by more than the threshold (TorchBench's 7%) and, where noise can be judged, beyond noise — unless the
-//! sessions' setups or conditions make the metric one not to judge.
+//! Sessions of the same implementations, B against A: per implementation (or pair of implementations named apart)
+//! and metric, the ratio B/A, its interval where the metric has a spread (within one session a side, or between
+//! several), and whether it is a regression — worse by more than the threshold (TorchBench's 7%) and, where noise can
+//! be judged, beyond noise — unless the sessions' setups or conditions make the metric one not to judge, or one
+//! session a side holds too few measured steps for its interval to be trusted.
 
 use super::compare::{
-    Interval, Ratio, median_interval, ratio_between_sessions, ratio_of_intervals,
+    Interval, MIN_VERDICT_SAMPLES, Ratio, median_interval, ratio_between_sessions,
+    ratio_of_intervals,
 };
 use super::{Durations, State, WorkerState};
 
@@ -15,10 +17,20 @@ pub enum Worse {
     Lower,
 }
 
+/// What a metric's figures are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Ms,
+    PerSecond,
+    Bytes,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The implementation, or `A's→B's` for a pair of differently named ones.
     pub worker: String,
     pub metric: &'static str,
+    pub unit: Unit,
     /// The figure over A's and B's sessions (their geometric mean when there are several).
     pub a: Option<f64>,
     pub b: Option<f64>,
@@ -26,8 +38,35 @@ pub struct Row {
     pub ratio: Option<Ratio>,
     pub worse: Worse,
     pub regression: bool,
-    /// Why the row is shown but not judged (the sessions' steps or conditions differ).
+    /// Why the row is shown but not judged (the sessions' steps or conditions differ, too few measured steps).
     pub not_judged: Option<String>,
+    /// It is not judged because a session holds too few measured steps: a verdict was asked for and none can be given.
+    pub too_few_steps: bool,
+}
+
+/// What a row says of B against A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict<'r> {
+    NotJudged(&'r str),
+    Regression,
+    /// No ratio to judge (a figure missing on a side, or too few steps for an interval).
+    NotComparable,
+    /// The ratio's interval holds 1: no difference beyond noise.
+    WithinNoise,
+    /// Not worse by more than the threshold (or better).
+    Ok,
+}
+
+impl Row {
+    pub fn verdict(&self) -> Verdict<'_> {
+        match (&self.not_judged, self.regression, self.ratio) {
+            (Some(why), ..) => Verdict::NotJudged(why),
+            (None, true, _) => Verdict::Regression,
+            (None, false, None) => Verdict::NotComparable,
+            (None, false, Some(r)) if r.low < r.high && !r.beyond_noise() => Verdict::WithinNoise,
+            (None, false, Some(_)) => Verdict::Ok,
+        }
+    }
 }
 
 /// What may not be judged, and why; set from the sessions' setups and conditions.
@@ -89,6 +128,7 @@ enum Measure {
 
 struct Metric {
     name: &'static str,
+    unit: Unit,
     measure: Measure,
     worse: Worse,
     per_step: bool,
@@ -98,6 +138,7 @@ struct Metric {
 const METRICS: [Metric; 7] = [
     Metric {
         name: "median step time (ms)",
+        unit: Unit::Ms,
         measure: Measure::Spread(|w| &w.step_time),
         worse: Worse::Higher,
         per_step: true,
@@ -105,6 +146,7 @@ const METRICS: [Metric; 7] = [
     },
     Metric {
         name: "median time per sample (ms)",
+        unit: Unit::Ms,
         measure: Measure::Spread(|w| &w.sample_time),
         worse: Worse::Higher,
         per_step: false,
@@ -112,20 +154,23 @@ const METRICS: [Metric; 7] = [
     },
     Metric {
         name: "throughput (samples/s)",
+        unit: Unit::PerSecond,
         measure: Measure::Throughput,
         worse: Worse::Lower,
         per_step: false,
         time: true,
     },
     Metric {
-        name: "peak host RSS (bytes)",
+        name: "peak host RSS",
+        unit: Unit::Bytes,
         measure: Measure::Point(|w| Some(w.peak_rss_bytes as f64)),
         worse: Worse::Higher,
         per_step: false,
         time: false,
     },
     Metric {
-        name: "peak GPU memory (bytes)",
+        name: "peak GPU memory",
+        unit: Unit::Bytes,
         measure: Measure::Point(|w| w.peak_gpu_memory_bytes.map(|b| b as f64)),
         worse: Worse::Higher,
         per_step: false,
@@ -133,13 +178,15 @@ const METRICS: [Metric; 7] = [
     },
     Metric {
         name: "median H2D time (ms)",
+        unit: Unit::Ms,
         measure: Measure::Spread(|w| &w.h2d),
         worse: Worse::Higher,
         per_step: true,
         time: true,
     },
     Metric {
-        name: "H2D bytes per step",
+        name: "H2D per step",
+        unit: Unit::Bytes,
         measure: Measure::Point(|w| w.h2d_bytes_per_step().map(|b| b as f64)),
         worse: Worse::Higher,
         per_step: true,
@@ -147,11 +194,13 @@ const METRICS: [Metric; 7] = [
     },
 ];
 
-/// One metric of one worker in one session: its figure and, for a distribution, its median's interval.
+/// One metric of one worker in one session: its figure and, for a distribution, its median's interval and how many
+/// measured steps it is drawn from.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Figure {
     value: Option<f64>,
     interval: Option<Interval>,
+    steps: Option<u64>,
 }
 
 impl Metric {
@@ -160,14 +209,17 @@ impl Metric {
             Measure::Spread(durations) => Figure {
                 value: durations(w).median_ms(),
                 interval: median_interval(durations(w)),
+                steps: Some(durations(w).len()),
             },
             Measure::Throughput => Figure {
                 value: w.throughput(),
                 interval: median_interval(&w.sample_time).and_then(per_second),
+                steps: Some(w.sample_time.len()),
             },
             Measure::Point(value) => Figure {
                 value: value(w),
                 interval: None,
+                steps: None,
             },
         }
     }
@@ -220,13 +272,30 @@ pub fn figures(state: &State) -> Vec<WorkerFigures> {
     state.workers.iter().map(WorkerFigures::of).collect()
 }
 
+/// Why a ratio drawn from one session a side is not to be judged: a side whose median rests on too few measured steps
+/// for its interval to leave out the extreme ones (`MIN_VERDICT_SAMPLES`). With several sessions a side the interval
+/// comes from the spread between them, which a short session widens by itself.
+fn too_few_steps(a: &[Figure], b: &[Figure]) -> Option<String> {
+    let ([a], [b]) = (a, b) else { return None };
+    let short: Vec<String> = [("A", a.steps?), ("B", b.steps?)]
+        .into_iter()
+        .filter(|&(_, steps)| steps < MIN_VERDICT_SAMPLES)
+        .map(|(side, steps)| format!("{steps} in {side}"))
+        .collect();
+    (!short.is_empty()).then(|| {
+        format!(
+            "too few measured steps ({}; {MIN_VERDICT_SAMPLES} needed)",
+            short.join(" and ")
+        )
+    })
+}
+
 fn rows_for(
-    a: &[&WorkerFigures],
-    b: &[&WorkerFigures],
+    label: &str,
+    (a, b): (&[&WorkerFigures], &[&WorkerFigures]),
     threshold: f64,
     judging: &Judging,
 ) -> Vec<Row> {
-    let name = a.first().map_or_else(String::new, |w| w.name.clone());
     METRICS
         .iter()
         .enumerate()
@@ -237,26 +306,60 @@ fn rows_for(
             let (fa, fb) = (figures(a), figures(b));
             let ratio = metric.ratio(&fa, &fb);
             let values = |side: &[Figure]| side.iter().map(|f| f.value).collect::<Vec<_>>();
-            let not_judged = [
+            let set_apart = [
                 (true, &judging.all),
                 (metric.per_step, &judging.per_step),
                 (metric.time, &judging.times),
             ]
             .into_iter()
             .find_map(|(applies, why)| why.clone().filter(|_| applies));
+            let too_few = too_few_steps(&fa, &fb).filter(|_| set_apart.is_none());
+            let not_judged = set_apart.or_else(|| too_few.clone());
             Row {
-                worker: name.clone(),
+                worker: label.to_string(),
                 metric: metric.name,
+                unit: metric.unit,
                 a: geometric_mean(&values(&fa)),
                 b: geometric_mean(&values(&fb)),
                 ratio,
                 worse: metric.worse,
                 regression: not_judged.is_none() && regressed(ratio, metric.worse, threshold),
                 not_judged,
+                too_few_steps: too_few.is_some(),
             }
         })
         .filter(|r| r.a.is_some() || r.b.is_some())
         .collect()
+}
+
+/// A worker of A compared with a worker of B of another name (`--pair old=new`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pair {
+    pub a: String,
+    pub b: String,
+}
+
+/// Which of B's workers each of A's meets: its pair's, else the one of its name, unless a pair took that one.
+struct Meeting<'p> {
+    pairs: &'p [Pair],
+}
+
+impl Meeting<'_> {
+    /// The name in B that A's `name` meets; `None` when a pair took B's worker of its name.
+    fn in_b<'n>(&'n self, name: &'n str) -> Option<&'n str> {
+        match self.pairs.iter().find(|p| p.a == name) {
+            Some(p) => Some(&p.b),
+            None => (!self.pairs.iter().any(|p| p.b == name)).then_some(name),
+        }
+    }
+
+    /// How rows of A's `name` are labelled: `old→new` for a pair of two names.
+    fn label(&self, name: &str) -> String {
+        match self.in_b(name) {
+            Some(in_b) if in_b != name => format!("{name}→{in_b}"),
+            _ => name.to_string(),
+        }
+    }
 }
 
 /// `name` in each of a side's sessions; `None` when one lacks it.
@@ -268,13 +371,13 @@ fn side<'s>(sessions: &[&'s [WorkerFigures]], name: &str) -> Option<Vec<&'s Work
 }
 
 /// Where an implementation that is not in every session ran: "it ran in A only", or session by session.
-fn presence(a: &[&[WorkerFigures]], b: &[&[WorkerFigures]], name: &str) -> String {
-    let count = |side: &[&[WorkerFigures]]| {
+fn presence(a: &[&[WorkerFigures]], b: &[&[WorkerFigures]], (in_a, in_b): (&str, &str)) -> String {
+    let count = |side: &[&[WorkerFigures]], name: &str| {
         side.iter()
             .filter(|s| s.iter().any(|w| w.name == name))
             .count()
     };
-    match (count(a), count(b)) {
+    match (count(a, in_a), count(b, in_b)) {
         (0, _) => "it ran in B only".into(),
         (_, 0) => "it ran in A only".into(),
         (ia, ib) => format!(
@@ -285,27 +388,53 @@ fn presence(a: &[&[WorkerFigures]], b: &[&[WorkerFigures]], name: &str) -> Strin
     }
 }
 
-/// The rows for every implementation present in every session of both sides, in the order of A's first, B's
-/// sessions against A's; and the implementations left out, each with why.
+/// The rows for every implementation present in every session of both sides (or paired across them by `pairs`), in
+/// the order of A's first, B's sessions against A's; and the implementations left out, each with why.
 pub fn compare(
     a: &[&[WorkerFigures]],
     b: &[&[WorkerFigures]],
     threshold: f64,
     judging: &Judging,
+    pairs: &[Pair],
 ) -> (Vec<Row>, Vec<String>) {
-    let mut names: Vec<&str> = Vec::new();
-    for w in a.iter().chain(b).flat_map(|s| s.iter()) {
-        if !names.contains(&w.name.as_str()) {
-            names.push(&w.name);
+    let meeting = Meeting { pairs };
+    let names = |sessions: &[&[WorkerFigures]]| {
+        let mut names: Vec<String> = Vec::new();
+        for w in sessions.iter().flat_map(|s| s.iter()) {
+            if !names.contains(&w.name) {
+                names.push(w.name.clone());
+            }
         }
-    }
+        names
+    };
+    let (in_a, in_b) = (names(a), names(b));
     let mut rows = Vec::new();
     let mut left_out = Vec::new();
-    for name in names {
-        match (side(a, name), side(b, name)) {
-            (Some(wa), Some(wb)) => rows.extend(rows_for(&wa, &wb, threshold, judging)),
-            _ => left_out.push(format!("{name} is not compared: {}", presence(a, b, name))),
+    for name in &in_a {
+        let label = meeting.label(name);
+        let Some(partner) = meeting.in_b(name) else {
+            left_out.push(format!(
+                "{name} of A is not compared: B's {name} is paired by --pair"
+            ));
+            continue;
+        };
+        match (side(a, name), side(b, partner)) {
+            (Some(wa), Some(wb)) => rows.extend(rows_for(&label, (&wa, &wb), threshold, judging)),
+            _ => left_out.push(format!(
+                "{label} is not compared: {}",
+                presence(a, b, (name, partner))
+            )),
         }
+    }
+    for name in in_b {
+        if in_a.iter().any(|n| meeting.in_b(n) == Some(&name)) {
+            continue;
+        }
+        left_out.push(if in_a.contains(&name) {
+            format!("{name} of B is not compared: A's {name} is paired by --pair")
+        } else {
+            format!("{name} is not compared: it ran in B only")
+        });
     }
     (rows, left_out)
 }
@@ -343,7 +472,7 @@ mod tests {
             a.iter().map(|s| s.as_slice()).collect(),
             b.iter().map(|s| s.as_slice()).collect(),
         );
-        let (rows, left_out) = super::compare(&sa, &sb, threshold, judging);
+        let (rows, left_out) = super::compare(&sa, &sb, threshold, judging, &[]);
         assert!(left_out.is_empty(), "{left_out:?}");
         rows
     }
@@ -553,13 +682,116 @@ mod tests {
             workers: vec![worker(10.0, 1 << 30), other],
             ..State::default()
         });
-        let (rows, left_out) = super::compare(&[&both], &[&a], 0.07, &Judging::default());
+        let (rows, left_out) = super::compare(&[&both], &[&a], 0.07, &Judging::default(), &[]);
         assert!(rows.iter().all(|r| r.worker == "libtorch"));
         assert_eq!(left_out, ["pytorch is not compared: it ran in A only"]);
-        let (_, left_out) = super::compare(&[&a, &both], &[&both], 0.07, &Judging::default());
+        let (_, left_out) = super::compare(&[&a, &both], &[&both], 0.07, &Judging::default(), &[]);
         assert_eq!(
             left_out,
             ["pytorch is not compared: it ran in 1 of A's 2 sessions and 1 of B's 1"]
         );
+    }
+
+    #[test]
+    fn a_ratio_whose_interval_holds_1_is_within_noise_not_ok() {
+        let a = state(worker(10.0, 1 << 30));
+        let rows = compare(&[&a], &[&a], 0.07, &Judging::default());
+        for row in &rows {
+            let expected = match row.unit {
+                Unit::Bytes => Verdict::Ok,
+                _ => Verdict::WithinNoise,
+            };
+            assert_eq!(row.verdict(), expected, "{row:?}");
+        }
+        // Beyond noise, but by less than the threshold: ok.
+        let slightly = state(worker(10.5, 1 << 30));
+        let step = compare(&[&a], &[&slightly], 0.07, &Judging::default())
+            .into_iter()
+            .find(|r| r.metric.starts_with("median step"))
+            .unwrap();
+        assert!(step.ratio.unwrap().beyond_noise(), "{step:?}");
+        assert_eq!(step.verdict(), Verdict::Ok);
+    }
+
+    /// `worker`'s session cut to its first `steps` steps, as a damaged recording keeps them.
+    fn cut_to(steps: u32, step_ms: f64) -> Vec<WorkerFigures> {
+        let mut w = WorkerState::new("libtorch");
+        for i in 0..steps {
+            let ms = step_ms + f64::from(i % 5) * 0.01;
+            w.step_time.record_ms(ms);
+            w.sample_time.record_ms(ms / 16.0);
+            w.samples += 16;
+        }
+        state(w)
+    }
+
+    #[test]
+    fn one_session_a_side_with_too_few_steps_for_its_interval_is_not_judged() {
+        let a = state(worker(10.0, 1 << 30));
+        let short = cut_to(MIN_VERDICT_SAMPLES as u32 - 1, 20.0);
+        let rows = compare(&[&a], &[&short], 0.07, &Judging::default());
+        let times: Vec<&Row> = rows.iter().filter(|r| r.unit != Unit::Bytes).collect();
+        assert!(!times.is_empty());
+        for row in times {
+            assert!(row.too_few_steps && !row.regression, "{row:?}");
+            assert_eq!(
+                row.not_judged.as_deref(),
+                Some("too few measured steps (10 in B; 11 needed)")
+            );
+        }
+        // Enough steps: the same slowdown is a regression.
+        let enough = cut_to(MIN_VERDICT_SAMPLES as u32, 20.0);
+        let rows = compare(&[&a], &[&enough], 0.07, &Judging::default());
+        assert!(rows.iter().all(|r| !r.too_few_steps), "{rows:?}");
+        assert!(rows.iter().any(|r| r.regression), "{rows:?}");
+        // Several sessions a side: judged by the spread between them, which short sessions widen themselves.
+        let (b1, b2) = (cut_to(6, 20.0), cut_to(6, 20.2));
+        let rows = compare(&[&a, &a], &[&short, &b1, &b2], 0.07, &Judging::default());
+        assert!(rows.iter().all(|r| !r.too_few_steps), "{rows:?}");
+    }
+
+    #[test]
+    fn workers_of_different_names_are_compared_as_paired() {
+        let named = |names: &[&str]| {
+            figures(&State {
+                workers: names
+                    .iter()
+                    .map(|n| WorkerState {
+                        name: n.to_string(),
+                        ..worker(10.0, 1 << 30)
+                    })
+                    .collect(),
+                ..State::default()
+            })
+        };
+        let (a, b) = (
+            named(&["pytorch", "libtorch"]),
+            named(&["compile", "libtorch"]),
+        );
+        let pairs = [Pair {
+            a: "pytorch".into(),
+            b: "compile".into(),
+        }];
+        let (rows, left_out) = super::compare(&[&a], &[&b], 0.07, &Judging::default(), &pairs);
+        assert!(left_out.is_empty(), "{left_out:?}");
+        let mut workers: Vec<&str> = rows.iter().map(|r| r.worker.as_str()).collect();
+        workers.dedup();
+        assert_eq!(workers, ["pytorch→compile", "libtorch"]);
+        // Without the pair, neither is compared; with B's pytorch too, that one is left out and said why.
+        let (_, left_out) = super::compare(&[&a], &[&b], 0.07, &Judging::default(), &[]);
+        assert_eq!(
+            left_out,
+            [
+                "pytorch is not compared: it ran in A only",
+                "compile is not compared: it ran in B only"
+            ]
+        );
+        let b_too = named(&["compile", "libtorch", "pytorch"]);
+        let (rows, left_out) = super::compare(&[&a], &[&b_too], 0.07, &Judging::default(), &pairs);
+        assert_eq!(
+            left_out,
+            ["pytorch of B is not compared: A's pytorch is paired by --pair"]
+        );
+        assert!(rows.iter().any(|r| r.worker == "pytorch→compile"));
     }
 }

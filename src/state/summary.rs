@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use super::compare::{Basis, Pairing};
 use super::compile::{Cache, CompileState};
 use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
@@ -493,6 +494,56 @@ pub struct Summary {
     /// they could, or when no GPU was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_processes_unavailable: Option<String>,
+    /// The first worker against each of the others, as the compare view judges a pair (absent with one worker).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<ComparisonSummary>,
+}
+
+/// Two workers of the session: what they are compared by, A's median over B's with its 95% interval, and the
+/// verdict in words.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ComparisonSummary {
+    pub a: String,
+    pub b: String,
+    pub by: Basis,
+    /// `null`, with `low` and `high`, while either has too few measured steps (the verdict then says which).
+    pub ratio: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    /// The interval leaves out 1.
+    pub beyond_noise: bool,
+    pub verdict: String,
+}
+
+impl ComparisonSummary {
+    fn of(state: &State, a: &WorkerState, b: &WorkerState) -> ComparisonSummary {
+        let pairing = Pairing::of(state, a, b);
+        let verdict = match &pairing.times {
+            Some(times) => super::compare::verdict(&a.name, &b.name, times),
+            None => format!("no verdict — {}", pairing.too_few_steps(a, b)),
+        };
+        ComparisonSummary {
+            a: a.name.clone(),
+            b: b.name.clone(),
+            by: pairing.basis,
+            ratio: pairing.times.map(|r| r.ratio),
+            low: pairing.times.map(|r| r.low),
+            high: pairing.times.map(|r| r.high),
+            beyond_noise: pairing.times.is_some_and(|r| r.beyond_noise()),
+            verdict,
+        }
+    }
+}
+
+/// The first worker against each of the others.
+fn comparisons(state: &State) -> Vec<ComparisonSummary> {
+    let Some((first, others)) = state.workers.split_first() else {
+        return Vec::new();
+    };
+    others
+        .iter()
+        .map(|other| ComparisonSummary::of(state, first, other))
+        .collect()
 }
 
 impl Summary {
@@ -507,6 +558,7 @@ impl Summary {
                 .collect(),
             machine: state.machine.conditions(),
             gpu_processes_unavailable: state.gpu.processes_unavailable.clone(),
+            comparisons: comparisons(state),
         }
     }
 }

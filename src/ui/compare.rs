@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use super::chart::{self, Line as ChartLine};
 use super::render;
 use super::view::{View, bytes, ms, shape};
-use crate::state::compare::MIN_SAMPLES;
+use crate::state::compare::{Basis, MIN_SAMPLES, Pairing};
 use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
@@ -219,9 +219,8 @@ fn operator_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line
 
 /// What the headline compares, and what the reader must know about how the two ran.
 struct Judged {
-    /// A `--cmd` worker is one of the two: it has no samples and its step is timed from one optimiser step to the
-    /// next, so the pair is compared by step intervals, like with like.
-    commands: bool,
+    /// By what the pair is compared (`Basis::StepInterval` where a `--cmd` worker is one of the two), and the ratio.
+    pairing: Pairing,
     /// They ran at once, competing for the same cores.
     parallel: bool,
     /// Both have ended: the verdict is final.
@@ -230,8 +229,6 @@ struct Judged {
 
 impl Judged {
     fn of(state: &State, a: &WorkerState, b: &WorkerState) -> Judged {
-        let session = state.session.as_ref();
-        let command = |w: &WorkerState| session.is_some_and(|s| s.commands.contains_key(&w.name));
         let ended = |w: &WorkerState| {
             matches!(
                 w.activity(),
@@ -239,30 +236,25 @@ impl Judged {
             )
         };
         Judged {
-            commands: command(a) || command(b),
-            parallel: session.is_some_and(|s| s.schedule == Schedule::Parallel),
+            pairing: Pairing::of(state, a, b),
+            parallel: state
+                .session
+                .as_ref()
+                .is_some_and(|s| s.schedule == Schedule::Parallel),
             ended: ended(a) && ended(b),
         }
     }
 
-    fn headline(&self, a: &WorkerState, b: &WorkerState, times: Option<Ratio>) -> String {
+    fn commands(&self) -> bool {
+        self.pairing.basis == Basis::StepInterval
+    }
+
+    fn headline(&self, a: &WorkerState, b: &WorkerState) -> String {
         let when = if self.ended { "final" } else { "so far" };
-        match times {
+        match self.pairing.times {
             Some(r) => format!("{when}: {}", verdict(&a.name, &b.name, &r)),
             None if self.ended => {
-                let measured = |w: &WorkerState| {
-                    if self.commands {
-                        w.step_interval.len()
-                    } else {
-                        w.sample_time.len()
-                    }
-                };
-                let short = if measured(a) <= measured(b) { a } else { b };
-                format!(
-                    "final: no verdict — {} has {} measured steps, {MIN_SAMPLES} are needed",
-                    short.name,
-                    measured(short)
-                )
+                format!("final: no verdict — {}", self.pairing.too_few_steps(a, b))
             }
             None => "waiting for enough measured steps to compare".to_string(),
         }
@@ -270,7 +262,7 @@ impl Judged {
 
     fn notes(&self) -> String {
         let mut notes = Vec::new();
-        if self.commands {
+        if self.commands() {
             notes.push(
                 "like with like: step intervals (a --cmd worker from one optimiser step to the next, a built-in one's data + copy + compute)",
             );
@@ -411,7 +403,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let intervals = ratio_of_medians(&a.step_interval, &b.step_interval);
     let judged = Judged::of(view.state, a, b);
-    let headline = judged.headline(a, b, if judged.commands { intervals } else { sample });
+    let headline = judged.headline(a, b);
     let bold = Style::default().add_modifier(Modifier::BOLD);
     frame.render_widget(
         Paragraph::new(vec![
@@ -621,15 +613,14 @@ mod tests {
     fn judged(state: &State) -> (Judged, String) {
         let (a, b) = (&state.workers[0], &state.workers[1]);
         let judged = Judged::of(state, a, b);
-        let times = ratio_of_medians(&a.step_interval, &b.step_interval);
-        let headline = judged.headline(a, b, times);
+        let headline = judged.headline(a, b);
         (judged, headline)
     }
 
     #[test]
     fn a_cmd_worker_is_compared_by_step_intervals_with_a_final_verdict() {
         let (running, headline) = judged(&session(30, false));
-        assert!(running.commands && running.parallel && !running.ended);
+        assert!(running.commands() && running.parallel && !running.ended);
         assert!(
             headline.starts_with("so far: libtorch 1.20× faster than train"),
             "{headline}"

@@ -1,8 +1,11 @@
 //! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
+use super::view::bytes;
+use crate::state::regression::{Row, Unit, Verdict};
 use crate::state::script::SamplesFrom;
 use crate::state::{
-    Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+    ComparisonSummary, Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
+    WorkerSummary,
 };
 
 /// Where a session's description goes.
@@ -136,6 +139,9 @@ pub fn table(summary: &Summary) -> String {
         ));
     }
     out.push_str("medians over measured steps (warm-up and profiled steps excluded); samples/s = 1000 / median ms/sample; compute = forward+loss+backward+step (train) or forward+loss (eval); step = h2d+compute, or for --cmd the interval between optimiser steps\n");
+    for c in &summary.comparisons {
+        out.push_str(&comparison_line(c));
+    }
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
@@ -174,6 +180,20 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// Two workers of the session as the compare view judges them: the verdict, and the ratio it rests on.
+fn comparison_line(c: &ComparisonSummary) -> String {
+    let ratio = match (c.ratio, c.low, c.high) {
+        (Some(ratio), Some(low), Some(high)) => format!(
+            "; {} {}/{} {ratio:.3}, 95% interval [{low:.3}, {high:.3}]",
+            c.by.name(),
+            c.a,
+            c.b
+        ),
+        _ => String::new(),
+    };
+    format!("verdict: {}{ratio}\n", c.verdict)
 }
 
 /// What compiling cost a level, and when it paid that back against eager `pytorch`, where one ran.
@@ -317,15 +337,21 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
 }
 
 /// `golow compare`'s table: one line per implementation and metric, B against A.
-pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) -> String {
-    // Bytes are counted, not measured: whole numbers.
-    let value = |metric: &str, v: Option<f64>| match v {
-        None => "-".to_string(),
-        Some(v) if metric.contains("bytes") && v.is_finite() && v.abs() < 1e18 => format!("{v:.0}"),
-        Some(v) => opt(Some(v), 4),
+pub fn regression_table(rows: &[Row], threshold: f64) -> String {
+    let value = |unit: Unit, v: Option<f64>| match (unit, v) {
+        (_, None) => "-".to_string(),
+        (Unit::Bytes, Some(v)) if v.is_finite() && v >= 0.0 => bytes(v),
+        (_, Some(v)) => opt(Some(v), 4),
     };
+    // Paired workers are labelled old→new: the column is as wide as its longest label.
+    let width = rows
+        .iter()
+        .map(|r| r.worker.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let mut out = format!(
-        "{:<12} {:<28} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
+        "{:<width$} {:<28} {:>14} {:>14} {:>8} {:>19}  verdict (threshold {:.0}%)\n",
         "impl",
         "metric",
         "A",
@@ -343,24 +369,26 @@ pub fn regression_table(rows: &[crate::state::regression::Row], threshold: f64) 
             ),
             None => ("-".to_string(), "-".to_string()),
         };
-        let verdict = match (&row.not_judged, row.regression, row.ratio) {
-            (Some(reason), ..) => format!("not judged: {reason}"),
-            (None, true, _) => "REGRESSION".into(),
-            (None, false, None) => "not comparable".into(),
-            (None, false, Some(_)) => "ok".into(),
+        let verdict = match row.verdict() {
+            Verdict::NotJudged(reason) => format!("not judged: {reason}"),
+            Verdict::Regression => "REGRESSION".into(),
+            Verdict::NotComparable => "not comparable".into(),
+            Verdict::WithinNoise => "within noise".into(),
+            Verdict::Ok => "ok".into(),
         };
         out.push_str(&format!(
-            "{:<12} {:<28} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
+            "{:<width$} {:<28} {:>14} {:>14} {:>8} {:>19}  {verdict}\n",
             row.worker,
             row.metric,
-            value(row.metric, row.a),
-            value(row.metric, row.b),
+            value(row.unit, row.a),
+            value(row.unit, row.b),
             ratio,
             interval
         ));
     }
     out
 }
+
 /// One line per implementation and cell of a sweep.
 pub fn sweep_table(results: &crate::sweep::Results) -> String {
     // With --repeat, each time per sample is a median over sessions, and their range is worth its column.
@@ -425,26 +453,29 @@ mod tests {
     use super::opt;
 
     #[test]
-    fn bytes_compare_as_whole_numbers() {
-        let row = |metric, a: f64| crate::state::regression::Row {
+    fn bytes_compare_in_the_units_golow_shows_them_in_elsewhere() {
+        use crate::state::regression::{Row, Unit, Worse};
+        let row = |metric, unit, a: f64| Row {
             worker: "libtorch".into(),
             metric,
+            unit,
             a: Some(a),
             b: Some(a),
             ratio: None,
-            worse: crate::state::regression::Worse::Higher,
+            worse: Worse::Higher,
             regression: false,
             not_judged: None,
+            too_few_steps: false,
         };
         let table = super::regression_table(
             &[
-                row("peak host RSS (bytes)", 632188928.0),
-                row("median step time (ms)", 12.5),
+                row("peak host RSS", Unit::Bytes, 632188928.0),
+                row("median step time (ms)", Unit::Ms, 12.5),
             ],
             0.05,
         );
         assert!(
-            table.contains(" 632188928 ") && !table.contains("632188928.0"),
+            table.contains(" 602.9 MiB ") && !table.contains("632188928"),
             "{table}"
         );
         assert!(table.contains(" 12.5000 "), "{table}");
