@@ -1,0 +1,246 @@
+//! golow against what works against it, with real parts: a stderr nobody reads and a recorder's thread stopped by a
+//! tracer while `/metrics` is scraped.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStderr, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{golow, golow_command, text, with_venv_path};
+
+/// How long a scrape may take: the session answers in milliseconds, and a loaded machine is given far more.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn write(dir: &Path, name: &str, source: &str) {
+    std::fs::write(dir.join(name), source).unwrap();
+}
+
+/// A headless session serving its metrics on a port the system chose, its stderr piped; killed if left running.
+struct Served {
+    golow: Child,
+    addr: String,
+    /// golow's stderr while nobody reads it, then what a thread of this test read of it.
+    stderr: Option<BufReader<ChildStderr>>,
+    read: Option<JoinHandle<String>>,
+}
+
+impl Served {
+    fn start(tmp: &Path, args: &[&str]) -> Served {
+        let mut golow = with_venv_path(&mut golow_command(tmp))
+            .args(["run", "--headless"])
+            .args(args)
+            .args(["--metrics-addr", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(golow.stderr.take().unwrap());
+        let mut line = String::new();
+        let addr = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "golow never said where it serves its metrics"
+            );
+            if let Some(rest) = line.trim().strip_prefix("golow: metrics at http://") {
+                break rest.trim_end_matches("/metrics").to_string();
+            }
+        };
+        Served {
+            golow,
+            addr,
+            stderr: Some(stderr),
+            read: None,
+        }
+    }
+
+    /// Reads golow's stderr from now on, on a thread of its own.
+    fn read_stderr(&mut self) {
+        if let Some(mut stderr) = self.stderr.take() {
+            self.read = Some(std::thread::spawn(move || {
+                let mut said = String::new();
+                stderr.read_to_string(&mut said).unwrap();
+                said
+            }));
+        }
+    }
+
+    /// A scrape of /metrics within `SCRAPE_TIMEOUT`: its body, or why there was none.
+    fn scrape(&self) -> Result<String, String> {
+        let started = Instant::now();
+        let failed = |e: std::io::Error| format!("no answer in {:?}: {e}", started.elapsed());
+        let addr = self.addr.parse().unwrap();
+        let mut stream = TcpStream::connect_timeout(&addr, SCRAPE_TIMEOUT).map_err(failed)?;
+        stream.set_read_timeout(Some(SCRAPE_TIMEOUT)).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.0\r\nHost: {}\r\n\r\n",
+            self.addr
+        )
+        .map_err(failed)?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).map_err(failed)?;
+        match answer.split_once("\r\n\r\n") {
+            Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+            _ => Err(format!("not an answer: {answer}")),
+        }
+    }
+
+    /// Reads the rest of golow's stderr and waits for its end: its exit code and what it said.
+    fn finish(mut self) -> (Option<i32>, String) {
+        self.read_stderr();
+        let code = self.golow.wait().unwrap().code();
+        let said = self
+            .read
+            .take()
+            .map(|r| r.join().unwrap())
+            .unwrap_or_default();
+        (code, said)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.golow.kill();
+        let _ = self.golow.wait();
+    }
+}
+
+/// A script that waits for the file `go`, prints `lines` lines as fast as it can, and says it did in the file
+/// `printed`.
+fn flood(lines: u32) -> String {
+    format!(
+        "\
+import os, sys, time
+while not os.path.exists('go'):
+    time.sleep(0.05)
+for i in range({lines}):
+    print(f'line {{i:07d}} ' + 'x' * 60)
+sys.stdout.flush()
+open('printed', 'w').close()
+"
+    )
+}
+
+/// The records of `recording` in `dir`, as `golow export --format json` writes them.
+fn exported(dir: &Path, recording: &str) -> String {
+    let out = golow(
+        dir,
+        &[
+            "export",
+            recording,
+            "--format",
+            "json",
+            "-o",
+            "exported.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    std::fs::read_to_string(dir.join("exported.json")).unwrap()
+}
+
+/// golow's thread named `name`, once it is there.
+fn thread_named(pid: u32, name: &str) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+            let task = task.unwrap().path();
+            if std::fs::read_to_string(task.join("comm")).is_ok_and(|comm| comm.trim() == name) {
+                return task.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "golow has no thread {name}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// One thread of another process stopped by this one as a debugger stops it (`PTRACE_INTERRUPT`), its process
+/// running on; it goes on when dropped.
+struct Stopped(i32);
+
+impl Stopped {
+    fn thread(tid: i32) -> Stopped {
+        let none = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: ptrace(2) and waitpid(2) on one thread of a child of this test, as a debugger does.
+        unsafe {
+            let seized = libc::ptrace(libc::PTRACE_SEIZE, tid, none, none);
+            assert_eq!(seized, 0, "{}", std::io::Error::last_os_error());
+            let interrupted = libc::ptrace(libc::PTRACE_INTERRUPT, tid, none, none);
+            assert_eq!(interrupted, 0, "{}", std::io::Error::last_os_error());
+            let mut status = 0;
+            assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
+        }
+        Stopped(tid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let none = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: as in `thread`, on the thread it stopped.
+        unsafe {
+            libc::ptrace(libc::PTRACE_DETACH, self.0, none, none);
+        }
+    }
+}
+
+/// What golow writes (the recorder's frames, a command's output passed through) blocks only golow's session
+/// thread: three scrapes in a row answer while it waits.
+fn scrapes_answer_while_held_up(served: &Served, tmp: &Path) {
+    write(tmp, "go", "");
+    // The flood fills what lies between the command and the writer that does not take it, in well under this.
+    std::thread::sleep(Duration::from_secs(3));
+    for i in 0..3 {
+        let scrape = served.scrape();
+        assert!(scrape.is_ok(), "scrape {i}: {}", scrape.unwrap_err());
+    }
+    assert!(
+        !tmp.join("printed").exists(),
+        "the command was not held up: the test proves nothing"
+    );
+}
+
+#[test]
+fn a_stderr_nobody_reads_holds_up_no_scrape() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "flood.py", &flood(50_000));
+    let served = Served::start(
+        tmp.path(),
+        &["--cmd", "flood=python flood.py", "--no-record"],
+    );
+    // From here nobody reads golow's stderr, where the command's lines are passed through.
+    scrapes_answer_while_held_up(&served, tmp.path());
+    let (code, said) = served.finish();
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("line 0049999"), "{said}");
+}
+
+#[test]
+fn a_stalled_recorder_holds_up_no_scrape() {
+    let tmp = tempfile::tempdir().unwrap();
+    // ~120 bytes a record: 24 MB, three times what the recorder lets wait for it.
+    let lines = 200_000;
+    write(tmp.path(), "flood.py", &flood(lines));
+    let mut served = Served::start(
+        tmp.path(),
+        &["--cmd", "flood=python flood.py", "--record", "flood.golow"],
+    );
+    // The passed-through lines must not hold golow up here: only the recorder does.
+    served.read_stderr();
+    let recorder = Stopped::thread(thread_named(served.golow.id(), "golow-recorder"));
+    scrapes_answer_while_held_up(&served, tmp.path());
+    drop(recorder);
+    let (code, said) = served.finish();
+    assert_eq!(code, Some(0), "{said}");
+    // Nothing was lost while the recorder stood still.
+    let exported = exported(tmp.path(), "flood.golow");
+    let recorded = exported
+        .matches(r#""type":"output","stream":"stdout""#)
+        .count();
+    assert_eq!(recorded, lines as usize);
+}
+
