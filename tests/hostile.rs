@@ -1,5 +1,6 @@
 //! golow against what works against it, with real parts: a stderr nobody reads and a recorder's thread stopped by a
-//! tracer while `/metrics` is scraped.
+//! tracer while `/metrics` is scraped, and a process writing impossible numbers and huge names on the event socket
+//! itself.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::process::{Child, ChildStderr, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{golow, golow_command, text, with_venv_path};
+use common::{golow, golow_command, headless, summary_of, text, with_venv_path, worker};
 
 /// How long a scrape may take: the session answers in milliseconds, and a loaded machine is given far more.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -244,3 +245,60 @@ fn a_stalled_recorder_holds_up_no_scrape() {
     assert_eq!(recorded, lines as usize);
 }
 
+const HOSTILE: &str = "\
+import json, os, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(os.environ['GOLOW_EVENT_SOCKET'])
+name = 'n' * 1_000_000
+
+def send(**event):
+    s.sendall((json.dumps(event) + '\\n').encode())
+
+send(type='script_process', pid=os.getpid(), rank=None, local_rank=None, world_size=None, python='3' * 1_000_000,
+     torch=None, threads=1)
+send(type='optimizer', optimizer=0, lr=0.1, **{'class': name})
+for step in range(41):
+    send(type='optimizer_step', step=step, interval_ms=None if step == 0 else 10.0)
+for step, interval in [(41, -5), (42, 0), (43, -1e9), (44, 1e308), (3, 10.0)]:
+    send(type='optimizer_step', step=step, interval_ms=interval)
+send(type='scalar', name=name, value=1.0)
+send(type='phase', name=name)
+for step in range(41, 61):
+    send(type='optimizer_step', step=step, interval_ms=10.0)
+s.close()
+";
+
+#[test]
+fn impossible_numbers_are_refused_and_names_cut_before_they_are_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "hostile.py", HOSTILE);
+    let out = with_venv_path(&mut headless(
+        tmp.path(),
+        &[
+            "--cmd",
+            "hostile=python hostile.py",
+            "--record",
+            "hostile.golow",
+        ],
+    ))
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let summary = summary_of(tmp.path());
+    let w = worker(&summary, "hostile");
+    assert_eq!(w["steps"], 61, "{w}");
+    let refused = &w["protocol_errors"];
+    assert_eq!(refused["count"], 5, "{w}");
+    let first = refused["first"].as_str().unwrap();
+    assert!(
+        first.starts_with("optimizer_step refused: interval_ms -5.0"),
+        "{first}"
+    );
+    let p99 = w["step_time_ms"]["p99"].as_f64().unwrap();
+    assert!((9.9..10.1).contains(&p99), "{p99} ms");
+
+    let exported = exported(tmp.path(), "hostile.golow");
+    let longest = exported.lines().map(str::len).max().unwrap();
+    assert!(longest < 4096, "a recorded line of {longest} bytes");
+    assert!(exported.contains(&format!("\"name\":\"{}\"", "n".repeat(64))));
+}
