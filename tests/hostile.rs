@@ -1,6 +1,6 @@
 //! golow against what works against it, with real parts: a stderr nobody reads and a recorder's thread stopped by a
-//! tracer while `/metrics` is scraped, and a process writing impossible numbers and huge names on the event socket
-//! itself.
+//! tracer while `/metrics` is scraped; a command whose processes say hello first, lie about their pid or rank, or
+//! connect from outside it; and a process writing impossible numbers and huge names on the event socket itself.
 
 mod common;
 
@@ -108,6 +108,15 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.golow.kill();
         let _ = self.golow.wait();
+    }
+}
+
+/// Waits for `path` to exist.
+fn wait_for_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{} never came", path.display());
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -243,6 +252,106 @@ fn a_stalled_recorder_holds_up_no_scrape() {
         .matches(r#""type":"output","stream":"stdout""#)
         .count();
     assert_eq!(recorded, lines as usize);
+}
+
+const DECOY: &str = "\
+import time, torch
+model = torch.nn.Linear(8, 2)
+with torch.no_grad():
+    for _ in range(20):
+        model(torch.randn(4, 8))
+# Long enough for golow to take its connection: a process gone before then cannot be placed in the command.
+time.sleep(1)
+";
+
+const TRAINER: &str = "\
+import json, os, socket, subprocess, sys, time
+import torch
+
+path = os.environ['GOLOW_EVENT_SOCKET']
+# A process of the command that evaluates a model: it says hello and reports its passes before this one does.
+subprocess.run([sys.executable, 'decoy.py'], check=True)
+# A connection that says it is another process, rank 0 of 2, and claims a step.
+lies = [
+    {'type': 'script_process', 'pid': 1, 'rank': 0, 'local_rank': 0, 'world_size': 2, 'python': '3.11.7',
+     'torch': None, 'threads': 1},
+    {'type': 'optimizer_step', 'step': 0, 'interval_ms': None},
+]
+liar = socket.socket(socket.AF_UNIX)
+liar.connect(path)
+liar.sendall(''.join(json.dumps(e) + '\\n' for e in lies).encode())
+# A process outside the command (the test) connects meanwhile.
+with open('socket.path', 'w') as f:
+    f.write(path)
+while not os.path.exists('outsider.done'):
+    time.sleep(0.05)
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+for _ in range(300):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()
+with open('trainer.pid', 'w') as f:
+    f.write(str(os.getpid()))
+";
+
+#[test]
+fn the_process_that_trains_is_the_primary_and_no_one_speaks_for_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    write(tmp.path(), "decoy.py", DECOY);
+    write(tmp.path(), "train.py", TRAINER);
+    let golow = with_venv_path(&mut headless(
+        tmp.path(),
+        &["--cmd", "train=python train.py", "--no-record"],
+    ))
+    .spawn()
+    .unwrap();
+    wait_for_file(&tmp.path().join("socket.path"));
+    let path = std::fs::read_to_string(tmp.path().join("socket.path")).unwrap();
+    let me = std::process::id();
+    let claim = format!(
+        "{{\"type\":\"script_process\",\"pid\":{me},\"rank\":0,\"local_rank\":0,\"world_size\":2,\"python\":\"3.11.7\",\"torch\":null,\"threads\":1}}\n\
+         {{\"type\":\"optimizer_step\",\"step\":0,\"interval_ms\":null}}\n"
+    );
+    let mut outsider = std::os::unix::net::UnixStream::connect(path).unwrap();
+    // golow may close the connection before the claim is whole.
+    let _ = outsider.write_all(claim.as_bytes());
+    write(tmp.path(), "outsider.done", "");
+    let out = golow.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let summary = summary_of(tmp.path());
+    let w = worker(&summary, "train");
+    assert_eq!(w["steps"], 300, "the trainer's steps are the worker's: {w}");
+    let trainer: u64 = std::fs::read_to_string(tmp.path().join("trainer.pid"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let processes: Vec<(u64, u64, u64)> = w["script"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let n = |field: &str| p[field].as_u64().unwrap();
+            (n("pid"), n("steps"), n("forward_passes"))
+        })
+        .collect();
+    assert_eq!(processes.len(), 2, "the decoy and the trainer alone: {w}");
+    assert!(processes.contains(&(trainer, 300, 1)), "{w}");
+    assert!(
+        processes
+            .iter()
+            .any(|&(pid, steps, passes)| pid != trainer && steps == 0 && passes == 20),
+        "{w}"
+    );
+    assert_eq!(
+        w["script"]["forward_passes"], 0,
+        "the decoy's passes are not the worker's: {w}"
+    );
+    let refused = &w["protocol_errors"];
+    assert_eq!(refused["count"], 2, "the liar and the outsider: {w}");
+    let first = refused["first"].as_str().unwrap();
+    assert!(first.contains("said it is pid 1"), "{first}");
 }
 
 const HOSTILE: &str = "\
