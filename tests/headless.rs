@@ -816,7 +816,8 @@ fn repeat_runs_and_records_each_session() {
     );
 }
 
-/// A script that sends optimiser steps on its worker's event socket as fast as it can, until killed.
+/// A script that says hello on its worker's event socket, then sends optimiser steps as fast as it can, until
+/// killed.
 fn flood_script(dir: &std::path::Path) -> String {
     let path = dir.join("flood.py");
     std::fs::write(
@@ -824,10 +825,13 @@ fn flood_script(dir: &std::path::Path) -> String {
         "import os, socket\n\
          s = socket.socket(socket.AF_UNIX)\n\
          s.connect(os.environ['GOLOW_EVENT_SOCKET'])\n\
-         line = b'{\"type\":\"optimizer_step\",\"step\":1,\"interval_ms\":0.5}\\n'\n\
-         lines = line * 10000\n\
+         s.sendall(b'{\"type\":\"script_process\",\"pid\":%d,\"rank\":null,\"local_rank\":null,\
+         \"world_size\":null,\"python\":\"3\",\"torch\":null,\"threads\":1}\\n' % os.getpid())\n\
+         line = b'{\"type\":\"optimizer_step\",\"step\":%d,\"interval_ms\":0.5}\\n'\n\
+         step = 0\n\
          while True:\n\
-         \x20   s.sendall(lines)\n",
+         \x20   s.sendall(b''.join(line % i for i in range(step, step + 10000)))\n\
+         \x20   step += 10000\n",
     )
     .unwrap();
     path.display().to_string()

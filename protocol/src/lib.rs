@@ -1,5 +1,7 @@
 //! What golow's processes say to each other, in one place so that no two of them can disagree:
 //!
+//! - [`admit`]: what the monitor admits of a worker's stream: numbers checked, names cut, a connection's hello
+//!   its own process's.
 //! - [`event`]: the event schema. Workers write `WorkerEvent`s; the monitor stamps everything into `Record`s, which
 //!   are what recordings hold and what the state folds. A recorded or worker's line of the kinds they are mostly made
 //!   of is scanned straight from its bytes (`record_scan`), and serde reads the rest.
@@ -11,6 +13,7 @@
 //! - [`text`]: what is said that came from outside, made safe for a terminal.
 //! - [`nonfinite`]: how a measured number that is NaN or infinite (a diverging run's loss) is written.
 
+pub mod admit;
 pub mod channels;
 pub mod collector;
 pub mod config;

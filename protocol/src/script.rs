@@ -33,6 +33,9 @@ pub const MAX_OPTIMIZERS: u32 = 16;
 /// A name the script gives (a phase, a scalar) is cut to this many bytes.
 pub const MAX_NAME_BYTES: usize = 64;
 
+/// Why a process profiles no more steps ([`ProfilingOff`]) is cut to this many bytes.
+pub const MAX_REASON_BYTES: usize = 200;
+
 /// A process of the command, as it says hello on connecting: before its first event.
 #[derive(Serialize, Deserialize, JsonSchema, Debug, Clone, PartialEq)]
 #[schemars(deny_unknown_fields)]

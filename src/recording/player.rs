@@ -198,22 +198,15 @@ impl Player {
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
-    /// Folds every record up to and including `t_ms`; returns how many.
+    /// Folds every record up to and including `t_ms`; returns how many. Each frame is read and parsed with the
+    /// store unlocked, and its records folded under one lock: a view or a scrape never waits for decompression.
     pub fn advance_to(&mut self, t_ms: f64) -> usize {
         self.position_ms = self.position_ms.max(t_ms);
-        let store = self.store.clone();
-        let mut folded = store.lock();
         let mut count = 0;
         loop {
-            while let Some(record) = self.queue.front() {
-                if record.t_ms > t_ms {
-                    return count;
-                }
-                let Some(record) = self.queue.pop_front() else {
-                    break;
-                };
-                folded.apply(&record);
-                count += 1;
+            count += self.fold_queued_up_to(t_ms);
+            if !self.queue.is_empty() {
+                return count;
             }
             let Some(frame) = self.recording.frames.get(self.next_frame) else {
                 return count;
@@ -223,6 +216,21 @@ impl Player {
             }
             self.load_next_frame();
         }
+    }
+
+    /// Folds the queued records up to and including `t_ms`; returns how many.
+    fn fold_queued_up_to(&mut self, t_ms: f64) -> usize {
+        let mut folded = self.store.lock();
+        let mut count = 0;
+        while let Some(record) = self.queue.pop_front() {
+            if record.t_ms > t_ms {
+                self.queue.push_front(record);
+                break;
+            }
+            folded.apply(&record);
+            count += 1;
+        }
+        count
     }
 
     /// Every record from the start, in order, without folding (for export).
@@ -235,16 +243,16 @@ impl Player {
 
     /// Folds everything from the start: the state at the end of the session. One thread per core takes the next
     /// stretch of frames (`Recording::stretches`), reads and parses it, waits for the stretch before it to be
-    /// folded, and folds its own: the records are folded by the core that parsed them, still in its cache, and no
-    /// more threads run than there are cores.
+    /// folded, and folds its own under the store's lock: the records are folded by the core that parsed them, still
+    /// in its cache, no more threads run than there are cores, and a scrape of the replay waits for one stretch's
+    /// fold at most, never for a parse.
     pub fn run_to_end(&mut self) {
         self.seek_to_checkpoint(0);
         let recording = &self.recording;
         let stretches = recording.stretches();
-        let mut folded = self.store.lock();
         let turns = Turns::new(Turn {
             next: 0,
-            folded: &mut folded,
+            store: &self.store,
             damage: &mut self.damage,
         });
         let taken = AtomicUsize::new(0);
@@ -262,15 +270,15 @@ impl Player {
                             return;
                         };
                         let turn = &mut *held.turn;
+                        let mut folded = turn.store.lock();
                         for (i, frame) in frames.clone().zip(read) {
                             let records = turn.damage.records(i, &recording.frames[i], frame);
-                            records.iter().for_each(|r| turn.folded.apply(r));
+                            records.iter().for_each(|r| folded.apply(r));
                         }
                     }
                 });
             }
         });
-        drop(folded);
         self.next_frame = recording.frames.len();
         self.position_ms = f64::INFINITY;
     }
@@ -315,7 +323,8 @@ impl Player {
     fn seek_to_checkpoint(&mut self, frame: usize) {
         let at = self.checkpoints.partition_point(|(f, _)| *f <= frame);
         let (frame, state) = &self.checkpoints[at.saturating_sub(1)];
-        self.store.lock().restart(state.clone());
+        let state = state.clone();
+        self.store.lock().restart(state);
         self.position_ms = f64::NEG_INFINITY;
         self.next_frame = *frame;
         self.queue.clear();
@@ -343,7 +352,7 @@ impl Player {
 struct Turn<'a> {
     /// The stretch whose turn it is.
     next: usize,
-    folded: &'a mut Folded,
+    store: &'a Store,
     damage: &'a mut Damage,
 }
 

@@ -2,6 +2,7 @@
 //! can be damaged.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::format::{FORMAT_VERSION, Header, MARKER_LEN};
 use super::{OpenError, Player, Recorder, Recording};
@@ -851,4 +852,46 @@ fn a_second_sessions_records_after_the_first_s_are_not_read_as_one_session() {
     player.run_to_end();
     assert_eq!(player.state().t_ms, first.last().unwrap().t_ms);
     assert_eq!(player.second_session(), Some(second_session));
+}
+
+/// A replay's advance reads and parses each frame with the store unlocked, and folds it under one lock: a reader of
+/// the store (a view drawing, a scrape) finds it between frames, never waiting for a whole advance. The advance is
+/// run again until the reader has been there (a count, not a time: one that held the lock throughout never lets it).
+#[test]
+fn a_reader_of_the_store_finds_a_replay_between_its_frames() {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("recordings");
+    let path = std::fs::read_dir(samples)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .max_by_key(|path| Player::open(path).unwrap().recording().frames.len())
+        .unwrap();
+    let mut player = Player::open(&path).unwrap();
+    assert!(player.recording().frames.len() >= 50, "{}", path.display());
+    player.advance_to(f64::INFINITY);
+    let end = player.state().t_ms;
+    let store = player.store().clone();
+    let advancing = AtomicBool::new(true);
+    let between = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while advancing.load(Ordering::SeqCst) {
+                let t_ms = store.lock().t_ms;
+                if t_ms > 0.0 && t_ms < end {
+                    between.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        });
+        for _ in 0..50 {
+            if between.load(Ordering::SeqCst) > 0 {
+                break;
+            }
+            drop(player.seek(0.0));
+            player.advance_to(f64::INFINITY);
+        }
+        advancing.store(false, Ordering::SeqCst);
+    });
+    assert!(
+        between.load(Ordering::SeqCst) > 0,
+        "the store was locked through every advance"
+    );
 }

@@ -1,6 +1,7 @@
 //! The session hub: starts workers as the schedule says, stamps everything that happens with the
 //! monitor's monotonic clock, folds it into the session's store (the one fold of a live or headless run) and hands
-//! each record, with the state it made, to the observers.
+//! each record, with the state it made, to the observers: they read the state under the store's lock, and do what
+//! can wait (the recorder's backpressure, writing to stderr) once it is released.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -38,13 +39,12 @@ impl Hub<'_> {
         let t_ms = self.start.elapsed().as_micros() as f64 / 1e3;
         let name = worker.and_then(|i| self.names.get(i).cloned());
         let record = Record::new(t_ms, name, body);
-        let mut folded = self.store.lock();
-        folded.apply(&record);
-        self.observer.on_record(&record, &folded);
-    }
-
-    fn tick(&mut self) {
-        self.observer.tick(&self.store.lock());
+        {
+            let mut folded = self.store.lock();
+            folded.apply(&record);
+            self.observer.read(&record, &folded);
+        }
+        self.observer.on_record(&record);
     }
 }
 
@@ -217,7 +217,7 @@ async fn run(
                 pending.extend(reaction);
             }
             _ = ticks.tick() => {
-                hub.tick();
+                hub.observer.tick();
                 if let Some(reason) = hub.observer.failure() {
                     hub.publish(None, Body::RecordingFailed { reason });
                 }

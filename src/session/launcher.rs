@@ -3,6 +3,7 @@
 //! the hub as `Incoming`.
 
 use std::io;
+use std::ops::ControlFlow;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -11,11 +12,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::UnixListener;
 use tokio::net::unix::pipe;
+use tokio::net::{UnixListener, UnixStream};
 use tokio::process::Command;
 use tokio::sync::mpsc::Sender;
 
+use golow_protocol::admit::{Admission, Refusal};
 use golow_protocol::channels::{
     COLLECTOR_FD, CONTROL_FD, CONTROL_FD_ENV, EVENT_FD, EVENT_FD_ENV, Grant,
 };
@@ -212,12 +214,13 @@ pub fn spawn(
         Events::Pipe((reader, writer)) => {
             drop(writer);
             let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
-            tokio::spawn(read_events(reader, worker, None, tx.clone()))
+            let events = read_events(reader, worker, None, Admission::of_worker(), tx.clone());
+            tokio::spawn(events)
         }
         Events::Socket(listener) => {
             let (exited, heard) = tokio::sync::oneshot::channel();
             exit_heard = Some(exited);
-            tokio::spawn(accept_processes(listener, heard, worker, tx.clone()))
+            tokio::spawn(accept_processes(listener, heard, worker, pid, tx.clone()))
         }
     };
     let mut output_tasks = Vec::new();
@@ -308,39 +311,77 @@ enum Events {
 }
 
 /// Reads one event stream to its end: a built-in worker's (`process` is `None`), or one process's of a `--cmd`
-/// worker, whose events are stamped with the number the monitor gave its connection.
+/// worker, whose events are stamped with the number the monitor gave its connection. Each line is admitted first;
+/// a connection that does not open with its own process's hello is not read any further.
 async fn read_events<R: tokio::io::AsyncRead + Unpin>(
     reader: R,
     worker: usize,
     process: Option<u32>,
+    mut admission: Admission,
     tx: Sender<Incoming>,
 ) {
     for_each_line(reader, MAX_WORKER_LINE_BYTES, |line| {
-        let body = match line {
-            Line::Text(text) if text.trim().is_empty() => None,
-            Line::Text(text) => Some(
-                parse_worker_line(&text)
-                    .and_then(|event| match process {
-                        Some(process) => event.from_script_process(process),
-                        None => Ok(Body::from(event)),
-                    })
-                    .unwrap_or_else(|message| Body::ProtocolError { message }),
-            ),
-            Line::TooLong => Some(Body::ProtocolError {
-                message: format!("event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped"),
-            }),
+        let (body, flow) = match line {
+            Line::Text(text) if text.trim().is_empty() => (None, ControlFlow::Continue(())),
+            Line::Text(text) => {
+                let (body, flow) = event_body(&text, process, &mut admission);
+                (Some(body), flow)
+            }
+            Line::TooLong => {
+                let message =
+                    format!("event line longer than {MAX_WORKER_LINE_BYTES} bytes skipped");
+                (
+                    Some(Body::ProtocolError { message }),
+                    ControlFlow::Continue(()),
+                )
+            }
         };
-        deliver(&tx, worker, body)
+        let delivered = deliver(&tx, worker, body);
+        async move {
+            delivered.await;
+            flow
+        }
     })
     .await;
 }
 
+/// What one line of an event stream becomes: the event it says, stamped, or a protocol error; and whether the
+/// stream is read on.
+fn event_body(
+    text: &str,
+    process: Option<u32>,
+    admission: &mut Admission,
+) -> (Body, ControlFlow<()>) {
+    let admitted = parse_worker_line(text)
+        .map_err(Refusal::Line)
+        .and_then(|event| admission.admit(event));
+    let event = match admitted {
+        Ok(event) => event,
+        Err(refusal) => {
+            let flow = match refusal {
+                Refusal::Line(_) => ControlFlow::Continue(()),
+                Refusal::Connection(_) => ControlFlow::Break(()),
+            };
+            let message = refusal.message().to_string();
+            return (Body::ProtocolError { message }, flow);
+        }
+    };
+    let body = match process {
+        Some(process) => event.from_script_process(process),
+        None => Ok(Body::from(event)),
+    };
+    let body = body.unwrap_or_else(|message| Body::ProtocolError { message });
+    (body, ControlFlow::Continue(()))
+}
+
 /// Takes the connections of a `--cmd` worker's processes, numbered in the order they come, until the worker's
-/// process has `exited`; then waits (at most `DRAIN_AFTER_EXIT`, as it is itself waited for) for what they still say.
+/// process (`root`) has `exited`; then waits (at most `DRAIN_AFTER_EXIT`, as it is itself waited for) for what they
+/// still say. A connection from a process outside `root`'s tree is refused and takes no number.
 async fn accept_processes(
     listener: UnixListener,
     mut exited: tokio::sync::oneshot::Receiver<()>,
     worker: usize,
+    root: u32,
     tx: Sender<Incoming>,
 ) {
     let mut readers = tokio::task::JoinSet::new();
@@ -350,6 +391,13 @@ async fn accept_processes(
             _ = &mut exited => break,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { break };
+                let pid = match command_process(&stream, root) {
+                    Ok(pid) => pid,
+                    Err(message) => {
+                        deliver(&tx, worker, Some(Body::ProtocolError { message })).await;
+                        continue;
+                    }
+                };
                 if next == script::MAX_PROCESSES {
                     let message = format!(
                         "more than {} processes reported; the others are not listened to",
@@ -361,13 +409,32 @@ async fn accept_processes(
                     next = next.saturating_add(1);
                     continue;
                 }
-                readers.spawn(read_events(stream, worker, Some(next), tx.clone()));
+                let admission = Admission::of_process(pid);
+                readers.spawn(read_events(stream, worker, Some(next), admission, tx.clone()));
                 next += 1;
             }
             Some(_) = readers.join_next(), if !readers.is_empty() => {}
         }
     }
     while readers.join_next().await.is_some() {}
+}
+
+/// The pid of the process at the other end of `stream` (as the kernel says, `SO_PEERCRED`), when it is `root` or
+/// one of its descendants (as /proc says); why the connection is refused otherwise.
+fn command_process(stream: &UnixStream, root: u32) -> Result<u32, String> {
+    let pid = stream
+        .peer_cred()
+        .ok()
+        .and_then(|credentials| credentials.pid())
+        .and_then(|pid| u32::try_from(pid).ok())
+        .ok_or("a connection whose process the kernel does not name was refused")?;
+    if crate::telemetry::procfs::descends_from(pid, root) {
+        Ok(pid)
+    } else {
+        Err(format!(
+            "a connection from pid {pid}, which is not one of the command's processes, was refused"
+        ))
+    }
 }
 
 /// Hands `body` to the hub, waiting while the hub is behind: a worker that floods its pipes then waits on them.
@@ -402,7 +469,11 @@ async fn forward_output<R: tokio::io::AsyncRead + Unpin>(
                 format!("[golow: line longer than {MAX_OUTPUT_LINE_BYTES} bytes skipped]")
             }
         };
-        deliver(&tx, worker, Some(Body::Output { stream, line }))
+        let delivered = deliver(&tx, worker, Some(Body::Output { stream, line }));
+        async move {
+            delivered.await;
+            ControlFlow::Continue(())
+        }
     })
     .await;
 }

@@ -1,6 +1,8 @@
 //! Reads untrusted line streams (worker events, stdout, stderr) with a bounded buffer: an endless line
 //! costs at most `max` bytes of memory and is reported, never a panic. Each line is handed on before the next is
-//! read, so a consumer that waits makes the writer wait on its pipe.
+//! read, so a consumer that waits makes the writer wait on its pipe; a consumer that breaks ends the reading.
+
+use std::ops::ControlFlow;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
@@ -11,7 +13,7 @@ pub enum Line {
     TooLong,
 }
 
-pub async fn for_each_line<R: AsyncRead + Unpin, F: Future<Output = ()>>(
+pub async fn for_each_line<R: AsyncRead + Unpin, F: Future<Output = ControlFlow<()>>>(
     reader: R,
     max: usize,
     mut on_line: impl FnMut(Line) -> F,
@@ -28,8 +30,9 @@ pub async fn for_each_line<R: AsyncRead + Unpin, F: Future<Output = ()>>(
         if buf.last() == Some(&b'\n') {
             buf.pop();
         } else if buf.len() > max {
-            on_line(Line::TooLong).await;
-            if !skip_to_newline(&mut reader, &mut buf).await {
+            if on_line(Line::TooLong).await.is_break()
+                || !skip_to_newline(&mut reader, &mut buf).await
+            {
                 return;
             }
             continue;
@@ -37,7 +40,10 @@ pub async fn for_each_line<R: AsyncRead + Unpin, F: Future<Output = ()>>(
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-        on_line(Line::Text(String::from_utf8_lossy(&buf).into_owned())).await;
+        let line = Line::Text(String::from_utf8_lossy(&buf).into_owned());
+        if on_line(line).await.is_break() {
+            return;
+        }
     }
 }
 
@@ -64,10 +70,26 @@ mod tests {
         let mut out = Vec::new();
         for_each_line(input, max, |l| {
             out.push(l);
-            std::future::ready(())
+            std::future::ready(ControlFlow::Continue(()))
         })
         .await;
         out
+    }
+
+    #[tokio::test]
+    async fn a_consumer_that_breaks_ends_the_reading() {
+        let mut seen = Vec::new();
+        for_each_line(&b"a\nstop\nb\n"[..], 10, |l| {
+            let stop = l == Line::Text("stop".into());
+            seen.push(l);
+            std::future::ready(if stop {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        })
+        .await;
+        assert_eq!(seen, [Line::Text("a".into()), Line::Text("stop".into())]);
     }
 
     #[tokio::test]

@@ -1,7 +1,9 @@
 //! What a running session hands to those who follow it record by record, on the session's thread: each record as
-//! the hub stamps it, with the state the hub's one fold made of it. Most followers need only the state, and read the
-//! session's store instead; an observer is for what needs every record (the recorder, a progress display that
-//! passes a command's output through, a sweep's step counter).
+//! the hub stamps it, and the state the hub's one fold made of it to read while the store is locked. Most followers
+//! need only the state, and read the session's store instead; an observer is for what needs every record (the
+//! recorder, a progress display that passes a command's output through, a sweep's step counter). What an observer
+//! does that can wait (writing) happens after the store's lock is released, so that it holds up only the session's
+//! thread: the views, their keys and `/metrics` read on.
 
 use std::time::Instant;
 
@@ -13,10 +15,16 @@ use crate::state::State;
 use crate::store::Changes;
 
 pub trait Observer {
-    /// `record`, and `state` as folding it left it.
-    fn on_record(&mut self, record: &Record, state: &State);
-    /// Called at every sampling interval, records or not (for what must not wait for the next one).
-    fn tick(&mut self, _state: &State) {}
+    /// Takes from `state`, as folding `record` left it, what [`Observer::on_record`] will need. Called under the
+    /// store's lock, which every view, key and scrape waits for meanwhile: it copies and computes, and never waits
+    /// or writes.
+    fn read(&mut self, _record: &Record, _state: &State) {}
+    /// `record`, once the store's lock is released: the observer's own work, which may wait (the recorder's room, a
+    /// stderr nobody reads) and so holds up the session's thread alone, never a reader of the store.
+    fn on_record(&mut self, record: &Record);
+    /// Called at every sampling interval, records or not (for what must not wait for the next one), outside the
+    /// store's lock.
+    fn tick(&mut self) {}
     /// Why the observer can no longer do its work (a recording that failed), said once; the hub records it so that
     /// every view and the summary tell it while the session goes on.
     fn failure(&mut self) -> Option<String> {
@@ -26,15 +34,21 @@ pub trait Observer {
 
 /// An observer that may be absent (a run with `--no-record`).
 impl<T: Observer> Observer for Option<T> {
-    fn on_record(&mut self, record: &Record, state: &State) {
+    fn read(&mut self, record: &Record, state: &State) {
         if let Some(observer) = self {
-            observer.on_record(record, state);
+            observer.read(record, state);
         }
     }
 
-    fn tick(&mut self, state: &State) {
+    fn on_record(&mut self, record: &Record) {
         if let Some(observer) = self {
-            observer.tick(state);
+            observer.on_record(record);
+        }
+    }
+
+    fn tick(&mut self) {
+        if let Some(observer) = self {
+            observer.tick();
         }
     }
 
@@ -45,12 +59,16 @@ impl<T: Observer> Observer for Option<T> {
 
 /// An observer lent for one session (a sweep's progress lives across its cells).
 impl<T: Observer + ?Sized> Observer for &mut T {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        (**self).on_record(record, state);
+    fn read(&mut self, record: &Record, state: &State) {
+        (**self).read(record, state);
     }
 
-    fn tick(&mut self, state: &State) {
-        (**self).tick(state);
+    fn on_record(&mut self, record: &Record) {
+        (**self).on_record(record);
+    }
+
+    fn tick(&mut self) {
+        (**self).tick();
     }
 
     fn failure(&mut self) -> Option<String> {
@@ -60,14 +78,19 @@ impl<T: Observer + ?Sized> Observer for &mut T {
 
 /// Two observers as one, each seeing every record in turn.
 impl<A: Observer, B: Observer> Observer for (A, B) {
-    fn on_record(&mut self, record: &Record, state: &State) {
-        self.0.on_record(record, state);
-        self.1.on_record(record, state);
+    fn read(&mut self, record: &Record, state: &State) {
+        self.0.read(record, state);
+        self.1.read(record, state);
     }
 
-    fn tick(&mut self, state: &State) {
-        self.0.tick(state);
-        self.1.tick(state);
+    fn on_record(&mut self, record: &Record) {
+        self.0.on_record(record);
+        self.1.on_record(record);
+    }
+
+    fn tick(&mut self) {
+        self.0.tick();
+        self.1.tick();
     }
 
     fn failure(&mut self) -> Option<String> {
@@ -75,9 +98,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
     }
 }
 
-/// The recorder writes every record as it was stamped; it never reads the state.
+/// The recorder writes every record as it was stamped; it never reads the state. Its writer's backpressure waits
+/// here, outside the store's lock.
 impl Observer for Sink {
-    fn on_record(&mut self, record: &Record, _: &State) {
+    fn on_record(&mut self, record: &Record) {
         self.write(record);
     }
 
@@ -106,11 +130,11 @@ impl TickBell {
 }
 
 impl Observer for TickBell {
-    fn on_record(&mut self, record: &Record, _: &State) {
+    fn on_record(&mut self, record: &Record) {
         self.unrung |= Changes::of(&record.body);
     }
 
-    fn tick(&mut self, _: &State) {
+    fn tick(&mut self) {
         if self.unrung.due(self.rung.elapsed()) {
             self.bell.ring();
             self.unrung = Changes::NONE;
@@ -150,23 +174,22 @@ mod tests {
         let mut bell = TickBell::new(Bell::new(move || {
             counted.fetch_add(1, Ordering::SeqCst);
         }));
-        let state = State::default();
         let rung = || rings.load(Ordering::SeqCst);
-        bell.tick(&state);
+        bell.tick();
         assert_eq!(rung(), 0, "nothing came");
-        bell.on_record(&record(|b| matches!(b, Body::WorkerStarted { .. })), &state);
-        bell.tick(&state);
+        bell.on_record(&record(|b| matches!(b, Body::WorkerStarted { .. })));
+        bell.tick();
         assert_eq!(rung(), 1, "a worker started: at once");
         let step = record(|b| matches!(b, Body::Step(_)));
-        bell.on_record(&step, &state);
-        bell.tick(&state);
-        bell.on_record(&record(|b| matches!(b, Body::TurnEnd(_))), &state);
-        bell.tick(&state);
+        bell.on_record(&step);
+        bell.tick();
+        bell.on_record(&record(|b| matches!(b, Body::TurnEnd(_))));
+        bell.tick();
         assert_eq!(rung(), 1, "a step right after a ring waits");
         std::thread::sleep(SHOW_EVERY + Duration::from_millis(10));
-        bell.tick(&state);
+        bell.tick();
         assert_eq!(rung(), 2, "the step, once due");
-        bell.tick(&state);
+        bell.tick();
         assert_eq!(rung(), 2, "rung once");
         drop(bell);
         assert_eq!(rung(), 3, "the end");

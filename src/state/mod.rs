@@ -280,7 +280,7 @@ impl WorkerState {
             now_ns: origin_ns.saturating_add((t.max(0.0) * 1e9) as u64),
         });
         let script = self.script.get_or_insert_with(Default::default);
-        if script.takes_over_from_backward(step) {
+        if script.takes_over_from_backward(step) | script.replaced_stand_in() {
             self.forget_steps();
         }
         let script = self.script.get_or_insert_with(Default::default);
@@ -301,7 +301,12 @@ impl WorkerState {
     fn apply_backward_pass(&mut self, t: f64, pass: &BackwardPass, warmup: u64) {
         self.last_progress_s = Some(t);
         let script = self.script.get_or_insert_with(Default::default);
-        if let script::StepRole::Iteration = script.backward_pass(pass) {
+        let role = script.backward_pass(pass);
+        if script.replaced_stand_in() {
+            self.forget_steps();
+        }
+        if let script::StepRole::Iteration = role {
+            let script = self.script.get_or_insert_with(Default::default);
             script.losses_by_backward |= pass.loss.is_some();
             self.script_step(t, pass.interval_ms, pass.phases, pass.profiled, warmup);
             self.script_loss(t, pass.loss);

@@ -59,9 +59,6 @@ pub struct Operators {
     pub off: Option<String>,
 }
 
-/// Bytes of a worker's reason for profiling no more steps that are kept.
-pub const MAX_REASON_BYTES: usize = 200;
-
 impl Operators {
     pub fn apply(&mut self, t: f64, window: &OperatorWindow) {
         if window.steps == 0 {
@@ -103,7 +100,7 @@ impl Operators {
     /// The worker profiles no (more) steps, for `reason`: the first reason said is kept.
     pub fn turned_off(&mut self, reason: &str) {
         if self.off.is_none() {
-            let mut end = reason.len().min(MAX_REASON_BYTES);
+            let mut end = reason.len().min(golow_protocol::script::MAX_REASON_BYTES);
             while !reason.is_char_boundary(end) {
                 end -= 1;
             }

@@ -3,8 +3,10 @@
 //! and what it reported through golow's API.
 //!
 //! The worker's figures (its steps, step times, the compare view's intervals) are those of one process, the
-//! *primary*: rank 0, or where no launcher set ranks, the first process to report. They are its first optimiser's
-//! steps, one per iteration, so a GAN's two optimisers are not counted twice and their intervals are never mixed;
+//! *primary*: rank 0, or where no launcher set ranks, the first process that trains (its first optimiser step, or a
+//! backward pass counted as a step), not the first to say hello; until one trains, the first to report anything else
+//! (an evaluation script's forward passes) stands in, and what it made of the figures is forgotten when a process
+//! that trains replaces it. The figures are its first optimiser's steps, one per iteration, so a GAN's two optimisers are not counted twice and their intervals are never mixed;
 //! every other optimiser and every other process is counted on its own.
 
 use std::collections::BTreeMap;
@@ -171,6 +173,10 @@ pub struct ScriptState {
     /// Which those were (at most the monitor's cap on a worker's connections).
     more_seen: std::collections::BTreeSet<u32>,
     pub primary: Option<u32>,
+    /// The primary was chosen for what it does (it is rank 0, or it trains): no other process replaces it.
+    primary_settled: bool,
+    /// A process that stood in for the primary was replaced, and what it made of the figures is to be forgotten.
+    stand_in_replaced: bool,
     pub optimizers: Vec<OptimizerState>,
     pub forward: ForwardState,
     /// The primary process's first optimiser step: seconds from the worker's start, and its own duration (from its
@@ -241,20 +247,43 @@ impl ScriptState {
         }
     }
 
-    /// Whether `process` is the primary one, choosing it on its first event: rank 0, or the first without a rank.
-    fn is_primary(&mut self, process: u32) -> bool {
-        if let Some(primary) = self.primary {
-            return primary == process;
-        }
-        let rank = self
-            .processes
-            .iter()
-            .find(|p| p.process == process)
-            .and_then(|p| p.rank);
-        if rank.is_none_or(|r| r == 0) {
-            self.primary = Some(process);
+    /// Whether `process` is the primary one, choosing it as it may be: rank 0 at its first event, else the first
+    /// process that `trains`; until one does, the first eligible process to report stands in.
+    fn is_primary(&mut self, process: u32, trains: bool) -> bool {
+        if !self.primary_settled {
+            let rank = self
+                .processes
+                .iter()
+                .find(|p| p.process == process)
+                .and_then(|p| p.rank);
+            let eligible = rank.is_none_or(|r| r == 0);
+            if rank == Some(0) || (trains && eligible) {
+                self.settle_primary(process);
+            } else if self.primary.is_none() && eligible {
+                self.primary = Some(process);
+            }
         }
         self.primary == Some(process)
+    }
+
+    /// Makes `process` the primary for good, forgetting what a process that stood in made of its figures.
+    fn settle_primary(&mut self, process: u32) {
+        if self.primary.is_some_and(|stand_in| stand_in != process) {
+            self.forward = ForwardState::default();
+            self.scalars.clear();
+            self.phase = None;
+            self.pending_samples = 0.0;
+            self.samples_from = None;
+            self.stand_in_replaced = true;
+        }
+        self.primary = Some(process);
+        self.primary_settled = true;
+    }
+
+    /// Whether a process that stood in for the primary was replaced since the last call: the worker's figures that
+    /// its events made (its forward passes charted, the numbers it reported) are to be forgotten.
+    pub fn replaced_stand_in(&mut self) -> bool {
+        std::mem::take(&mut self.stand_in_replaced)
     }
 
     pub fn hello(&mut self, hello: &ScriptProcess) {
@@ -272,8 +301,9 @@ impl ScriptState {
         }
     }
 
+    /// An optimiser, said at its first step: its process trains.
     pub fn optimizer(&mut self, optimizer: &Optimizer) {
-        if !self.is_primary(optimizer.process) {
+        if !self.is_primary(optimizer.process, true) {
             return;
         }
         if let Some(o) = self.optimizer_mut(optimizer.optimizer) {
@@ -303,7 +333,7 @@ impl ScriptState {
         since_start_s: Option<f64>,
         clock: Option<MonitorClock>,
     ) -> StepRole {
-        let primary = self.is_primary(step.process);
+        let primary = self.is_primary(step.process, true);
         let lead = step.optimizer == 0;
         if step.skipped {
             if !(primary && lead) {
@@ -374,7 +404,7 @@ impl ScriptState {
     /// the worker's steps: those counts are then to be forgotten, and the optimiser's steps counted from here. True
     /// once.
     pub fn takes_over_from_backward(&mut self, step: &OptimizerStep) -> bool {
-        if !self.is_primary(step.process) {
+        if !self.is_primary(step.process, true) {
             return false;
         }
         self.optimizer_seen = true;
@@ -383,7 +413,7 @@ impl ScriptState {
 
     /// A backward pass: one of the worker's steps while its primary process has not stepped an optimiser.
     pub fn backward_pass(&mut self, pass: &BackwardPass) -> StepRole {
-        if !self.is_primary(pass.process) || self.optimizer_seen {
+        if !self.is_primary(pass.process, true) || self.optimizer_seen {
             return StepRole::Other;
         }
         self.counted_by_backward = true;
@@ -472,7 +502,7 @@ impl ScriptState {
         if let Some(p) = self.process_mut(pass.process) {
             p.forward_passes += 1;
         }
-        if !self.is_primary(pass.process) {
+        if !self.is_primary(pass.process, false) {
             return false;
         }
         let forward = &mut self.forward;
@@ -490,7 +520,7 @@ impl ScriptState {
 
     /// Keeps a reported number; false for another process's, or a name beyond `MAX_SCALARS`.
     pub fn scalar(&mut self, process: u32, name: &str, value: f64) -> bool {
-        if !value.is_finite() || !self.is_primary(process) {
+        if !value.is_finite() || !self.is_primary(process, false) {
             return false;
         }
         let name = bounded(name);
@@ -505,7 +535,7 @@ impl ScriptState {
     }
 
     pub fn phase(&mut self, process: u32, name: &str) {
-        if self.is_primary(process) {
+        if self.is_primary(process, false) {
             self.phase = Some(bounded(name).to_string());
         }
     }
@@ -604,6 +634,76 @@ mod tests {
             [1, 1]
         );
         assert_eq!(s.time_to_first_step_s, Some(3.0));
+    }
+
+    fn forward(process: u32, pass: u64) -> ForwardPass {
+        ForwardPass {
+            process,
+            pass,
+            ms: 2.0,
+            interval_ms: (pass > 0).then_some(3.0),
+            grad: false,
+            t_ns: None,
+        }
+    }
+
+    /// A decoy that says hello, runs its model and reports before the trainer: the trainer is the primary, and what
+    /// the decoy made of the figures is forgotten once, when the trainer replaces it.
+    #[test]
+    fn the_process_that_trains_is_primary_not_the_first_to_report() {
+        let mut s = ScriptState::default();
+        s.hello(&hello(0, None));
+        for pass in 0..5 {
+            assert!(s.forward_pass(&forward(0, pass), 0), "the decoy stands in");
+        }
+        s.phase(0, "decoy");
+        assert!(s.scalar(0, "accuracy", 0.5));
+        s.hello(&hello(1, None));
+        assert!(!s.forward_pass(&forward(1, 0), 0));
+        assert!(!s.replaced_stand_in());
+        for i in 0..300 {
+            let role = s.step(&step(1, 0, i, (i > 0).then_some(10.0)), 0, 0.0, None, None);
+            assert!(matches!(role, StepRole::Iteration), "step {i}");
+        }
+        assert_eq!(s.primary, Some(1));
+        assert!(s.replaced_stand_in());
+        assert!(!s.replaced_stand_in(), "said once");
+        assert_eq!((s.forward.passes, s.phase.as_deref()), (0, None));
+        assert!(s.scalars.is_empty());
+        assert!(!s.forward_pass(&forward(0, 5), 0));
+        assert!(matches!(
+            s.step(&step(0, 0, 0, None), 0, 0.0, None, None),
+            StepRole::Other
+        ));
+        assert_eq!(s.optimizers[0].steps, 300);
+        assert_eq!(
+            s.processes.iter().map(|p| p.steps).collect::<Vec<_>>(),
+            [1, 300]
+        );
+    }
+
+    #[test]
+    fn an_evaluation_script_is_measured_by_its_first_process_to_report() {
+        let mut s = ScriptState::default();
+        s.hello(&hello(0, None));
+        s.hello(&hello(1, None));
+        assert!(!s.forward_pass(&forward(0, 0), 1), "within the warm-up");
+        assert!(s.forward_pass(&forward(0, 1), 1));
+        assert!(!s.forward_pass(&forward(1, 0), 0));
+        assert_eq!((s.primary, s.forward.passes), (Some(0), 2));
+        // A backward pass is training: its process is the primary from then on.
+        let backward = BackwardPass {
+            process: 1,
+            pass: 0,
+            interval_ms: None,
+            phases: None,
+            profiled: false,
+            loss: None,
+            t_ns: None,
+        };
+        assert!(matches!(s.backward_pass(&backward), StepRole::Iteration));
+        assert_eq!(s.primary, Some(1));
+        assert!(s.replaced_stand_in());
     }
 
     #[test]

@@ -11,7 +11,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::run::Reporter;
 use super::{Cell, Results};
 use crate::session::Observer;
-use crate::state::State;
 
 /// A terminal's line is redrawn at most this often.
 const REDRAW_HZ: u8 = 4;
@@ -171,14 +170,14 @@ impl Reporter for StderrProgress {
 }
 
 impl Observer for StderrProgress {
-    fn on_record(&mut self, record: &Record, _: &State) {
+    fn on_record(&mut self, record: &Record) {
         if matches!(record.body, Body::Step(_)) {
             self.tracker.count_step();
         }
     }
 
     /// The line moves with the clock too; indicatif draws at most `REDRAW_HZ` times a second.
-    fn tick(&mut self, _: &State) {
+    fn tick(&mut self) {
         self.redraw();
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
 use crate::contracts::{Bell, Control, Feed};
 use crate::session::{Observer, OpenError, Plan, PrepareError, RecordTo, Session};
-use crate::state::{State, WorkerStatus};
+use crate::state::WorkerStatus;
 use crate::store::Store;
 
 /// What a running sweep tells whoever follows it.
@@ -182,13 +182,13 @@ pub fn start(
 struct Forward(Feed<SweepUpdate>);
 
 impl Observer for Forward {
-    fn on_record(&mut self, record: &Record, _: &State) {
+    fn on_record(&mut self, record: &Record) {
         if matches!(record.body, Body::Step(_)) {
             self.0.send_at_tick(SweepUpdate::Step);
         }
     }
 
-    fn tick(&mut self, _: &State) {
+    fn tick(&mut self) {
         self.0.tick();
     }
 }

@@ -118,6 +118,27 @@ fn parent_of(stat: &[u8]) -> Option<u32> {
     u32::try_from(proc_stat(stat)?.ppid).ok()
 }
 
+/// Parents followed at most this far up from a process: no real tree is this deep.
+const MAX_ANCESTORS: usize = 4096;
+
+/// Whether `pid` is `root` or one of its descendants, as /proc says now: its parents followed up to `root`. A
+/// process that has ended, or was adopted by another when its parent ended, is not.
+pub fn descends_from(pid: u32, root: u32) -> bool {
+    let mut buf = Vec::new();
+    let mut pid = pid;
+    for _ in 0..MAX_ANCESTORS {
+        if pid == root {
+            return true;
+        }
+        match read_once(&format!("/proc/{pid}/stat"), &mut buf).and_then(parent_of) {
+            // Pid 1 and the kernel's threads have parent 0.
+            Some(parent) if parent != 0 && parent != pid => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Every live process's children, from one scan of /proc.
 fn children_by_parent() -> HashMap<u32, Vec<u32>> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
@@ -510,6 +531,38 @@ mod tests {
         let _ = child.wait();
         assert!(found.contains(&child.id()), "{found:?}");
         assert!(children(u32::MAX).is_empty());
+    }
+
+    #[test]
+    fn a_grandchild_descends_from_its_ancestors_and_no_one_else_does() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let grandchild = loop {
+            if let Some(&pid) = children(shell.id()).first() {
+                break pid;
+            }
+            assert!(Instant::now() < deadline, "the shell started no child");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let held = [
+            descends_from(grandchild, shell.id()),
+            descends_from(grandchild, me),
+            descends_from(me, me),
+            descends_from(me, shell.id()),
+            descends_from(1, me),
+            descends_from(u32::MAX, me),
+        ];
+        // SAFETY: kill(2) of the sleep this test started.
+        unsafe {
+            libc::kill(grandchild as i32, libc::SIGKILL);
+        }
+        let _ = shell.kill();
+        let _ = shell.wait();
+        assert_eq!(held, [true, true, true, false, false, false]);
     }
 
     #[test]

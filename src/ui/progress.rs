@@ -1,6 +1,7 @@
 //! A headless run's progress on stderr, a line per worker: redrawn in place on a terminal (indicatif), a line per
 //! tenth of a worker's run otherwise. It follows the session record by record, reading the state the hub's fold made
-//! of each.
+//! of each under the store's lock and writing what it read once the lock is released: a stderr nobody reads holds
+//! up the session's thread, never a view or a scrape.
 
 use std::time::{Duration, Instant};
 
@@ -18,8 +19,10 @@ const REDRAW: Duration = Duration::from_millis(500);
 const BAR_WIDTH: usize = 24;
 
 pub struct Progress {
-    /// On a terminal: a line per worker, redrawn in place, with the text it shows.
-    lines: Option<(MultiProgress, Vec<(ProgressBar, String)>)>,
+    /// On a terminal: a line per worker, redrawn in place.
+    lines: Option<(MultiProgress, Vec<ProgressBar>)>,
+    /// The text each worker's line was last given.
+    shown: Vec<String>,
     /// When the terminal's lines were last made.
     last_redraw: Option<Instant>,
     /// Otherwise: the tenth of its run each worker was last reported at.
@@ -32,6 +35,17 @@ pub struct Progress {
     busy_told: bool,
     /// Which workers were said to be input-bound (once each).
     input_bound_told: Vec<bool>,
+    /// What the latest record gave to show, read from the state under the store's lock and written once it is
+    /// released: stderr may be a pipe nobody reads.
+    pending: Vec<Shown>,
+}
+
+/// Something to write on stderr.
+enum Shown {
+    /// A line of its own (above the workers' lines on a terminal).
+    Line(String),
+    /// A worker's line on a terminal, redrawn in place with this text.
+    WorkerLine(usize, String),
 }
 
 impl Progress {
@@ -48,23 +62,41 @@ impl Progress {
         let lines = terminal.map(|target| (MultiProgress::with_draw_target(target), Vec::new()));
         Progress {
             lines,
+            shown: Vec::new(),
             last_redraw: None,
             reported_tenths: Vec::new(),
             stall_told: Vec::new(),
             pass_output: false,
             busy_told: false,
             input_bound_told: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
-    /// A line of its own above the workers' lines.
-    fn say(&self, line: &str) {
-        let line = golow_protocol::text::printable(line);
-        match &self.lines {
-            Some((multi, _)) => {
-                let _ = multi.println(line);
+    /// A line of its own above the workers' lines, once the store's lock is released.
+    fn say(&mut self, line: &str) {
+        let line = golow_protocol::text::printable(line).into_owned();
+        self.pending.push(Shown::Line(line));
+    }
+
+    /// Writes what the latest record gave to show.
+    fn show_pending(&mut self) {
+        for shown in std::mem::take(&mut self.pending) {
+            match (shown, &mut self.lines) {
+                (Shown::Line(line), Some((multi, _))) => {
+                    let _ = multi.println(line);
+                }
+                (Shown::Line(line), None) => eprintln!("{line}"),
+                (Shown::WorkerLine(i, text), Some((multi, bars))) => {
+                    while bars.len() <= i {
+                        let style =
+                            ProgressStyle::with_template("{msg}").expect("a plain template");
+                        bars.push(multi.add(ProgressBar::no_length().with_style(style)));
+                    }
+                    bars[i].set_message(text);
+                }
+                (Shown::WorkerLine(..), None) => {}
             }
-            None => eprintln!("{line}"),
         }
     }
 
@@ -119,22 +151,14 @@ impl Progress {
     fn redraw(&mut self, state: &State) {
         self.last_redraw = Some(Instant::now());
         let total = total(state);
-        let Some((multi, bars)) = self.lines.as_mut() else {
-            return;
-        };
         for (i, w) in state.workers.iter().enumerate() {
-            if i == bars.len() {
-                let style = ProgressStyle::with_template("{msg}").expect("a plain template");
-                bars.push((
-                    multi.add(ProgressBar::no_length().with_style(style)),
-                    String::new(),
-                ));
+            if i == self.shown.len() {
+                self.shown.push(String::new());
             }
             let text = line(state, w, total);
-            let (bar, shown) = &mut bars[i];
-            if text != *shown {
-                bar.set_message(text.clone());
-                *shown = text;
+            if text != self.shown[i] {
+                self.shown[i].clone_from(&text);
+                self.pending.push(Shown::WorkerLine(i, text));
             }
         }
     }
@@ -153,7 +177,7 @@ impl Progress {
             };
             if tenth > self.reported_tenths[i] {
                 self.reported_tenths[i] = tenth;
-                eprintln!("{}", line(state, w, total));
+                self.pending.push(Shown::Line(line(state, w, total)));
             }
         }
     }
@@ -230,7 +254,7 @@ fn line(state: &State, w: &WorkerState, total: u64) -> String {
 }
 
 impl Observer for Progress {
-    fn on_record(&mut self, record: &Record, state: &State) {
+    fn read(&mut self, record: &Record, state: &State) {
         match (&record.body, &record.worker) {
             (Body::RecordingFailed { reason }, _) => self.say(&format!(
                 "golow: the recording failed ({reason}); the session goes on unrecorded"
@@ -266,13 +290,17 @@ impl Observer for Progress {
             Some(_) | None => {}
         }
     }
+
+    fn on_record(&mut self, _: &Record) {
+        self.show_pending();
+    }
 }
 
 impl Drop for Progress {
     /// Leaves the last lines on the terminal for the summary that follows.
     fn drop(&mut self) {
         if let Some((_, bars)) = &self.lines {
-            bars.iter().for_each(|(bar, _)| bar.abandon());
+            bars.iter().for_each(ProgressBar::abandon);
         }
     }
 }
@@ -336,7 +364,8 @@ mod tests {
             progress.last_redraw = None;
             let record = Record::new(0.0, Some("libtorch".into()), body);
             state.apply(&record);
-            progress.on_record(&record, &state);
+            progress.read(&record, &state);
+            progress.on_record(&record);
         };
         feed(body(|b| matches!(b, Body::SessionStart(_))));
         feed(body(|b| matches!(b, Body::WorkerStarted { .. })));
