@@ -821,9 +821,9 @@ fn lightning_and_hugging_face_trainers_are_counted_split_into_phases_and_give_th
             .find(|l| l.starts_with(&format!("{name}: first step after")))
             .unwrap_or_else(|| panic!("{}", text(&out.stdout)))
             .to_string();
-        assert!(line.contains("; phases data "), "{line}");
+        assert!(line.contains("; phases of a typical step data "), "{line}");
         assert!(
-            line.contains("samples per step from the batch dimension"),
+            line.contains("samples per step: each distinct batch the model took once"),
             "{line}"
         );
         assert!(line.contains("; top operators "), "{line}");

@@ -152,7 +152,9 @@ fn scripts_with_step_phases_get_the_phases_pane_stacked_with_their_shares_now() 
     assert_eq!(row("loader"), [60, 15, 15, 5, 5], "{maximised}");
     assert_eq!(row("compute"), [4, 36, 40, 10, 10], "{maximised}");
     assert_eq!(
-        maximised.matches("INPUT-BOUND: data 60% of a step").count(),
+        maximised
+            .matches("INPUT-BOUND: data 60% of a typical step")
+            .count(),
         1,
         "{maximised}"
     );

@@ -1006,7 +1006,8 @@ mod tests {
         assert_eq!(w.steps, 10);
         assert_eq!(script.steps_counted_by.as_deref(), Some("backward"));
         let phases = script.phases.as_ref().unwrap();
-        assert!((phases.data.share - 0.5).abs() < 1e-9, "{phases:?}");
+        // Medians come from histograms that keep three significant digits.
+        assert!((phases.data.share - 0.5).abs() < 1e-3, "{phases:?}");
         assert!(script.input_bound);
         assert!(
             w.notice

@@ -2,6 +2,11 @@
 //! model's forward passes, backward passes, the optimiser) and the rest of each step's interval (`other`), for the
 //! worker's measured steps. Also whether the script is input-bound: waiting on its data for a fifth of its steps or
 //! more.
+//!
+//! One statistic serves every figure golow prints of them (the pane, the headless line, the summary, the verdict):
+//! each phase's median over the steps, and its share of a *typical step*, the five medians summed, so that the
+//! shares add up to the whole and agree with the milliseconds beside them. A slow step now and then (an epoch's end,
+//! a checkpoint) moves neither.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -41,8 +46,12 @@ impl Phase {
     }
 }
 
-/// A step is input-bound when waiting on data takes at least this share of it (the median over `RECENT` steps).
+/// A step is input-bound when waiting on data takes at least this share of a typical one.
 const INPUT_BOUND_SHARE: f64 = 0.2;
+
+/// Waiting on data shorter than this (a typical step's) is not worth a DataLoader's worker processes: handing each
+/// batch from one to the training process costs about as much.
+pub const REMEDY_MIN_DATA_MS: f64 = 5.0;
 
 /// The steps the verdict and the shares now are taken over.
 const RECENT: usize = 20;
@@ -56,14 +65,51 @@ const MAX_PASSES: u32 = 4096;
 /// One step's phases in milliseconds, in the order of [`Phase::ALL`], adding up to its interval.
 pub type Split = [f64; 5];
 
+/// Waiting on data takes `share` of a typical step, `data_ms`: at least [`INPUT_BOUND_SHARE`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct InputBound {
+    pub share: f64,
+    pub data_ms: f64,
+}
+
+impl InputBound {
+    fn of(typical: Split) -> Option<InputBound> {
+        let share = shares_of(typical)?[0];
+        (share >= INPUT_BOUND_SHARE).then_some(InputBound {
+            share,
+            data_ms: typical[0],
+        })
+    }
+}
+
+/// A median below a microsecond is a phase the steps did not spend time in (the hook times to the microsecond; the
+/// histogram keeps a nanosecond for nothing).
+fn nothing_below_the_floor(ms: f64) -> f64 {
+    if ms < 1e-3 { 0.0 } else { ms }
+}
+
+/// Each phase's share of `split`, adding up to one; none for a step of no time.
+fn shares_of(split: Split) -> Option<Split> {
+    let total: f64 = split.iter().sum();
+    (total > 0.0).then(|| split.map(|ms| ms / total))
+}
+
+/// A duration as golow prints phases: microseconds below a millisecond.
+pub fn milliseconds(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.0} µs", ms * 1e3)
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
 /// The phases of the worker's measured steps.
 #[derive(Debug, Clone, Default)]
 pub struct PhasesState {
     /// Each phase's time per step.
     pub durations: [Durations; 5],
-    /// Each phase's total, and the steps' intervals': the shares of the whole run.
-    totals_ms: Split,
-    interval_total_ms: f64,
     /// Over time, the top of each phase stacked on those before it (data, data + forward, …, the interval): a
     /// stacked band.
     pub stacked: [Series; 5],
@@ -71,10 +117,20 @@ pub struct PhasesState {
     recent: VecDeque<Split>,
     /// Steps by how many forward passes (micro-batches) each ran.
     passes_per_step: BTreeMap<u32, u64>,
-    /// Each measured step's share of data, to tell whether the whole run was input-bound.
-    data_share: Durations,
     /// The DataLoader the steps' model took its batches from, as the hook last said.
     pub loader: Option<LoaderSetup>,
+    /// What golow's hook itself took of each step, where it said.
+    pub hook: Durations,
+}
+
+/// Past this share of a typical step, what golow's hook takes is said: the step's figures carry it.
+pub const HOOK_NOTICE_SHARE: f64 = 0.05;
+
+/// What golow's hook takes of a typical step: its median, and its share of the step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HookCost {
+    pub ms: f64,
+    pub share: f64,
 }
 
 impl PhasesState {
@@ -114,10 +170,10 @@ impl PhasesState {
         split[4] = (interval_ms - split[..4].iter().sum::<f64>()).max(0.0);
         for (i, &ms) in split.iter().enumerate() {
             self.durations[i].record_ms(ms);
-            self.totals_ms[i] += ms;
         }
-        self.interval_total_ms += interval_ms;
-        self.data_share.record_ms(split[0] / interval_ms);
+        if let Some(ms) = phases.hook_ms.filter(|ms| ms.is_finite() && *ms >= 0.0) {
+            self.hook.record_ms(ms.min(interval_ms));
+        }
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
@@ -133,52 +189,79 @@ impl PhasesState {
         self.durations[0].len()
     }
 
-    /// Each phase's share of the whole run's measured steps.
-    pub fn shares(&self) -> Option<Split> {
-        (self.interval_total_ms > 0.0).then(|| self.totals_ms.map(|ms| ms / self.interval_total_ms))
-    }
-
-    /// Each phase's share of the latest steps together.
-    pub fn recent_shares(&self) -> Option<Split> {
-        let mut sums = [0.0; 5];
-        for split in &self.recent {
-            for (sum, ms) in sums.iter_mut().zip(split) {
-                *sum += ms;
-            }
+    /// A typical step of the whole run: each phase's median over the measured steps.
+    pub fn typical(&self) -> Option<Split> {
+        let mut split = [0.0; 5];
+        for (ms, durations) in split.iter_mut().zip(&self.durations) {
+            *ms = nothing_below_the_floor(durations.median_ms()?);
         }
-        let total: f64 = sums.iter().sum();
-        (total > 0.0).then(|| sums.map(|ms| ms / total))
+        Some(split)
     }
 
-    /// The median share of data over the latest steps, when it makes them input-bound.
-    pub fn input_bound_now(&self) -> Option<f64> {
+    /// A typical step of the latest ones: each phase's median over them.
+    pub fn typical_now(&self) -> Option<Split> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        let mut split = [0.0; 5];
+        for (i, ms) in split.iter_mut().enumerate() {
+            let mut times: Vec<f64> = self.recent.iter().map(|step| step[i]).collect();
+            times.sort_by(f64::total_cmp);
+            *ms = times[(times.len() - 1) / 2];
+        }
+        Some(split)
+    }
+
+    /// Each phase's share of a typical step of the whole run.
+    pub fn shares(&self) -> Option<Split> {
+        self.typical().and_then(shares_of)
+    }
+
+    /// Each phase's share of a typical step of the latest ones.
+    pub fn recent_shares(&self) -> Option<Split> {
+        self.typical_now().and_then(shares_of)
+    }
+
+    /// What golow's hook takes of a typical step, where it said.
+    pub fn hook_cost(&self) -> Option<HookCost> {
+        let ms = nothing_below_the_floor(self.hook.median_ms()?);
+        let step: f64 = self.typical()?.iter().sum();
+        (step > 0.0).then_some(HookCost {
+            ms,
+            share: ms / step,
+        })
+    }
+
+    /// Whether a typical step of the latest ones is input-bound.
+    pub fn input_bound_now(&self) -> Option<InputBound> {
         if self.recent.len() < VERDICT_MIN_STEPS {
             return None;
         }
-        let mut shares: Vec<f64> = self
-            .recent
-            .iter()
-            .map(|split| split[0] / split.iter().sum::<f64>())
-            .collect();
-        shares.sort_by(f64::total_cmp);
-        let median = shares[shares.len() / 2];
-        (median >= INPUT_BOUND_SHARE).then_some(median)
+        InputBound::of(self.typical_now()?)
     }
 
-    /// The median share of data over every measured step, when it makes the run input-bound.
-    pub fn input_bound(&self) -> Option<f64> {
+    /// Whether a typical step of the whole run is input-bound.
+    pub fn input_bound(&self) -> Option<InputBound> {
         if self.steps() < VERDICT_MIN_STEPS as u64 {
             return None;
         }
-        // Shares are kept as if they were milliseconds: the histogram's resolution is relative.
-        self.data_share
-            .median_ms()
-            .filter(|&share| share >= INPUT_BOUND_SHARE)
+        InputBound::of(self.typical()?)
     }
 
-    /// What golow says of an input-bound script whose data takes `share` of its steps: the verdict, and what the
-    /// user can do about it with the DataLoader it has, in one line.
-    pub fn input_bound_notice(&self, share: f64) -> String {
+    /// What golow says of an input-bound script: the verdict, and what the user can do about it with the
+    /// DataLoader it has, in one line; no remedy where the wait is too short for one to pay off.
+    pub fn input_bound_notice(&self, bound: InputBound) -> String {
+        let verdict = format!(
+            "input-bound: waiting on data takes {:.0}% of a typical step ({})",
+            bound.share * 100.0,
+            milliseconds(bound.data_ms)
+        );
+        if bound.data_ms < REMEDY_MIN_DATA_MS {
+            return format!(
+                "{verdict}; too short a wait for DataLoader workers to shorten: handing them each batch costs about \
+                 as much"
+            );
+        }
         let remedy = match self.loader {
             None => "more DataLoader workers (num_workers), pin_memory=True on a GPU or a cheaper transform would \
                      shorten it"
@@ -201,10 +284,7 @@ impl PhasesState {
                 remedy
             }
         };
-        format!(
-            "input-bound: waiting on data takes {:.0}% of a step (median); {remedy}",
-            share * 100.0
-        )
+        format!("{verdict}; {remedy}")
     }
 
     /// Forward passes per step, the median: more than one is gradient accumulation.
@@ -226,21 +306,49 @@ mod tests {
     use super::*;
     use golow_protocol::samples::step_phases;
 
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-2 * b.abs().max(1e-3)
+    }
+
     #[test]
-    fn the_five_add_up_to_the_interval_and_their_shares_to_one() {
+    fn a_typical_steps_shares_add_up_to_one_and_agree_with_its_milliseconds() {
         let mut phases = PhasesState::default();
-        phases.record(1.0, 100.0, &step_phases(30.0, 20.0, 35.0, 5.0));
-        phases.record(2.0, 50.0, &step_phases(0.0, 20.0, 25.0, 5.0));
+        for i in 0..9 {
+            phases.record(f64::from(i), 100.0, &step_phases(30.0, 20.0, 35.0, 5.0));
+        }
+        let typical = phases.typical().unwrap();
         let shares = phases.shares().unwrap();
         assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-12);
-        assert!((shares[0] - 30.0 / 150.0).abs() < 1e-12, "{shares:?}");
+        let total: f64 = typical.iter().sum();
+        for (share, ms) in shares.iter().zip(typical) {
+            assert!((share - ms / total).abs() < 1e-12, "{shares:?} {typical:?}");
+        }
         assert!(
-            (shares[4] - 10.0 / 150.0).abs() < 1e-12,
-            "other: {shares:?}"
+            close(typical[0], 30.0) && close(typical[4], 10.0),
+            "{typical:?}"
         );
         let tops: Vec<f64> = phases.stacked.iter().map(|s| s.last().unwrap().1).collect();
-        assert_eq!(tops, [0.0, 20.0, 45.0, 50.0, 50.0]);
-        assert_eq!(phases.steps(), 2);
+        assert_eq!(tops, [30.0, 50.0, 85.0, 90.0, 100.0]);
+        assert_eq!(phases.steps(), 9);
+    }
+
+    #[test]
+    fn a_slow_step_now_and_then_moves_neither_the_shares_nor_the_verdict() {
+        // 65 ms steps, and an epoch's end now and then that waits 3 s on its data: the share of data stays what a
+        // typical step spends on it (a total over total made it most of the run).
+        let mut phases = PhasesState::default();
+        for i in 0..40 {
+            let (interval, data) = if i % 10 == 9 {
+                (3134.0, 3100.0)
+            } else {
+                (65.0, 1.0)
+            };
+            phases.record(f64::from(i), interval, &step_phases(data, 20.0, 30.0, 4.0));
+        }
+        let shares = phases.shares().unwrap();
+        assert!(close(shares[0], 1.0 / 65.0), "{shares:?}");
+        assert_eq!(phases.input_bound(), None);
+        assert_eq!(phases.input_bound_now(), None);
     }
 
     #[test]
@@ -255,30 +363,39 @@ mod tests {
     }
 
     #[test]
-    fn input_bound_once_data_is_a_fifth_of_the_latest_steps() {
+    fn input_bound_once_data_is_a_fifth_of_a_typical_step_of_the_latest_ones() {
         let mut phases = PhasesState::default();
         for i in 0..VERDICT_MIN_STEPS - 1 {
             phases.record(i as f64, 100.0, &step_phases(50.0, 10.0, 10.0, 10.0));
         }
         assert_eq!(phases.input_bound_now(), None, "too few steps");
         phases.record(9.0, 100.0, &step_phases(50.0, 10.0, 10.0, 10.0));
-        assert_eq!(phases.input_bound_now(), Some(0.5));
-        assert!(phases.input_bound().is_some_and(|s| (s - 0.5).abs() < 1e-3));
+        let now = phases.input_bound_now().unwrap();
+        assert!(close(now.share, 0.5) && close(now.data_ms, 50.0), "{now:?}");
+        let whole = phases.input_bound().unwrap();
+        assert!(
+            close(whole.share, phases.shares().unwrap()[0]),
+            "the share the summary prints"
+        );
         for i in 0..RECENT {
             phases.record(10.0 + i as f64, 100.0, &step_phases(10.0, 30.0, 40.0, 10.0));
         }
         assert_eq!(phases.input_bound_now(), None, "the latest steps are not");
         assert_eq!(phases.input_bound(), None, "nor most of the run's");
         let now = phases.recent_shares().unwrap();
-        assert!((now[0] - 0.1).abs() < 1e-12, "{now:?}");
+        assert!(close(now[0], 0.1), "{now:?}");
     }
 
     #[test]
-    fn the_input_bound_remedy_is_the_one_the_scripts_dataloader_needs() {
+    fn the_input_bound_remedy_is_the_one_the_scripts_dataloader_needs_and_only_for_a_long_wait() {
+        let long = InputBound {
+            share: 0.5,
+            data_ms: 40.0,
+        };
         let mut phases = PhasesState::default();
         assert!(
             phases
-                .input_bound_notice(0.5)
+                .input_bound_notice(long)
                 .contains("more DataLoader workers (num_workers), pin_memory")
         );
         let mut said = step_phases(50.0, 10.0, 10.0, 10.0);
@@ -288,8 +405,8 @@ mod tests {
             cuda: false,
         });
         phases.loader = said.loader;
-        let notice = phases.input_bound_notice(0.5);
-        assert!(notice.starts_with("input-bound: waiting on data takes 50% of a step (median); its DataLoader loads each batch in the training process (num_workers=0)"), "{notice}");
+        let notice = phases.input_bound_notice(long);
+        assert!(notice.starts_with("input-bound: waiting on data takes 50% of a typical step (40.0 ms); its DataLoader loads each batch in the training process (num_workers=0)"), "{notice}");
         assert!(!notice.contains("pin_memory"), "not on a CPU: {notice}");
         said.loader = Some(LoaderSetup {
             num_workers: 2,
@@ -297,7 +414,7 @@ mod tests {
             cuda: true,
         });
         phases.loader = said.loader;
-        let notice = phases.input_bound_notice(0.5);
+        let notice = phases.input_bound_notice(long);
         assert!(
             notice.contains("its DataLoader's 2 workers do not keep up"),
             "{notice}"
@@ -309,9 +426,22 @@ mod tests {
         said.loader = None;
         phases.record(3.0, 100.0, &said);
         assert!(
-            phases.input_bound_notice(0.5).contains("2 workers"),
+            phases.input_bound_notice(long).contains("2 workers"),
             "said once, kept"
         );
+        // Half a millisecond of a millisecond's step: worker processes would cost more than they save.
+        let short = InputBound {
+            share: 0.3,
+            data_ms: 0.5,
+        };
+        let notice = phases.input_bound_notice(short);
+        assert!(
+            notice.starts_with(
+                "input-bound: waiting on data takes 30% of a typical step (500 µs); too short"
+            ),
+            "{notice}"
+        );
+        assert!(!notice.contains("num_workers"), "{notice}");
     }
 
     #[test]
@@ -324,5 +454,13 @@ mod tests {
             phases.record(1.0, 10.0, &split);
         }
         assert_eq!(phases.micro_batches_per_step(), Some(4));
+    }
+
+    #[test]
+    fn durations_below_a_millisecond_print_in_microseconds() {
+        assert_eq!(milliseconds(0.5), "500 µs");
+        assert_eq!(milliseconds(0.0), "0 µs");
+        assert_eq!(milliseconds(1.24), "1.2 ms");
+        assert_eq!(milliseconds(3134.0), "3134 ms");
     }
 }

@@ -101,19 +101,24 @@ pub struct ScriptSummary {
     pub steps_counted_by: Option<String>,
     /// Where the measured steps' time went on the host; `null` without phases (an evaluation loop, an old hook).
     pub phases: Option<PhasesSummary>,
-    /// Waiting on data took a fifth of the steps or more (the median step's share).
+    /// Waiting on data takes a fifth of a typical step or more (its share as `phases` gives it).
     pub input_bound: bool,
     /// Forward passes per optimiser step, the median: more than one is gradient accumulation.
     pub micro_batches_per_step: Option<u32>,
     /// Steps a GradScaler skipped (infinite gradients): kept out of the step figures.
     pub skipped_steps: u64,
     /// Where samples per step came from: `report` (`golow.report(samples=…)`) or `batch dimension` (the hook's
-    /// inference from the model's first input); `null` when neither gave any.
+    /// inference: each distinct batch the model took, once); `null` when neither gave any.
     #[serde(default)]
     pub samples_from: Option<String>,
+    /// What golow's hook itself took of a typical step (its median), and that as a share of the step; `null`
+    /// where the hook did not say (an older recording).
+    #[serde(default)]
+    pub hook: Option<PhaseSummary>,
 }
 
-/// Each phase of the measured steps: its median time per step and its share of all their time.
+/// A typical measured step's phases: each one's median time over the steps, and its share of the five medians'
+/// sum (the shares add up to one; a slow step now and then moves neither).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct PhasesSummary {
     pub data: PhaseSummary,
@@ -142,23 +147,20 @@ impl PhasesSummary {
         ]
     }
 
+    /// A typical step's phases: each one's median, and its share of their sum.
     fn of(phases: &PhasesState) -> Option<PhasesSummary> {
+        let typical = phases.typical()?;
         let shares = phases.shares()?;
-        let phase = |phase: Phase| -> Option<PhaseSummary> {
-            let i = phase as usize;
-            // A phase the script never spent time in (no optimiser, no DataLoader) is 0, not the histogram's floor.
-            let p50_ms = phases.durations[i].median_ms()?;
-            Some(PhaseSummary {
-                p50_ms: if shares[i] > 0.0 { p50_ms } else { 0.0 },
-                share: shares[i],
-            })
+        let phase = |phase: Phase| PhaseSummary {
+            p50_ms: typical[phase as usize],
+            share: shares[phase as usize],
         };
         Some(PhasesSummary {
-            data: phase(Phase::Data)?,
-            forward: phase(Phase::Forward)?,
-            backward: phase(Phase::Backward)?,
-            optimizer: phase(Phase::Optimizer)?,
-            other: phase(Phase::Other)?,
+            data: phase(Phase::Data),
+            forward: phase(Phase::Forward),
+            backward: phase(Phase::Backward),
+            optimizer: phase(Phase::Optimizer),
+            other: phase(Phase::Other),
         })
     }
 }
@@ -226,6 +228,10 @@ impl ScriptSummary {
             micro_batches_per_step: s.phases.micro_batches_per_step(),
             skipped_steps: s.skipped_steps,
             samples_from: s.samples_from.map(|from| from.name().to_string()),
+            hook: s.phases.hook_cost().map(|cost| PhaseSummary {
+                p50_ms: cost.ms,
+                share: cost.share,
+            }),
         }
     }
 }
@@ -343,6 +349,15 @@ pub struct OperatorsSummary {
     /// (medians), and that over the run (one step in `every`); absent with too few of either.
     pub overhead_per_profiled_step: Option<f64>,
     pub overhead: Option<f64>,
+    /// How like the others the profiled steps were: a profiled step's median time (compute, or a `--cmd` step's
+    /// interval) and the other measured steps' median; absent with fewer than three of those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiled_step_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unprofiled_step_ms: Option<f64>,
+    /// Why no (more) steps were profiled, as the worker said (a profile past its bounds, a run too short).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<String>,
 }
 
 fn top_operators(o: &Operators) -> Vec<OperatorSummary> {
@@ -361,8 +376,9 @@ fn top_operators(o: &Operators) -> Vec<OperatorSummary> {
 }
 
 fn operators(o: &Operators) -> Option<OperatorsSummary> {
-    (o.steps > 0).then(|| {
+    (o.steps > 0 || o.off.is_some()).then(|| {
         let overhead = o.overhead();
+        let against = o.profiled_against_plain();
         OperatorsSummary {
             profiled_steps: o.steps,
             every: o.every,
@@ -371,6 +387,9 @@ fn operators(o: &Operators) -> Option<OperatorsSummary> {
             dropped: o.dropped,
             overhead_per_profiled_step: overhead.map(|(step, _)| step),
             overhead: overhead.map(|(_, run)| run),
+            profiled_step_ms: against.map(|(profiled, _)| profiled),
+            unprofiled_step_ms: against.map(|(_, plain)| plain),
+            off: o.off.clone(),
         }
     })
 }

@@ -679,10 +679,10 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         }
         // The verdict alone: headless progress and the summary's notice name what would help.
         let input_bound = w.script.as_ref().and_then(|s| s.phases.input_bound_now());
-        if let Some(share) = input_bound {
+        if let Some(bound) = input_bound {
             status.push_str(&format!(
-                ", INPUT-BOUND (data {:.0}% of a step)",
-                share * 100.0
+                ", INPUT-BOUND (data {:.0}% of a typical step)",
+                bound.share * 100.0
             ));
         }
         let style = if status == "FAILED" {

@@ -127,9 +127,9 @@ impl Progress {
             let Some(phases) = w.script.as_ref().map(|s| &s.phases) else {
                 continue;
             };
-            if let Some(share) = phases.input_bound_now() {
+            if let Some(bound) = phases.input_bound_now() {
                 *told = true;
-                notices.push(format!("{}: {}", w.name, phases.input_bound_notice(share)));
+                notices.push(format!("{}: {}", w.name, phases.input_bound_notice(bound)));
             }
         }
         for notice in notices {

@@ -7,6 +7,7 @@ use crate::state::{
     ComparisonSummary, Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
     WorkerSummary,
 };
+use golow_protocol::text::printable;
 
 /// Where a session's description goes.
 pub enum Describe<'a> {
@@ -267,14 +268,26 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
             ms(o.step_time_ms, |p| p.p50)
         ));
     }
-    // A training loop's first forward pass comes before its first step: worth a word only past the warm-up.
-    if s.forward_passes > 0 && (s.optimizers.is_empty() || s.forward_ms.is_some()) {
-        parts.push(format!(
-            "{} forward passes before any step, median {} ms each, {} ms apart",
+    match s.steps_counted_by.as_deref() {
+        // The model's passes are in its steps' phases.
+        Some("backward") => parts.push(
+            "steps are its backward passes: it updates its parameters with no optimiser".into(),
+        ),
+        // A training loop's forward passes before its first step ended (a closure's, a compilation's): worth a
+        // word only past the warm-up.
+        Some(_) if s.forward_ms.is_some() => parts.push(format!(
+            "{} forward passes before its first optimiser step ended, median {} ms each",
+            s.forward_passes,
+            ms(s.forward_ms, |p| p.p50)
+        )),
+        Some(_) => {}
+        None if s.forward_passes > 0 => parts.push(format!(
+            "{} forward passes (no step: an evaluation), median {} ms each, {} ms apart",
             s.forward_passes,
             ms(s.forward_ms, |p| p.p50),
             ms(s.forward_interval_ms, |p| p.p50)
-        ));
+        )),
+        None => {}
     }
     if s.processes.len() > 1 || s.more_processes > 0 {
         let each: Vec<String> = s
@@ -302,9 +315,9 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
     if let Some(p) = &s.phases {
         let each = p.each().map(|(phase, v)| {
             format!(
-                "{phase} {:.0}% ({} ms)",
+                "{phase} {:.0}% ({})",
                 v.share * 100.0,
-                opt(Some(v.p50_ms), 1)
+                crate::state::phases::milliseconds(v.p50_ms)
             )
         });
         let device = w
@@ -316,13 +329,24 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
                 )
             })
             .unwrap_or_default();
-        parts.push(format!("phases {}{device}", each.join(", ")));
+        parts.push(format!(
+            "phases of a typical step {}{device}",
+            each.join(", ")
+        ));
+    }
+    if let Some(hook) = s
+        .hook
+        .filter(|h| h.share > crate::state::phases::HOOK_NOTICE_SHARE)
+    {
+        parts.push(format!(
+            "golow's hook takes {} of it ({:.0}%): steps this short are slowed by being watched",
+            crate::state::phases::milliseconds(hook.p50_ms),
+            hook.share * 100.0
+        ));
     }
     if s.samples_from.as_deref() == Some(SamplesFrom::BatchDimension.name()) {
         parts.push(
-            "samples per step from the batch dimension of the model's first input (golow.report(samples=…) \
-             overrides)"
-                .into(),
+            "samples per step: each distinct batch the model took once (golow.report(samples=…) overrides)".into(),
         );
     }
     if !operators.is_empty() {
@@ -331,7 +355,22 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
             .take(3)
             .map(|o| format!("{} {} ms", o.name, opt(Some(o.self_ms_per_step), 2)))
             .collect();
-        parts.push(format!("top operators {}", top.join(", ")));
+        let against = match w
+            .operators
+            .as_ref()
+            .map(|o| (o.profiled_step_ms, o.unprofiled_step_ms))
+        {
+            Some((Some(profiled), Some(plain))) => format!(
+                " (a profiled step {} ms, a median one {} ms)",
+                opt(Some(profiled), 1),
+                opt(Some(plain), 1)
+            ),
+            _ => String::new(),
+        };
+        parts.push(format!("top operators {}{against}", top.join(", ")));
+    }
+    if let Some(off) = w.operators.as_ref().and_then(|o| o.off.as_deref()) {
+        parts.push(format!("no more steps profiled: {}", printable(off)));
     }
     (!parts.is_empty()).then(|| format!("{name}: {}\n", parts.join("; ")))
 }

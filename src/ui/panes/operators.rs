@@ -20,6 +20,7 @@ use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::render;
 use crate::ui::view::{View, looking, ms, per_step_count};
+use golow_protocol::text::printable;
 
 #[derive(Default)]
 pub struct Operators {
@@ -65,7 +66,21 @@ fn worker_line<'a>(view: &View, w: &WorkerState) -> Line<'a> {
     if let Some((_, run)) = o.overhead() {
         said.push_str(&format!(" · {}", looking(run, " of the run")));
     }
+    // The operators' times are those of the steps profiled: how like the others those steps were.
+    if let Some((profiled, plain)) = o.profiled_against_plain() {
+        said.push_str(&format!(
+            " · profiled step {} ms, median {} ms",
+            ms(profiled),
+            ms(plain)
+        ));
+    }
     let mut spans = vec![name(view, &w.name, 12), Span::styled(said, view.text())];
+    if let Some(off) = &o.off {
+        spans.push(Span::styled(
+            format!(" · no more profiled: {}", printable(off)),
+            view.muted(),
+        ));
+    }
     // Nearly all of these are calls of an operator with more input shapes than the recorder keeps: their times and
     // counts are in the table, only their shapes are not; nothing to act on, so not a warning.
     if o.dropped > 0 {
@@ -123,10 +138,31 @@ fn operator_row<'a>(
     ])
 }
 
-/// Why there is nothing to show.
+/// Why there is nothing to show: what the workers said, or what golow profiles.
 fn nothing_yet(view: &View) -> String {
+    let said: Vec<String> = view
+        .state
+        .workers
+        .iter()
+        .filter_map(|w| {
+            Some(format!(
+                "{}: {}",
+                w.name,
+                printable(w.operators.off.as_ref()?)
+            ))
+        })
+        .collect();
+    let none = if view.state.ended {
+        "No step was profiled"
+    } else {
+        "No profiled step yet"
+    };
+    if !said.is_empty() {
+        return format!("{none}. {}.", said.join("; "));
+    }
     match view.state.session.as_ref().map(|s| s.ops_every) {
         Some(0) => "No operators: this session recorded none (--no-ops).".to_string(),
+        _ if view.state.ended => format!("{none}."),
         Some(every) => format!(
             "No profiled step yet: one step in {every} past the warm-up is profiled (--ops-every), in the built-in \
              levels and in --cmd PyTorch scripts; pytorch and compile profile only within 2% of their time, and \

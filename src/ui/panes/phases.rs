@@ -123,9 +123,25 @@ impl Pane for Phases {
                     view.text(),
                 ));
             }
-            if let Some(share) = phases.input_bound_now() {
+            if let Some(cost) = phases
+                .hook_cost()
+                .filter(|c| c.share > crate::state::phases::HOOK_NOTICE_SHARE)
+            {
                 rows.push(Line::styled(
-                    format!("  INPUT-BOUND: data {:.0}% of a step", share * 100.0),
+                    format!(
+                        "  golow's hook: {} of a typical step ({:.0}%)",
+                        crate::state::phases::milliseconds(cost.ms),
+                        cost.share * 100.0
+                    ),
+                    view.muted(),
+                ));
+            }
+            if let Some(bound) = phases.input_bound_now() {
+                rows.push(Line::styled(
+                    format!(
+                        "  INPUT-BOUND: data {:.0}% of a typical step",
+                        bound.share * 100.0
+                    ),
                     Style::default()
                         .fg(view.theme.warning)
                         .add_modifier(Modifier::BOLD),
