@@ -914,6 +914,44 @@ class FiguresTest(Monitored):
         self.socket_path += "-accumulated"
         self.assertEqual(self.samples(accumulated), [32, 32], "four fresh micro-batches of 8")
 
+    def test_a_loader_that_fetches_ahead_gives_each_step_its_own_batches(self):
+        ahead = """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def one_ahead(loader):
+            # As accelerate's and Lightning's loaders do, to know which batch is the last.
+            batches = iter(loader)
+            current = next(batches)
+            for upcoming in batches:
+                yield current, False
+                current = upcoming
+            yield current, True
+
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loader = DataLoader(TensorDataset(torch.randn(64, 4)), batch_size=8)
+        for epoch in range(2):
+            for i, ((x,), last) in enumerate(one_ahead(loader)):
+                model(x).sum().backward()
+                if i % 2 == 1:
+                    opt.step(); opt.zero_grad()
+        """
+        self.assertEqual(self.samples(ahead), [16] * 7, "two micro-batches of 8, also across the epochs' ends")
+        two_loaders = """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        source = DataLoader(TensorDataset(torch.randn(40, 4)), batch_size=8)
+        target = DataLoader(TensorDataset(torch.randn(40, 4)), batch_size=4)
+        for (a,), (b,) in zip(source, target):
+            model(torch.cat([a, b])).sum().backward()
+            opt.step(); opt.zero_grad()
+        """
+        self.socket_path += "-two"
+        self.assertEqual(self.samples(two_loaders), [12] * 4, "both loaders' batches, in one call")
+
     def test_a_sequence_first_models_batch_is_its_second_dimension(self):
         source = """
         import torch

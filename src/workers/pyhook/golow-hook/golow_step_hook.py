@@ -21,6 +21,7 @@ Events carry the time they describe on the host's monotonic clock (``t_ns``) and
 Whatever goes wrong in here must never reach the user's program, and nothing here grows without bound.
 """
 
+import collections
 import json
 import math
 import os
@@ -40,6 +41,7 @@ _OPERATORS = "golow-operators"  # the operator recorder's name in sys.modules, l
 _MAX_PENDING_LOSSES = 8  # losses on a device whose copy to the host is under way
 _MAX_STEP_LOSSES = 64  # losses of one step's backward passes kept to be summed
 _MAX_STEP_INPUTS = 16  # inputs of one step's passes told apart
+_MAX_PENDING_BATCHES = 64  # batches waited on and not yet taken, remembered
 _MAX_OPTIMIZERS = 16  # golow_protocol::script::MAX_OPTIMIZERS
 _MAX_NAME = 64
 _MAX_REASON = 200
@@ -103,8 +105,9 @@ class _Process:
         self.pending_data_ns = 0  # waits on a DataLoader not yet taken by a pass of the model
         # Samples: a DataLoader's batches the model took with gradients count once each; without one, each distinct
         # input of the model's passes counts once (a closure's passes over the same batch, a GAN's over a batch and
-        # its fakes' detached copy do not add up).
-        self.pending_batch_samples = 0  # batches waited on, not yet taken by a pass of the model
+        # its fakes' detached copy do not add up). A pass takes the oldest batch waited on: a loader wrapped to
+        # fetch one batch ahead (accelerate's, Lightning's) has the next step's batch in hand during this one.
+        self.pending_batches = collections.deque(maxlen=_MAX_PENDING_BATCHES)  # their sizes, oldest first
         self.loader_samples = 0
         self.input_samples = 0
         self.step_inputs = []  # weak references to the inputs counted in the step
@@ -288,9 +291,9 @@ def _register_data(module):
                 took = time.perf_counter_ns()
                 _me.pending_data_ns += took - start
             try:
-                _me.last_batch = _batch_size(batch)
                 # A collated batch stacks its samples along the first dimension.
-                _me.pending_batch_samples += _me.last_batch or 0
+                _me.last_batch = _batch_size(batch)
+                _me.pending_batches.append(_me.last_batch or 0)
                 _me.pending_loader = (int(self._num_workers), bool(self._pin_memory))
                 _me.hook_ns += time.perf_counter_ns() - took
             except Exception:
@@ -607,11 +610,12 @@ def _on_module_start(module, args):
             if _me.depth == 1:
                 # A batch the model takes with gradients was the step's data; one an evaluation pass takes (no
                 # gradients) was waited for by the step's "other".
+                taken = _me.pending_batches.popleft() if _me.pending_batches else 0
                 if _grad_enabled():
                     _me.data_ns += _me.pending_data_ns
-                    _me.loader_samples += _me.pending_batch_samples
+                    _me.loader_samples += taken
                     _me.loader = _me.pending_loader or _me.loader
-                _me.pending_data_ns = _me.pending_batch_samples = 0
+                _me.pending_data_ns = 0
                 # torch.jit.trace records what is read of its inputs' shapes: nothing is read there.
                 tensor = None if _jit_tracing() else _first_tensor(args)
                 _me.pass_input = _weak(tensor)
@@ -722,6 +726,14 @@ def _on_step_begin(optimizer, args, kwargs):
     _me.hook_ns += time.perf_counter_ns() - entered
 
 
+def _loader_samples_of_step():
+    """The samples of the DataLoader batches the step took. Batches waited on and left untaken, beyond the one a
+    loader fetching ahead holds, went into the step all the same (a model called once on several batches)."""
+    while len(_me.pending_batches) > 1:
+        _me.loader_samples += _me.pending_batches.popleft()
+    return _me.loader_samples
+
+
 def _phases(now):
     """Where the time since the last step went, up to ``now``, in milliseconds."""
     optimizer_ns = _me.optimizer_ns
@@ -735,7 +747,7 @@ def _phases(now):
         "optimizer_ms": _ms(optimizer_ns),
         "forward_passes": _me.forward_passes_in_step,
         "backward_passes": _me.backward_passes_in_step,
-        "samples": _me.loader_samples or _me.input_samples or None,
+        "samples": _loader_samples_of_step() or _me.input_samples or None,
         "hook_ms": _ms(_me.hook_ns + (_module_calls - _me.module_calls) * _module_call_ns()),
     }
     if _me.loader is not None:
