@@ -132,10 +132,19 @@ fn an_empty_pythonpath_puts_the_hook_and_nothing_else_before_the_standard_librar
     assert_eq!(printed(&stderr, "IMPORTED").len(), 1, "{stderr}");
     let with: Vec<String> = serde_json::from_str(printed(&stderr, "SYS_PATH ")[0]).unwrap();
     let added: Vec<&String> = with.iter().filter(|e| !without.contains(e)).collect();
-    assert_eq!(added.len(), 1, "the hook's directory alone: {with:?}");
+    // Before the standard library the hook's directory alone; golow's API after everything of the user's.
+    assert_eq!(added.len(), 2, "{with:?}");
     let cwd = tmp.path().canonicalize().unwrap();
     assert!(
         !added[0].is_empty() && Path::new(added[0]).canonicalize().ok() != Some(cwd),
+        "{with:?}"
+    );
+    assert_eq!(
+        (added[1], with.last()),
+        (
+            &Path::new(added[0]).join("golow-api").display().to_string(),
+            Some(added[1])
+        ),
         "{with:?}"
     );
     let kept: Vec<&String> = with.iter().filter(|e| without.contains(e)).collect();
