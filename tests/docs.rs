@@ -560,3 +560,64 @@ fn svg(buffer: &Buffer, theme: &Theme) -> String {
     out.push_str("</svg>\n");
     out
 }
+
+// The example of a user's own script.
+
+/// A real `--cmd` session: `tests/examples/slow_data.py`, a script waiting on its DataLoader, recorded on this
+/// project's 2-core machine.
+const SCRIPT_RECORDING: &str = "recordings/20261127-cpu-slow-data.golow";
+const SCRIPT_COMMAND: &str =
+    "$ golow run --headless --warmup 5 --cmd \"slow_data=python slow_data.py\"";
+
+/// The lines after `command` in the code block that shows it, each with its wrapped continuation lines (indented by
+/// two spaces) joined back on.
+fn shown_output(page: &str, command: &str) -> Vec<String> {
+    let mut lines = page
+        .lines()
+        .skip_while(|line| *line != command)
+        .skip(1)
+        .take_while(|line| !line.starts_with("```"));
+    let mut joined: Vec<String> = Vec::new();
+    for line in lines.by_ref() {
+        match (line.strip_prefix("  "), joined.last_mut()) {
+            (Some(rest), Some(last)) => {
+                last.push(' ');
+                last.push_str(rest);
+            }
+            _ => joined.push(line.to_string()),
+        }
+    }
+    joined
+}
+
+#[test]
+fn the_guides_script_example_is_its_recording_replayed() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_golow"))
+        .args(["replay", "--headless"])
+        .arg(root().join(SCRIPT_RECORDING))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed = String::from_utf8(out.stdout).unwrap();
+    // Past the session's title: what golow says of the script under the table.
+    let said: Vec<&str> = replayed
+        .lines()
+        .skip(1)
+        .filter(|line| line.starts_with("slow_data: "))
+        .collect();
+    assert!(
+        said.len() >= 2,
+        "the script's line and its verdict: {replayed}"
+    );
+    for page in ["README.md", "docs/your-own-command.md"] {
+        let shown = shown_output(&read(&root().join(page)), SCRIPT_COMMAND);
+        assert_eq!(
+            shown, said,
+            "{page}: the example must be what `golow replay --headless {SCRIPT_RECORDING}` prints"
+        );
+    }
+}
