@@ -275,10 +275,7 @@ impl WorkerState {
     ) {
         self.last_progress_s = Some(t);
         let since_start = self.started_s.map(|start| t - start);
-        let clock = origin_ns.map(|origin_ns| script::MonitorClock {
-            origin_ns,
-            now_ns: origin_ns.saturating_add((t.max(0.0) * 1e9) as u64),
-        });
+        let clock = origin_ns.map(|origin_ns| script::MonitorClock::at(origin_ns, t));
         let script = self.script.get_or_insert_with(Default::default);
         if script.takes_over_from_backward(step) | script.replaced_stand_in() {
             self.forget_steps();

@@ -89,12 +89,26 @@ pub struct MonitorClock {
 /// different CPUs, and golow stamps a record a little after it arrives.
 const CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
-/// Whether a rank's arrival at `ns` can be true: not before the session started, not after the monitor heard of it,
-/// and not before the same rank's previous arrival.
+impl MonitorClock {
+    /// The clock of a session that started at `origin_ns`, as a record stamped `t_s` seconds into it was folded.
+    pub fn at(origin_ns: u64, t_s: f64) -> MonitorClock {
+        MonitorClock {
+            origin_ns,
+            now_ns: origin_ns.saturating_add((t_s.max(0.0) * 1e9) as u64),
+        }
+    }
+
+    /// Whether a process's stamp `ns` can be true: not before the session started, nor more than `slack_ns` after
+    /// the monitor heard of it.
+    pub fn holds(&self, ns: u64, slack_ns: u64) -> bool {
+        (self.origin_ns..=self.now_ns.saturating_add(slack_ns)).contains(&ns)
+    }
+}
+
+/// Whether a rank's arrival at `ns` can be true: within the session as the monitor's clock saw it, and not before the
+/// same rank's previous arrival.
 fn plausible(ns: u64, previous: Option<u64>, clock: Option<MonitorClock>) -> bool {
-    let within_session =
-        clock.is_none_or(|c| (c.origin_ns..=c.now_ns.saturating_add(CLOCK_SLACK_NS)).contains(&ns));
-    within_session && previous.is_none_or(|before| ns >= before)
+    clock.is_none_or(|c| c.holds(ns, CLOCK_SLACK_NS)) && previous.is_none_or(|before| ns >= before)
 }
 
 /// Points kept per rank's series: ranks are many, and a pane shows them over minutes, not the whole run.
