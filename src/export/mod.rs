@@ -1,8 +1,9 @@
 //! Exports a recording for other tools, streaming it record by record:
 //!
 //! - `json`: one object, `{"header": …, "records": […]}`, every record exactly as recorded.
-//! - `csv`: one row per numeric record (steps, epochs, optimiser steps, process and GPU
-//!   readings) in fixed columns, for spreadsheets and dataframes.
+//! - `csv`: one row per numeric record (steps, epochs, optimiser steps, backward passes, process and GPU readings)
+//!   in fixed columns, for spreadsheets and dataframes. The records are folded as they go (`State::apply`, as the
+//!   summary folds them), so that each step's row says what the fold made of it: warm-up, profiled, skipped.
 //! - `chrome-trace`: the Trace Event Format that Perfetto UI and chrome://tracing open: a
 //!   process per worker with its steps as nested slices, counter tracks for its loss and
 //!   resource readings, and instants for epochs, exits and protocol errors; whole-GPU readings

@@ -226,7 +226,7 @@ fn csv_has_fixed_columns_and_quotes_worker_names() {
     let text = exported(Format::Csv);
     assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
     let rows = parse_csv(&text);
-    assert_eq!(rows[0].len(), 39);
+    assert_eq!(rows[0].len(), 41);
     assert_eq!(
         (
             rows[0][0].as_str(),
@@ -235,7 +235,7 @@ fn csv_has_fixed_columns_and_quotes_worker_names() {
         ),
         ("t_ms", "profiled", "skipped")
     );
-    assert!(rows.iter().all(|row| row.len() == 39));
+    assert!(rows.iter().all(|row| row.len() == 41));
     // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
     assert_eq!(rows.len(), 1 + 2 * 13 + 1);
     let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
@@ -1259,4 +1259,80 @@ fn an_optimiser_past_the_cap_draws_on_the_last_optimisers_thread() {
         .map(|(_, tid)| tid)
         .collect();
     assert_eq!(threads, [u64::from(MAX_OPTIMIZERS)].into());
+}
+
+/// Every step's row says whether it was a warm-up, profiled or skipped step, as the fold counted it, and an
+/// optimiser step names its optimiser: filtering on the three keeps exactly the steps golow measured.
+#[test]
+fn every_steps_row_says_its_flags_and_optimiser_and_the_filter_keeps_the_measured_steps() {
+    let (records, _) = clocked_session();
+    let mut state = crate::state::State::default();
+    for record in &records {
+        state.apply(record);
+    }
+    let mut out = Vec::new();
+    export(&header(), records.into_iter(), Format::Csv, &mut out).unwrap();
+    let rows = parse_csv(&String::from_utf8(out).unwrap());
+    let column = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+    let [kind, worker, interval] = ["type", "worker", "interval_ms"].map(column);
+    let flags = ["warmup", "profiled", "skipped"].map(column);
+    let steps = ["step", "optimizer_step", "backward_pass"];
+    let step_rows: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| steps.contains(&r[kind].as_str()))
+        .collect();
+    assert_eq!(step_rows.len(), 30 + 2 + 2 * 40 + 50);
+    for row in &step_rows {
+        assert!(
+            flags.iter().all(|&f| row[f] == "true" || row[f] == "false"),
+            "{row:?}"
+        );
+    }
+    let [class, index] = ["optimizer", "optimizer_index"].map(column);
+    let optimizers: BTreeSet<(&str, &str)> = step_rows
+        .iter()
+        .filter(|r| r[kind] == "optimizer_step")
+        .map(|r| (r[index].as_str(), r[class].as_str()))
+        .collect();
+    assert_eq!(optimizers, [("0", "SGD"), ("1", "Adam")].into());
+    let mut warm: HashMap<(&str, &str, &str), u32> = HashMap::new();
+    for r in step_rows.iter().filter(|r| r[flags[0]] == "true") {
+        *warm
+            .entry((r[worker].as_str(), r[kind].as_str(), r[index].as_str()))
+            .or_default() += 1;
+    }
+    let each_two: HashMap<(&str, &str, &str), u32> = [
+        ("gan", "backward_pass", ""),
+        ("gan", "optimizer_step", "0"),
+        ("gan", "optimizer_step", "1"),
+        ("by hand", "backward_pass", ""),
+        ("libtorch", "step", ""),
+    ]
+    .into_iter()
+    .map(|key| (key, 2))
+    .collect();
+    assert_eq!(
+        warm, each_two,
+        "the first two steps of each optimiser, of the passes counted as steps, and of the built-in worker"
+    );
+    // The worker's own steps: its first optimiser's, its backward passes while it has none, a built-in's steps.
+    let measured = |name: &str, of: &dyn Fn(&Vec<String>) -> bool| {
+        step_rows
+            .iter()
+            .filter(|r| r[worker] == name && of(r) && flags.iter().all(|&f| r[f] == "false"))
+            .filter(|r| r[kind] == "step" || !r[interval].is_empty())
+            .count() as u64
+    };
+    let lead = |r: &Vec<String>| r[kind] == "optimizer_step" && r[index] == "0";
+    let pass = |r: &Vec<String>| r[kind] == "backward_pass";
+    let step = |r: &Vec<String>| r[kind] == "step";
+    for (name, of) in [
+        ("gan", &lead as &dyn Fn(&Vec<String>) -> bool),
+        ("by hand", &pass),
+        ("libtorch", &step),
+    ] {
+        let folded = state.worker(name).unwrap();
+        assert_eq!(measured(name, of), folded.step_time.len(), "{name}");
+        assert!(folded.step_time.len() > 20, "{name}");
+    }
 }
