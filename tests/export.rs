@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use common::trace::{Slice, assert_no_thread_goes_back, assert_within, slices_by_thread};
+
 /// dcgan's loop in small: the discriminator (the model golow times: the first it calls) on real and on generated
 /// samples, its SGD step, then the generator's Adam step.
 const GAN: &str = "\
@@ -90,55 +92,21 @@ fn read_json(dir: &Path, name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
 }
 
-/// A slice of the trace: its name and where it lies, in µs.
-#[derive(Debug)]
-struct Slice {
-    name: String,
-    start: f64,
-    end: f64,
-}
-
 /// The slices of the process named `process`, by thread, in the order written.
 fn threads_of(trace: &Value, process: &str) -> HashMap<u64, Vec<Slice>> {
-    let events = trace["traceEvents"].as_array().unwrap();
-    let pid = &events
+    let pid = trace["traceEvents"]
+        .as_array()
+        .unwrap()
         .iter()
         .find(|e| e["name"] == "process_name" && e["args"]["name"] == process)
-        .unwrap_or_else(|| panic!("no process {process}"))["pid"];
-    let mut threads: HashMap<u64, Vec<Slice>> = HashMap::new();
-    for e in events.iter().filter(|e| e["ph"] == "X" && &e["pid"] == pid) {
-        let start = e["ts"].as_f64().unwrap();
-        threads
-            .entry(e["tid"].as_u64().unwrap())
-            .or_default()
-            .push(Slice {
-                name: e["name"].as_str().unwrap().to_string(),
-                start,
-                end: start + e["dur"].as_f64().unwrap(),
-            });
-    }
-    threads
-}
-
-/// Its kind and number (a step's, a pass's), for a slice that holds others (a step, a pass, a window); `None` for
-/// those held.
-fn numbered(name: &str) -> Option<(&str, Option<u64>)> {
-    if name.starts_with("operators: ") {
-        return Some((name, None));
-    }
-    let kind = ["step ", "backward pass ", "forward "]
+        .unwrap_or_else(|| panic!("no process {process}"))["pid"]
+        .as_u64()
+        .unwrap();
+    slices_by_thread(trace)
         .into_iter()
-        .find(|k| name.starts_with(k))?;
-    let number = name[kind.len()..].split(' ').next()?.parse().ok();
-    Some((kind, number))
-}
-
-/// `inner` lies within `outer`, give or take `slack` µs.
-fn assert_within(inner: &Slice, outer: &Slice, slack: f64) {
-    assert!(
-        outer.start - slack <= inner.start && inner.end <= outer.end + slack,
-        "{inner:?} is not within {outer:?}"
-    );
+        .filter(|((p, _), _)| *p == pid)
+        .map(|((_, tid), slices)| (tid, slices))
+        .collect()
 }
 
 fn named<'s>(slices: &'s [Slice], name: &str) -> &'s Slice {
@@ -152,34 +120,8 @@ fn named<'s>(slices: &'s [Slice], name: &str) -> &'s Slice {
 fn the_trace_of_a_real_script_draws_each_event_when_it_happened() {
     let e = exported();
     let trace = read_json(e.dir.path(), "trace.json");
+    assert_no_thread_goes_back(&trace);
     let threads = threads_of(&trace, "gan process 0");
-    // No thread goes back: each step, pass or window starts where the one before it ended or later, its number
-    // rising, and holds what follows it until the next.
-    for (tid, slices) in &threads {
-        let mut parent: Option<&Slice> = None;
-        let mut numbers: HashMap<&str, u64> = HashMap::new();
-        for slice in slices {
-            match numbered(&slice.name) {
-                Some((kind, number)) => {
-                    if let Some(before) = parent {
-                        assert!(
-                            slice.start >= before.end,
-                            "thread {tid}: {slice:?} after {before:?}"
-                        );
-                    }
-                    if let Some(n) = number {
-                        let before = numbers.insert(kind, n);
-                        assert!(
-                            before.is_none_or(|b| n > b),
-                            "thread {tid}: {slice:?} after {before:?}"
-                        );
-                    }
-                    parent = Some(slice);
-                }
-                None => assert_within(slice, parent.expect("a slice held by none"), 0.0),
-            }
-        }
-    }
     // The discriminator's two forward passes before its first step lie in that step, which began with the first
     // (give or take rounding: the hook's durations to the microsecond, the trace's to an eighth of one).
     let first = named(&threads[&1], "step 0");

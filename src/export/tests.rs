@@ -11,6 +11,11 @@ use golow_protocol::event::{
     WorkerExit,
 };
 
+// The integration tests read exported traces the same way.
+#[path = "../../tests/common/trace.rs"]
+mod trace;
+use trace::{Slice, assert_no_thread_goes_back, assert_within, slices_by_thread};
+
 const ODD: &str = "my \"fast\", run";
 
 fn header() -> Value {
@@ -1035,89 +1040,6 @@ fn clocked_session() -> (Vec<Record>, Vec<(u64, u64, String)>) {
     (records, described)
 }
 
-/// A slice of a trace: its name, start and end in µs, and arguments.
-struct Slice {
-    name: String,
-    start: f64,
-    end: f64,
-}
-
-/// Every slice of `trace`, by process and thread, in the order written.
-fn slices_by_thread(trace: &Value) -> HashMap<(u64, u64), Vec<Slice>> {
-    let mut threads: HashMap<(u64, u64), Vec<Slice>> = HashMap::new();
-    for e in trace["traceEvents"].as_array().unwrap() {
-        if e["ph"] != "X" {
-            continue;
-        }
-        let start = e["ts"].as_f64().unwrap();
-        let thread = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
-        threads.entry(thread).or_default().push(Slice {
-            name: e["name"].as_str().unwrap().to_string(),
-            start,
-            end: start + e["dur"].as_f64().unwrap(),
-        });
-    }
-    threads
-}
-
-/// A step, pass or window slice, which holds its phases or operators, with its kind and number (a step's, a
-/// pass's); `None` for what it holds.
-fn numbered(name: &str) -> Option<(&str, Option<u64>)> {
-    if ["operators: ", "compile", "recompile"]
-        .iter()
-        .any(|k| name.starts_with(k))
-    {
-        return Some((name, None));
-    }
-    let kind = ["step ", "backward pass ", "forward "]
-        .into_iter()
-        .find(|k| name.starts_with(k))?;
-    let number = name[kind.len()..].split(' ').next()?.parse().ok();
-    Some((kind, number))
-}
-
-/// No thread of `trace` goes back in time: each step, pass or window starts where the one before it on its thread
-/// ended or later, and their numbers rise; what they hold lies inside them.
-fn assert_no_thread_goes_back(trace: &Value) {
-    for (thread, slices) in slices_by_thread(trace) {
-        let mut parent: Option<&Slice> = None;
-        let mut last_number: HashMap<&str, u64> = HashMap::new();
-        for slice in &slices {
-            let Some((kind, number)) = numbered(&slice.name) else {
-                let parent = parent.unwrap_or_else(|| panic!("{thread:?}: {} alone", slice.name));
-                assert!(
-                    parent.start <= slice.start && slice.end <= parent.end,
-                    "{thread:?}: {} outside {}",
-                    slice.name,
-                    parent.name
-                );
-                continue;
-            };
-            if let Some(before) = parent {
-                assert!(
-                    slice.start >= before.end,
-                    "{thread:?}: {} at {} µs starts before {} ends at {} µs",
-                    slice.name,
-                    slice.start,
-                    before.name,
-                    before.end
-                );
-            }
-            if let Some(n) = number {
-                if let Some(&before) = last_number.get(kind) {
-                    assert!(
-                        n > before,
-                        "{thread:?}: {} after {kind} {before}",
-                        slice.name
-                    );
-                }
-                last_number.insert(kind, n);
-            }
-            parent = Some(slice);
-        }
-    }
-}
-
 /// The slice named `name` on thread `thread`.
 fn slice_named<'s>(
     threads: &'s HashMap<(u64, u64), Vec<Slice>>,
@@ -1128,19 +1050,6 @@ fn slice_named<'s>(
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no {name} on {thread:?}"))
-}
-
-fn assert_within(inner: &Slice, outer: &Slice) {
-    assert!(
-        outer.start <= inner.start && inner.end <= outer.end,
-        "{} [{}, {}] µs is not within {} [{}, {}] µs",
-        inner.name,
-        inner.start,
-        inner.end,
-        outer.name,
-        outer.start,
-        outer.end
-    );
 }
 
 /// A script's events are placed by when they ended, on the session's clock, however late their batch arrived: each
@@ -1157,13 +1066,14 @@ fn a_trace_places_each_event_when_it_happened_and_windows_on_the_steps_they_desc
     let first = slice_named(&threads, (4242, 1), "step 0");
     assert_eq!((first.start, first.end), (302_000.0, 318_000.0));
     for forward in ["forward 0", "forward 1"] {
-        assert_within(slice_named(&threads, (4242, 0), forward), first);
+        assert_within(slice_named(&threads, (4242, 0), forward), first, 0.0);
     }
     for k in 1..50 {
         let pass = slice_named(&threads, (5151, 999), &format!("backward pass {k}"));
         assert_within(
             slice_named(&threads, (5151, 0), &format!("forward {k}")),
             pass,
+            0.0,
         );
     }
     let libtorch = trace["traceEvents"]
@@ -1187,7 +1097,7 @@ fn a_trace_places_each_event_when_it_happened_and_windows_on_the_steps_they_desc
         assert!(steps.len() >= 2, "{described:?}");
         assert_eq!(drawn[&pid].len(), steps.len(), "process {pid}");
         for (window, (_, tid, step)) in drawn[&pid].iter().zip(steps) {
-            assert_within(window, slice_named(&threads, (pid, *tid), step));
+            assert_within(window, slice_named(&threads, (pid, *tid), step), 0.0);
         }
     }
 }
