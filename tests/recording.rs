@@ -213,7 +213,7 @@ fn export_writes_a_chrome_trace_csv_and_json() {
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut rows = text.lines();
     let columns: Vec<&str> = rows.next().unwrap().split(',').collect();
-    assert_eq!(columns.len(), 39);
+    assert_eq!(columns.len(), 41);
     let rows: Vec<Vec<&str>> = rows.map(|r| r.split(',').collect()).collect();
     assert!(rows.iter().all(|r| r.len() == columns.len()));
     let steps: Vec<&Vec<&str>> = rows.iter().filter(|r| r[2] == "step").collect();

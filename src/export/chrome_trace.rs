@@ -10,6 +10,10 @@ use golow_protocol::event::{
     Record, ScriptProcess, Step, StepPhases,
 };
 
+use golow_protocol::script::MAX_OPTIMIZERS;
+
+use crate::state::script::MonitorClock;
+
 /// Trace time is laid out in whole ticks of 1/8 µs: a tick count over 8 is exact both as a
 /// binary float and in whole nanoseconds, so viewers that add `ts + dur` in floats, or convert
 /// each to integer nanoseconds, see child slices end exactly where they were placed.
@@ -18,6 +22,18 @@ const TICKS_PER_US: f64 = 8.0;
 
 fn ticks(ms: f64) -> i64 {
     (ms * TICKS_PER_MS).round() as i64
+}
+
+/// How far after its record's arrival stamp an event may say it ended. The hook reads the clock before it writes, and
+/// the monitor stamps a line after reading it, on the same clock, so only rounding separates the two: a stamp further
+/// on is not true, and would move the event where it never was.
+const ARRIVAL_SLACK_NS: u64 = 1_000_000;
+
+/// Nanoseconds in one tick.
+const NS_PER_TICK: u64 = 125;
+
+fn ticks_of_ns(ns: u64) -> i64 {
+    i64::try_from(ns.saturating_add(NS_PER_TICK / 2) / NS_PER_TICK).unwrap_or(i64::MAX)
 }
 
 fn micros(ticks: i64) -> f64 {
@@ -37,12 +53,17 @@ const FORWARD_TID: u32 = 0;
 const COMPILE_TID: u32 = 2;
 /// A worker's operator windows, on the process that profiled them (a script's beyond its optimisers' threads).
 const OPERATORS_TID: u32 = 1000;
+/// A script's backward passes while they are its steps (until an optimiser steps): numbered apart from its
+/// optimisers' steps, which may follow them.
+const BACKWARD_TID: u32 = 999;
 
 /// A trace process: pid 0 is the monitor, pid N the N-th worker to appear; a script's process has its real pid.
 struct Track {
     pid: u64,
     /// Where the last slice of each thread ended, so that the next one cannot overlap it.
     ends: HashMap<u32, i64>,
+    /// Where its latest profiled step was drawn, until an operator window is drawn on it.
+    profiled_step: Option<(i64, i64)>,
 }
 
 struct ChromeTrace<'a, W: Write> {
@@ -56,6 +77,9 @@ struct ChromeTrace<'a, W: Write> {
     /// Every trace pid given, so that a script's real pid never lands on another track's.
     pids: std::collections::HashSet<u64>,
     events: usize,
+    /// The session's start on the host's monotonic clock, where its recording says: what places a script's events
+    /// by the time each says it ended.
+    origin_ns: Option<u64>,
 }
 
 pub fn write(
@@ -74,6 +98,7 @@ pub fn write(
         by_pid: HashMap::new(),
         pids: std::collections::HashSet::new(),
         events: 0,
+        origin_ns: None,
     };
     trace.add_track("golow monitor", "session")?;
     for record in records {
@@ -121,6 +146,7 @@ impl<W: Write> ChromeTrace<'_, W> {
         self.tracks.push(Track {
             pid,
             ends: HashMap::new(),
+            profiled_step: None,
         });
         Ok(self.tracks.len() - 1)
     }
@@ -161,25 +187,42 @@ impl<W: Write> ChromeTrace<'_, W> {
         Ok(pid)
     }
 
+    /// Where an event that says it ended at `t_ns` on the host's monotonic clock ends on the trace: there, when the
+    /// session's start on that clock is known and the stamp could be true (within the session, not after its record
+    /// arrived at `t_ms`); else at its record's arrival, as in recordings made before events said when they ended.
+    fn end_of(&self, t_ms: f64, t_ns: Option<u64>) -> i64 {
+        let own = self.origin_ns.zip(t_ns).filter(|&(origin, ns)| {
+            MonitorClock::at(origin, t_ms / 1e3).holds(ns, ARRIVAL_SLACK_NS)
+        });
+        match own {
+            Some((origin, ns)) => ticks_of_ns(ns - origin),
+            None => ticks(t_ms),
+        }
+    }
+
     fn record(&mut self, record: Record) -> io::Result<()> {
         let pid = self.pid(record.worker.as_deref())?;
         let ts = ticks(record.t_ms);
         match (&record.body, record.worker.as_deref()) {
+            (Body::SessionStart(config), _) => self.origin_ns = config.monotonic_origin_ns,
             (Body::Step(step), _) => self.step(pid, ts, step)?,
             (Body::ScriptProcess(hello), Some(worker)) => {
                 self.process_track(worker, hello.process, Some(hello))?;
             }
             (Body::OptimizerStep(step), Some(worker)) => {
                 let track = self.process_track(worker, step.process, None)?;
-                self.optimizer_step(track, ts, step)?;
+                let end = self.end_of(record.t_ms, step.t_ns);
+                self.optimizer_step(track, end, step)?;
             }
             (Body::ForwardPass(pass), Some(worker)) => {
                 let track = self.process_track(worker, pass.process, None)?;
-                self.forward_pass(track, ts, pass)?;
+                let end = self.end_of(record.t_ms, pass.t_ns);
+                self.forward_pass(track, end, pass)?;
             }
             (Body::BackwardPass(pass), Some(worker)) => {
                 let track = self.process_track(worker, pass.process, None)?;
-                self.backward_pass(track, ts, pass)?;
+                let end = self.end_of(record.t_ms, pass.t_ns);
+                self.backward_pass(track, end, pass)?;
             }
             (Body::Operators(window), Some(worker)) => {
                 // A script's window goes on the process that profiled it; a built-in worker has no such process.
@@ -252,6 +295,9 @@ impl<W: Write> ChromeTrace<'_, W> {
             .flatten()
             .fold(0, |sum, r| i64::saturating_add(sum, r.1));
         let (start, parent_end) = self.place(pid, TID, end, total);
+        if step.profiled {
+            self.tracks[pid].profiled_step = Some((start, parent_end));
+        }
         let warm_up = if step.warmup { " (warm-up)" } else { "" };
         let name = format!("step {}{warm_up}", step.step);
         self.slice(
@@ -280,17 +326,23 @@ impl<W: Write> ChromeTrace<'_, W> {
         (start, *last)
     }
 
-    /// An optimiser step of a script: the interval since that optimiser's previous step (the first step: from the
-    /// model's first forward pass), on the optimiser's thread.
+    /// An optimiser step of a script, ending at `end`: the interval since that optimiser's previous step (the first
+    /// step: from the model's first forward pass), on the optimiser's thread.
     fn optimizer_step(&mut self, track: usize, end: i64, step: &OptimizerStep) -> io::Result<()> {
         let Some(ms) = step.interval_ms.or(step.first_step_ms) else {
             return Ok(());
         };
-        let tid = TID.saturating_add(step.optimizer);
-        if step.optimizer > 0 {
-            self.name_new_thread(track, tid, &format!("optimizer {} steps", step.optimizer))?;
+        // An optimiser past the hook's cap (which the monitor admits from no process) shares the last one's thread:
+        // a recording naming optimiser 999 draws nothing on the threads above the optimisers'.
+        let optimizer = step.optimizer.min(MAX_OPTIMIZERS - 1);
+        let tid = TID.saturating_add(optimizer);
+        if optimizer > 0 {
+            self.name_new_thread(track, tid, &format!("optimizer {optimizer} steps"))?;
         }
         let (start, stop) = self.place(track, tid, end, ticks(ms).max(0));
+        if step.profiled {
+            self.tracks[track].profiled_step = Some((start, stop));
+        }
         let name = if step.skipped {
             format!("step {} skipped", step.step)
         } else {
@@ -303,16 +355,27 @@ impl<W: Write> ChromeTrace<'_, W> {
         }
     }
 
-    /// A step of a script that trains with no optimiser: the interval since its previous backward pass.
+    /// A backward pass of a script that has not stepped an optimiser, its step until one does, ending at `end`: the
+    /// interval since its previous backward pass, on a thread of its own (an optimiser's steps, numbered from 0
+    /// again, may follow it).
     fn backward_pass(&mut self, track: usize, end: i64, pass: &BackwardPass) -> io::Result<()> {
         let Some(ms) = pass.interval_ms else {
             return Ok(());
         };
-        let (start, stop) = self.place(track, TID, end, ticks(ms).max(0));
-        let name = format!("step {} (backward pass)", pass.pass);
-        self.slice(track, TID, &name, start, stop, serde_json::to_value(pass)?)?;
+        self.name_new_thread(
+            track,
+            BACKWARD_TID,
+            "backward passes (steps until an optimizer steps)",
+        )?;
+        let (start, stop) = self.place(track, BACKWARD_TID, end, ticks(ms).max(0));
+        if pass.profiled {
+            self.tracks[track].profiled_step = Some((start, stop));
+        }
+        let name = format!("backward pass {}", pass.pass);
+        let args = serde_json::to_value(pass)?;
+        self.slice(track, BACKWARD_TID, &name, start, stop, args)?;
         match &pass.phases {
-            Some(phases) => self.phases(track, TID, (start, stop), phases),
+            Some(phases) => self.phases(track, BACKWARD_TID, (start, stop), phases),
             None => Ok(()),
         }
     }
@@ -380,14 +443,22 @@ impl<W: Write> ChromeTrace<'_, W> {
         )
     }
 
-    /// A window of operators, stamped as it was sent, as one profiled step on average: a slice of the step's compute
-    /// time, and in it each operator's self time per step, largest first, one after another (a breakdown, not a
-    /// timeline: the operators ran interleaved).
-    fn operators(&mut self, track: usize, end: i64, window: &OperatorWindow) -> io::Result<()> {
+    /// A window of operators as one profiled step on average: a slice of the step's compute time, and in it each
+    /// operator's self time per step, largest first, one after another (a breakdown, not a timeline: the operators
+    /// ran interleaved). It is drawn at the end of the profiled step it describes (the last of its steps), where the
+    /// step computed, since a window is sent a while after its steps; with no profiled step drawn before it, where it
+    /// was stamped (`arrived`).
+    fn operators(&mut self, track: usize, arrived: i64, window: &OperatorWindow) -> io::Result<()> {
         let steps = window.steps.max(1) as f64;
         self.name_new_thread(track, OPERATORS_TID, "operators (per profiled step)")?;
         let duration = ticks(window.compute_ms / steps).max(0);
-        let (start, stop) = self.place(track, OPERATORS_TID, end, duration);
+        let (start, stop) = match self.tracks[track].profiled_step.take() {
+            Some((step_start, step_end)) => {
+                let within = duration.min(step_end - step_start);
+                self.place(track, OPERATORS_TID, step_end, within)
+            }
+            None => self.place(track, OPERATORS_TID, arrived, duration),
+        };
         let name = format!(
             "operators: {} profiled step{}",
             window.steps,
@@ -414,6 +485,7 @@ impl<W: Write> ChromeTrace<'_, W> {
         Ok(())
     }
 
+    /// A forward pass of a script's model before its first optimiser step, ending at `end`.
     fn forward_pass(&mut self, track: usize, end: i64, pass: &ForwardPass) -> io::Result<()> {
         let (start, stop) = self.place(track, FORWARD_TID, end, ticks(pass.ms).max(0));
         let name = format!("forward {}", pass.pass);

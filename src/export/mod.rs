@@ -1,15 +1,17 @@
 //! Exports a recording for other tools, streaming it record by record:
 //!
 //! - `json`: one object, `{"header": …, "records": […]}`, every record exactly as recorded.
-//! - `csv`: one row per numeric record (steps, epochs, optimiser steps, process and GPU
-//!   readings) in fixed columns, for spreadsheets and dataframes.
+//! - `csv`: one row per numeric record (steps, epochs, optimiser steps, backward passes, process and GPU readings)
+//!   in fixed columns, for spreadsheets and dataframes. The records are folded as they go (`State::apply`, as the
+//!   summary folds them), so that each step's row says what the fold made of it: warm-up, profiled, skipped.
 //! - `chrome-trace`: the Trace Event Format that Perfetto UI and chrome://tracing open: a
 //!   process per worker with its steps as nested slices, counter tracks for its loss and
 //!   resource readings, and instants for epochs, exits and protocol errors; whole-GPU readings
 //!   go on process 0, the monitor. Each process of a `--cmd` worker that reported is a process
 //!   of its own under its real pid (as `torch.profiler`'s traces name it), with a thread per
-//!   optimiser for its steps and one for its model's forward passes. Operator windows are a
-//!   thread of the process that profiled them: a profiled step's compute, and in it each
+//!   optimiser for its steps, one for its model's forward passes and one for the backward passes counted as its
+//!   steps before an optimiser steps, each placed when the hook says it ended. Operator windows are a thread of the
+//!   process that profiled them: a profiled step's compute, drawn on the profiled step it describes, and in it each
 //!   operator's self time.
 
 mod chrome_trace;

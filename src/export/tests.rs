@@ -11,6 +11,11 @@ use golow_protocol::event::{
     WorkerExit,
 };
 
+// The integration tests read exported traces the same way.
+#[path = "../../tests/common/trace.rs"]
+mod trace;
+use trace::{Slice, assert_no_thread_goes_back, assert_within, slices_by_thread};
+
 const ODD: &str = "my \"fast\", run";
 
 fn header() -> Value {
@@ -226,7 +231,7 @@ fn csv_has_fixed_columns_and_quotes_worker_names() {
     let text = exported(Format::Csv);
     assert!(text.contains(",\"my \"\"fast\"\", run\","), "{text}");
     let rows = parse_csv(&text);
-    assert_eq!(rows[0].len(), 39);
+    assert_eq!(rows[0].len(), 41);
     assert_eq!(
         (
             rows[0][0].as_str(),
@@ -235,7 +240,7 @@ fn csv_has_fixed_columns_and_quotes_worker_names() {
         ),
         ("t_ms", "profiled", "skipped")
     );
-    assert!(rows.iter().all(|row| row.len() == 39));
+    assert!(rows.iter().all(|row| row.len() == 41));
     // Per worker: 4 steps, 4 process and 4 GPU process readings, an epoch. Then a device.
     assert_eq!(rows.len(), 1 + 2 * 13 + 1);
     let odd: Vec<_> = rows.iter().filter(|row| row[1] == ODD).collect();
@@ -730,10 +735,514 @@ fn a_scripts_step_slices_hold_their_phases() {
         ]
     );
     assert_eq!(named("step 2 skipped"), [(140_000.0, 190_000.0)]);
-    assert_eq!(named("step 3 (backward pass)"), [(380_000.0, 400_000.0)]);
+    assert_eq!(named("backward pass 3"), [(380_000.0, 400_000.0)]);
     assert_eq!(
         named("other").len(),
         2,
         "the backward pass's step holds its phases too"
     );
+}
+
+/// The host's monotonic clock when the sessions of the tests below started.
+const ORIGIN_NS: u64 = 7_000_000_000_000;
+
+/// A session's start as the hub writes it: with its start on the host's monotonic clock.
+fn clocked_session_start(warmup: u64) -> Record {
+    let mut start = session_start();
+    if let Body::SessionStart(config) = &mut start {
+        config.monotonic_origin_ns = Some(ORIGIN_NS);
+        config.warmup = warmup;
+    }
+    Record::new(0.0, None, start)
+}
+
+/// A worker's events as the monitor stamps them. A `--cmd` process's hook queues its events and writes the queue
+/// with the first event 50 ms or more after its last write (or at once), so each reaches the monitor up to 50 ms
+/// after it happened and a few milliseconds of scheduling later; a built-in worker writes each event at once.
+struct Stamps {
+    worker: &'static str,
+    batched: bool,
+    flushed_ms: f64,
+    queue: Vec<Body>,
+    records: Vec<Record>,
+    jitter: u64,
+}
+
+impl Stamps {
+    fn new(worker: &'static str, batched: bool, seed: u64) -> Stamps {
+        Stamps {
+            worker,
+            batched,
+            flushed_ms: f64::NEG_INFINITY,
+            queue: Vec::new(),
+            records: Vec::new(),
+            jitter: seed,
+        }
+    }
+
+    /// `body` said at `at_ms` into the session.
+    fn send(&mut self, at_ms: f64, body: Body, at_once: bool) {
+        self.queue.push(body);
+        if !self.batched || at_once || at_ms - self.flushed_ms >= 50.0 {
+            self.flush(at_ms);
+        }
+    }
+
+    fn flush(&mut self, at_ms: f64) {
+        // 0 to 3 ms of scheduling, in eighths of a millisecond.
+        self.jitter = self
+            .jitter
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let arrival = at_ms + ((self.jitter >> 33) % 25) as f64 / 8.0;
+        for body in self.queue.drain(..) {
+            self.records
+                .push(Record::new(arrival, Some(self.worker.into()), body));
+        }
+        self.flushed_ms = at_ms;
+    }
+}
+
+/// `at_ms` into the session, on the host's monotonic clock.
+fn host_ns(at_ms: f64) -> Option<u64> {
+    Some(ORIGIN_NS + (at_ms * 1e6) as u64)
+}
+
+/// What an operator recorder sends: once a window (1 s) has passed since its last, at a step's end, the profiled
+/// steps since.
+#[derive(Default)]
+struct Windows {
+    last_ms: f64,
+    steps: u64,
+    compute_ms: f64,
+    /// The last profiled step since the last window.
+    last_profiled: Option<String>,
+    /// Each window's process, the thread and the name of the step it describes, in the order they were sent.
+    described: Vec<(u64, u64, String)>,
+}
+
+impl Windows {
+    fn profiled(&mut self, step: String, compute_ms: f64) {
+        self.steps += 1;
+        self.compute_ms += compute_ms;
+        self.last_profiled = Some(step);
+    }
+
+    /// The window due at `now_ms`, or at once (the process exits), of the process `pid` whose steps go on thread
+    /// `tid`.
+    fn due(&mut self, now_ms: f64, at_exit: bool, (pid, tid): (u64, u64)) -> Option<Body> {
+        if self.steps == 0 || !(at_exit || now_ms - self.last_ms >= 1000.0) {
+            return None;
+        }
+        let described = self.last_profiled.take().unwrap();
+        self.described.push((pid, tid, described));
+        let op = |name: &str, share: f64| golow_protocol::event::OperatorStats {
+            name: name.into(),
+            calls: 10 * self.steps,
+            self_ns: (self.compute_ms * share * 1e6) as u64,
+            total_ns: (self.compute_ms * share * 1e6) as u64,
+            shapes: "".into(),
+        };
+        let window = OperatorWindow {
+            process: 0,
+            steps: self.steps,
+            compute_ms: self.compute_ms,
+            every: 4,
+            operators: vec![op("aten::addmm", 0.5), op("aten::mm", 0.25)],
+            dropped: 0,
+        };
+        self.last_ms = now_ms;
+        (self.steps, self.compute_ms) = (0, 0.0);
+        Some(Body::Operators(window))
+    }
+}
+
+fn script_hello(pid: u32) -> Body {
+    Body::ScriptProcess(golow_protocol::event::ScriptProcess {
+        process: 0,
+        pid,
+        rank: None,
+        local_rank: None,
+        world_size: None,
+        python: "3.11.7".into(),
+        torch: Some("2.11.0".into()),
+        threads: Some(2),
+    })
+}
+
+fn announced(optimizer: u32, class: &str) -> Body {
+    Body::Optimizer(golow_protocol::event::Optimizer {
+        process: 0,
+        optimizer,
+        class: class.into(),
+        lr: Some(0.1),
+    })
+}
+
+/// A GAN as dcgan trains it, 40 iterations of 40 ms from 300 ms: the discriminator's two forward and backward passes
+/// (said as backward passes until its optimiser first steps, and its forward passes until then), its SGD step, then
+/// the generator's Adam step. One step in four is profiled past the warm-up.
+fn gan(windows: &mut Windows) -> Vec<Record> {
+    use golow_protocol::event::{BackwardPass, ForwardPass, OptimizerStep};
+    use golow_protocol::samples::step_phases;
+    let pid = 4242;
+    let mut hook = Stamps::new("gan", true, 1);
+    hook.send(100.0, script_hello(pid), true);
+    for i in 0..40u64 {
+        let at = 300.0 + 40.0 * i as f64;
+        if i == 0 {
+            for (pass, (start, end)) in [(at + 2.0, at + 6.0), (at + 9.0, at + 13.0)]
+                .into_iter()
+                .enumerate()
+            {
+                let forward = ForwardPass {
+                    process: 0,
+                    pass: pass as u64,
+                    ms: end - start,
+                    interval_ms: (pass > 0).then_some(7.0),
+                    grad: true,
+                    t_ns: host_ns(end),
+                };
+                hook.send(end, Body::ForwardPass(forward), false);
+                let backward = BackwardPass {
+                    process: 0,
+                    pass: pass as u64,
+                    interval_ms: (pass > 0).then_some(7.0),
+                    phases: (pass > 0).then(|| step_phases(0.0, 4.0, 3.0, 0.0)),
+                    profiled: false,
+                    loss: Some(0.7),
+                    t_ns: host_ns(end + 3.0),
+                };
+                hook.send(end + 3.0, Body::BackwardPass(backward), false);
+            }
+            hook.send(at + 18.0, announced(0, "SGD"), false);
+        }
+        let profiled = i >= 6 && i % 4 == 2;
+        let step = OptimizerStep {
+            step: i,
+            interval_ms: (i > 0).then_some(40.0),
+            first_step_ms: (i == 0).then_some(16.0),
+            profiled,
+            phases: (i > 0).then(|| step_phases(2.0, 8.0, 6.0, 2.0)),
+            loss: Some(1.5),
+            t_ns: host_ns(at + 18.0),
+            ..golow_protocol::samples::optimizer_step(i, None)
+        };
+        hook.send(at + 18.0, Body::OptimizerStep(step), i == 0);
+        if profiled {
+            windows.profiled(format!("step {i}"), 40.0);
+        }
+        if let Some(window) = windows.due(at + 18.0, false, (pid.into(), 1)) {
+            hook.send(at + 18.0, window, false);
+        }
+        if i == 0 {
+            hook.send(at + 30.0, announced(1, "Adam"), false);
+        }
+        let generator = OptimizerStep {
+            optimizer: 1,
+            interval_ms: (i > 0).then_some(40.0),
+            t_ns: host_ns(at + 30.0),
+            ..golow_protocol::samples::optimizer_step(i, None)
+        };
+        hook.send(at + 30.0, Body::OptimizerStep(generator), false);
+    }
+    let end = 300.0 + 40.0 * 40.0;
+    if let Some(window) = windows.due(end, true, (pid.into(), 1)) {
+        hook.send(end, window, false);
+    }
+    hook.flush(end);
+    hook.records
+}
+
+/// A script that updates its parameters by hand, 50 iterations of 30 ms from 250 ms: each a forward pass and a
+/// backward pass, its step; one in five profiled past the warm-up.
+fn by_hand(windows: &mut Windows) -> Vec<Record> {
+    use golow_protocol::event::{BackwardPass, ForwardPass};
+    let pid = 5151;
+    let mut hook = Stamps::new("by hand", true, 2);
+    hook.send(200.0, script_hello(pid), true);
+    for k in 0..50u64 {
+        let at = 250.0 + 30.0 * k as f64;
+        let forward = ForwardPass {
+            process: 0,
+            pass: k,
+            ms: 7.0,
+            interval_ms: (k > 0).then_some(30.0),
+            grad: true,
+            t_ns: host_ns(at + 10.0),
+        };
+        hook.send(at + 10.0, Body::ForwardPass(forward), false);
+        let profiled = k >= 5 && k % 5 == 0;
+        let pass = BackwardPass {
+            process: 0,
+            pass: k,
+            interval_ms: (k > 0).then_some(30.0),
+            phases: (k > 0).then(|| golow_protocol::samples::step_phases(3.0, 7.0, 10.0, 0.0)),
+            profiled,
+            loss: Some(0.5),
+            t_ns: host_ns(at + 20.0),
+        };
+        hook.send(at + 20.0, Body::BackwardPass(pass), k == 0);
+        if profiled {
+            windows.profiled(format!("backward pass {k}"), 30.0);
+        }
+        if let Some(window) = windows.due(at + 20.0, false, (pid.into(), 999)) {
+            hook.send(at + 20.0, window, false);
+        }
+    }
+    let end = 250.0 + 30.0 * 50.0;
+    if let Some(window) = windows.due(end, true, (pid.into(), 999)) {
+        hook.send(end, window, false);
+    }
+    hook.flush(end);
+    hook.records
+}
+
+/// A built-in worker's 30 steps of 100 ms from 1 s, the first two a warm-up, one in five profiled past them.
+fn builtin(windows: &mut Windows) -> Vec<Record> {
+    let mut worker = Stamps::new("libtorch", false, 3);
+    for n in 0..30u64 {
+        let end = 1000.0 + 100.0 * (n + 1) as f64;
+        let profiled = n >= 5 && n % 5 == 0;
+        let step = Step {
+            step: n,
+            warmup: n < 2,
+            profiled,
+            data_ms: 5.0,
+            compute_ms: 95.0,
+            ..match step(n, None) {
+                Body::Step(step) => step,
+                _ => unreachable!(),
+            }
+        };
+        worker.send(end, Body::Step(step), true);
+        if profiled {
+            let name = format!("step {n}");
+            windows.profiled(name, 95.0);
+        }
+        // Its trace process is numbered as it appears: 0 stands for it until the trace is read.
+        if let Some(window) = windows.due(end, false, (0, 1)) {
+            worker.send(end, window, true);
+        }
+    }
+    worker.records
+}
+
+/// The records of a session of the three workers above, as it is recorded, with the steps each window describes.
+fn clocked_session() -> (Vec<Record>, Vec<(u64, u64, String)>) {
+    let mut windows = [Windows::default(), Windows::default(), Windows::default()];
+    let mut records = vec![clocked_session_start(2)];
+    records.extend(builtin(&mut windows[0]));
+    records.extend(gan(&mut windows[1]));
+    records.extend(by_hand(&mut windows[2]));
+    records.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    let described = windows.into_iter().flat_map(|w| w.described).collect();
+    (records, described)
+}
+
+/// The slice named `name` on thread `thread`.
+fn slice_named<'s>(
+    threads: &'s HashMap<(u64, u64), Vec<Slice>>,
+    thread: (u64, u64),
+    name: &str,
+) -> &'s Slice {
+    threads[&thread]
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no {name} on {thread:?}"))
+}
+
+/// A script's events are placed by when they ended, on the session's clock, however late their batch arrived: each
+/// operator window on the profiled step it describes, each forward pass in its step, and no thread goes back.
+#[test]
+fn a_trace_places_each_event_when_it_happened_and_windows_on_the_steps_they_describe() {
+    let (records, described) = clocked_session();
+    let trace = chrome_trace(records);
+    assert_no_thread_goes_back(&trace);
+    let threads = slices_by_thread(&trace);
+    // Step 5 of the GAN's first optimiser ended at 518 ms, and began 40 ms before.
+    let step = slice_named(&threads, (4242, 1), "step 5");
+    assert_eq!((step.start, step.end), (478_000.0, 518_000.0));
+    let first = slice_named(&threads, (4242, 1), "step 0");
+    assert_eq!((first.start, first.end), (302_000.0, 318_000.0));
+    for forward in ["forward 0", "forward 1"] {
+        assert_within(slice_named(&threads, (4242, 0), forward), first, 0.0);
+    }
+    for k in 1..50 {
+        let pass = slice_named(&threads, (5151, 999), &format!("backward pass {k}"));
+        assert_within(
+            slice_named(&threads, (5151, 0), &format!("forward {k}")),
+            pass,
+            0.0,
+        );
+    }
+    let libtorch = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "process_name" && e["args"]["name"] == "libtorch")
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    let mut drawn: HashMap<u64, Vec<&Slice>> = HashMap::new();
+    for ((pid, _), slices) in &threads {
+        let windows = slices.iter().filter(|s| s.name.starts_with("operators: "));
+        drawn.entry(*pid).or_default().extend(windows);
+    }
+    for pid in [libtorch, 4242, 5151] {
+        let steps: Vec<_> = described
+            .iter()
+            .filter(|d| d.0 == pid || (d.0 == 0 && pid == libtorch))
+            .collect();
+        assert!(steps.len() >= 2, "{described:?}");
+        assert_eq!(drawn[&pid].len(), steps.len(), "process {pid}");
+        for (window, (_, tid, step)) in drawn[&pid].iter().zip(steps) {
+            assert_within(window, slice_named(&threads, (pid, *tid), step), 0.0);
+        }
+    }
+}
+
+/// A stamp that cannot be true (before the session, past its record's arrival) places nothing: the record's arrival
+/// does, as it does in a recording without stamps or without the session's start on the host's clock.
+#[test]
+fn an_impossible_stamp_or_none_places_an_event_at_its_arrival() {
+    use golow_protocol::event::OptimizerStep;
+    let at = |t_ms: f64, step: u64, t_ns: Option<u64>| {
+        let step = OptimizerStep {
+            t_ns,
+            ..golow_protocol::samples::optimizer_step(step, Some(10.0))
+        };
+        Record::new(t_ms, Some("train".into()), Body::OptimizerStep(step))
+    };
+    let records = |start: Record| {
+        vec![
+            start,
+            at(100.0, 0, Some(0)),
+            at(200.0, 1, Some(u64::MAX)),
+            at(300.0, 2, host_ns(302.0)),
+            at(400.0, 3, None),
+            at(500.0, 4, host_ns(460.0)),
+            at(600.0, 5, host_ns(600.5)),
+        ]
+    };
+    let ends = |trace: &Value| -> Vec<f64> {
+        slices_by_thread(trace)
+            .into_values()
+            .flatten()
+            .filter(|s| s.name.starts_with("step "))
+            .map(|s| s.end)
+            .collect()
+    };
+    let clocked = chrome_trace(records(clocked_session_start(0)));
+    assert_eq!(
+        ends(&clocked),
+        [
+            100_000.0, 200_000.0, 300_000.0, 400_000.0, 460_000.0, 600_500.0
+        ],
+        "a batch's step where it ended; a millisecond past its arrival for the stamps' rounding, no more"
+    );
+    let unclocked = chrome_trace(records(Record::new(0.0, None, session_start())));
+    assert_eq!(
+        ends(&unclocked),
+        [
+            100_000.0, 200_000.0, 300_000.0, 400_000.0, 500_000.0, 600_000.0
+        ]
+    );
+}
+
+/// A recording's optimiser past the hook's cap shares the last optimiser's thread: its steps land on neither the
+/// backward passes' thread nor the operators'.
+#[test]
+fn an_optimiser_past_the_cap_draws_on_the_last_optimisers_thread() {
+    use golow_protocol::event::OptimizerStep;
+    use golow_protocol::script::MAX_OPTIMIZERS;
+    let records = [15, 998, 999, u32::MAX].map(|optimizer| {
+        let step = OptimizerStep {
+            optimizer,
+            ..golow_protocol::samples::optimizer_step(0, Some(10.0))
+        };
+        Record::new(100.0, Some("train".into()), Body::OptimizerStep(step))
+    });
+    let trace = chrome_trace(records.into());
+    let threads: BTreeSet<u64> = slices_by_thread(&trace)
+        .into_keys()
+        .map(|(_, tid)| tid)
+        .collect();
+    assert_eq!(threads, [u64::from(MAX_OPTIMIZERS)].into());
+}
+
+/// Every step's row says whether it was a warm-up, profiled or skipped step, as the fold counted it, and an
+/// optimiser step names its optimiser: filtering on the three keeps exactly the steps golow measured.
+#[test]
+fn every_steps_row_says_its_flags_and_optimiser_and_the_filter_keeps_the_measured_steps() {
+    let (records, _) = clocked_session();
+    let mut state = crate::state::State::default();
+    for record in &records {
+        state.apply(record);
+    }
+    let mut out = Vec::new();
+    export(&header(), records.into_iter(), Format::Csv, &mut out).unwrap();
+    let rows = parse_csv(&String::from_utf8(out).unwrap());
+    let column = |name: &str| rows[0].iter().position(|c| c == name).unwrap();
+    let [kind, worker, interval] = ["type", "worker", "interval_ms"].map(column);
+    let flags = ["warmup", "profiled", "skipped"].map(column);
+    let steps = ["step", "optimizer_step", "backward_pass"];
+    let step_rows: Vec<&Vec<String>> = rows
+        .iter()
+        .filter(|r| steps.contains(&r[kind].as_str()))
+        .collect();
+    assert_eq!(step_rows.len(), 30 + 2 + 2 * 40 + 50);
+    for row in &step_rows {
+        assert!(
+            flags.iter().all(|&f| row[f] == "true" || row[f] == "false"),
+            "{row:?}"
+        );
+    }
+    let [class, index] = ["optimizer", "optimizer_index"].map(column);
+    let optimizers: BTreeSet<(&str, &str)> = step_rows
+        .iter()
+        .filter(|r| r[kind] == "optimizer_step")
+        .map(|r| (r[index].as_str(), r[class].as_str()))
+        .collect();
+    assert_eq!(optimizers, [("0", "SGD"), ("1", "Adam")].into());
+    let mut warm: HashMap<(&str, &str, &str), u32> = HashMap::new();
+    for r in step_rows.iter().filter(|r| r[flags[0]] == "true") {
+        *warm
+            .entry((r[worker].as_str(), r[kind].as_str(), r[index].as_str()))
+            .or_default() += 1;
+    }
+    let each_two: HashMap<(&str, &str, &str), u32> = [
+        ("gan", "backward_pass", ""),
+        ("gan", "optimizer_step", "0"),
+        ("gan", "optimizer_step", "1"),
+        ("by hand", "backward_pass", ""),
+        ("libtorch", "step", ""),
+    ]
+    .into_iter()
+    .map(|key| (key, 2))
+    .collect();
+    assert_eq!(
+        warm, each_two,
+        "the first two steps of each optimiser, of the passes counted as steps, and of the built-in worker"
+    );
+    // The worker's own steps: its first optimiser's, its backward passes while it has none, a built-in's steps.
+    let measured = |name: &str, of: &dyn Fn(&Vec<String>) -> bool| {
+        step_rows
+            .iter()
+            .filter(|r| r[worker] == name && of(r) && flags.iter().all(|&f| r[f] == "false"))
+            .filter(|r| r[kind] == "step" || !r[interval].is_empty())
+            .count() as u64
+    };
+    let lead = |r: &Vec<String>| r[kind] == "optimizer_step" && r[index] == "0";
+    let pass = |r: &Vec<String>| r[kind] == "backward_pass";
+    let step = |r: &Vec<String>| r[kind] == "step";
+    for (name, of) in [
+        ("gan", &lead as &dyn Fn(&Vec<String>) -> bool),
+        ("by hand", &pass),
+        ("libtorch", &step),
+    ] {
+        let folded = state.worker(name).unwrap();
+        assert_eq!(measured(name, of), folded.step_time.len(), "{name}");
+        assert!(folded.step_time.len() > 20, "{name}");
+    }
 }

@@ -181,6 +181,58 @@ pub struct WorkerState {
     pub awaiting_turn: bool,
     /// What its profiled steps' operators cost.
     pub operators: operators::Operators,
+    /// What the fold made of its latest step (a built-in step, an optimiser step, a backward pass).
+    pub latest_step: Option<StepFlags>,
+}
+
+/// What the fold made of a step: whether it fell in its warm-up, was profiled, or was skipped by a GradScaler. The
+/// figures keep all three out of their medians; an export says them of each step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepFlags {
+    pub warmup: bool,
+    pub profiled: bool,
+    pub skipped: bool,
+}
+
+impl StepFlags {
+    /// A built-in worker's step: as the worker said.
+    fn builtin(step: &Step) -> StepFlags {
+        StepFlags {
+            warmup: step.warmup,
+            profiled: step.profiled,
+            skipped: false,
+        }
+    }
+
+    /// A script's step that is number `position` (from 1) of what its warm-up counts.
+    fn script(position: u64, warmup: u64, profiled: bool, skipped: bool) -> StepFlags {
+        StepFlags {
+            warmup: position <= warmup,
+            profiled,
+            skipped,
+        }
+    }
+
+    /// A backward pass by the hook's numbering of its process's passes.
+    fn numbered_pass(pass: &BackwardPass, warmup: u64) -> StepFlags {
+        StepFlags::script(pass.pass.saturating_add(1), warmup, pass.profiled, false)
+    }
+
+    /// What a step-like record says of itself, for a step the fold keeps no count of (a worker past `MAX_WORKERS`):
+    /// a built-in step's own flags; a script's step numbered as the hook numbers it. `None` for other records.
+    pub fn as_recorded(body: &Body, warmup: u64) -> Option<StepFlags> {
+        match body {
+            Body::Step(step) => Some(StepFlags::builtin(step)),
+            Body::OptimizerStep(step) => Some(StepFlags::script(
+                step.step.saturating_add(1),
+                warmup,
+                step.profiled,
+                step.skipped,
+            )),
+            Body::BackwardPass(pass) => Some(StepFlags::numbered_pass(pass, warmup)),
+            _ => None,
+        }
+    }
 }
 
 /// The mean of every value added, in constant memory.
@@ -217,6 +269,7 @@ impl WorkerState {
 
     fn apply_step(&mut self, t: f64, step: &Step) {
         self.steps += 1;
+        self.latest_step = Some(StepFlags::builtin(step));
         if self.first_loss.is_none() {
             self.first_loss = Some(step.loss);
         }
@@ -275,26 +328,32 @@ impl WorkerState {
     ) {
         self.last_progress_s = Some(t);
         let since_start = self.started_s.map(|start| t - start);
-        let clock = origin_ns.map(|origin_ns| script::MonitorClock {
-            origin_ns,
-            now_ns: origin_ns.saturating_add((t.max(0.0) * 1e9) as u64),
-        });
+        let clock = origin_ns.map(|origin_ns| script::MonitorClock::at(origin_ns, t));
         let script = self.script.get_or_insert_with(Default::default);
         if script.takes_over_from_backward(step) | script.replaced_stand_in() {
             self.forget_steps();
         }
         let script = self.script.get_or_insert_with(Default::default);
-        match script.step(step, warmup, t, since_start, clock) {
-            script::StepRole::Iteration => {}
+        let role = script.step(step, warmup, t, since_start, clock);
+        let position = match role {
+            script::StepRole::Iteration => {
+                self.script_step(t, step.interval_ms, step.phases, step.profiled, warmup);
+                self.script_loss(t, step.loss);
+                self.steps
+            }
             script::StepRole::Skipped => {
                 // What the script reported for a step that was not taken is not the next step's.
                 script.pending_samples = 0.0;
-                return;
+                script.position(step)
             }
-            script::StepRole::Other => return,
-        }
-        self.script_step(t, step.interval_ms, step.phases, step.profiled, warmup);
-        self.script_loss(t, step.loss);
+            script::StepRole::Other => script.position(step),
+        };
+        self.latest_step = Some(StepFlags::script(
+            position,
+            warmup,
+            step.profiled,
+            step.skipped,
+        ));
     }
 
     /// A backward pass of a `--cmd` worker whose primary process trains without an optimiser: its step.
@@ -305,12 +364,17 @@ impl WorkerState {
         if script.replaced_stand_in() {
             self.forget_steps();
         }
-        if let script::StepRole::Iteration = role {
-            let script = self.script.get_or_insert_with(Default::default);
-            script.losses_by_backward |= pass.loss.is_some();
-            self.script_step(t, pass.interval_ms, pass.phases, pass.profiled, warmup);
-            self.script_loss(t, pass.loss);
-        }
+        self.latest_step = match role {
+            script::StepRole::Iteration => {
+                let script = self.script.get_or_insert_with(Default::default);
+                script.losses_by_backward |= pass.loss.is_some();
+                self.script_step(t, pass.interval_ms, pass.phases, pass.profiled, warmup);
+                self.script_loss(t, pass.loss);
+                Some(StepFlags::script(self.steps, warmup, pass.profiled, false))
+            }
+            // Another process's passes are no count of the fold's.
+            _ => Some(StepFlags::numbered_pass(pass, warmup)),
+        };
     }
 
     /// The loss the hook read from one of the worker's steps: charted as a reported one is (a script that reports

@@ -68,6 +68,8 @@ pub struct ProcessState {
     pub phases: PhasesState,
     /// Its latest believed arrival (start of a backward pass), on the host's monotonic clock.
     last_arrived_ns: Option<u64>,
+    /// Its optimisers' classes, by index, as the hook named them.
+    optimizer_classes: Vec<String>,
 }
 
 impl ProcessState {
@@ -89,12 +91,26 @@ pub struct MonitorClock {
 /// different CPUs, and golow stamps a record a little after it arrives.
 const CLOCK_SLACK_NS: u64 = 1_000_000_000;
 
-/// Whether a rank's arrival at `ns` can be true: not before the session started, not after the monitor heard of it,
-/// and not before the same rank's previous arrival.
+impl MonitorClock {
+    /// The clock of a session that started at `origin_ns`, as a record stamped `t_s` seconds into it was folded.
+    pub fn at(origin_ns: u64, t_s: f64) -> MonitorClock {
+        MonitorClock {
+            origin_ns,
+            now_ns: origin_ns.saturating_add((t_s.max(0.0) * 1e9) as u64),
+        }
+    }
+
+    /// Whether a process's stamp `ns` can be true: not before the session started, nor more than `slack_ns` after
+    /// the monitor heard of it.
+    pub fn holds(&self, ns: u64, slack_ns: u64) -> bool {
+        (self.origin_ns..=self.now_ns.saturating_add(slack_ns)).contains(&ns)
+    }
+}
+
+/// Whether a rank's arrival at `ns` can be true: within the session as the monitor's clock saw it, and not before the
+/// same rank's previous arrival.
 fn plausible(ns: u64, previous: Option<u64>, clock: Option<MonitorClock>) -> bool {
-    let within_session =
-        clock.is_none_or(|c| (c.origin_ns..=c.now_ns.saturating_add(CLOCK_SLACK_NS)).contains(&ns));
-    within_session && previous.is_none_or(|before| ns >= before)
+    clock.is_none_or(|c| c.holds(ns, CLOCK_SLACK_NS)) && previous.is_none_or(|before| ns >= before)
 }
 
 /// Points kept per rank's series: ranks are many, and a pane shows them over minutes, not the whole run.
@@ -303,6 +319,15 @@ impl ScriptState {
 
     /// An optimiser, said at its first step: its process trains.
     pub fn optimizer(&mut self, optimizer: &Optimizer) {
+        if let Some(p) = self.process_mut(optimizer.process) {
+            let classes = &mut p.optimizer_classes;
+            // Numbered 0, 1, 2… as the hook announces them; a number past the next is none it announced.
+            if optimizer.optimizer as usize == classes.len()
+                && classes.len() < MAX_OPTIMIZERS as usize
+            {
+                classes.push(bounded(&optimizer.class).to_string());
+            }
+        }
         if !self.is_primary(optimizer.process, true) {
             return;
         }
@@ -418,6 +443,35 @@ impl ScriptState {
         }
         self.counted_by_backward = true;
         StepRole::Iteration
+    }
+
+    /// Which of its optimiser's steps `step` is, from 1 (a skipped one: the step it held back), as the fold counts
+    /// them for the figures its warm-up is kept out of: each process's first optimiser by its process, the primary
+    /// process's other optimisers by theirs; the hook's own numbering where the fold keeps no count.
+    pub fn position(&self, step: &OptimizerStep) -> u64 {
+        let taken = if step.optimizer == 0 {
+            self.processes
+                .iter()
+                .find(|p| p.process == step.process)
+                .map(|p| p.steps)
+        } else if self.primary == Some(step.process) {
+            let index = usize::try_from(step.optimizer).ok();
+            index.and_then(|i| self.optimizers.get(i)).map(|o| o.steps)
+        } else {
+            None
+        };
+        match taken {
+            Some(taken) => taken + u64::from(step.skipped),
+            None => step.step.saturating_add(1),
+        }
+    }
+
+    /// The class of optimiser `index` of `process`, as the hook named it.
+    pub fn optimizer_class(&self, process: u32, index: u32) -> Option<&str> {
+        let p = self.processes.iter().find(|p| p.process == process)?;
+        p.optimizer_classes
+            .get(usize::try_from(index).ok()?)
+            .map(String::as_str)
     }
 
     /// The band at `t`, from each rank's latest step time, when the job has ranks.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod tmux;
+pub mod trace;
 pub mod ui_session;
 
 use std::path::Path;
