@@ -517,23 +517,25 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         return;
     };
     let room = fit::room(inner.width);
-    let mut breakdown = Vec::new();
-    for table in [kernel_family_rows(a, b), operator_rows(a, b)]
+    let breakdown: Vec<Vec<Line>> = [kernel_family_rows(a, b), operator_rows(a, b)]
         .into_iter()
         .flatten()
-    {
-        breakdown.extend(table.lines(view, (a, b), room));
-    }
+        .map(|table| table.lines(view, (a, b), room))
+        .collect();
     let mut ranked = rank_rows(a, b);
     ranked.extend(phase_rows(a, b));
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(10 + ranked.len() as u16),
-        Constraint::Length(breakdown.len() as u16),
+        Constraint::Length(breakdown.iter().map(Vec::len).sum::<usize>() as u16),
         Constraint::Min(3),
     ])
     .areas(inner);
-    fit::lines(frame, kernels, &breakdown);
+    fit::lines(
+        frame,
+        kernels,
+        &fit::tables(breakdown, usize::from(kernels.height)),
+    );
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let intervals = ratio_of_medians(&a.step_interval, &b.step_interval);
     let judged = Judged::of(view.state, a, b);

@@ -157,6 +157,19 @@ pub fn wrapped(frame: &mut Frame, area: Rect, text: String, style: Style) {
     );
 }
 
+/// `tables`, each a header and its rows, one under another in `height` lines: each as many rows as fit, and a table
+/// with no room for a row under its header left out.
+pub fn tables<'a>(tables: Vec<Vec<Line<'a>>>, height: usize) -> Vec<Line<'a>> {
+    let mut lines = Vec::new();
+    for table in tables {
+        let left = height.saturating_sub(lines.len());
+        if left >= 2 {
+            lines.extend(table.into_iter().take(left));
+        }
+    }
+    lines
+}
+
 /// How many of a table's columns, `widths` wide each and set one after another from the left, fit in `room`
 /// columns: the others are left out whole, in the header and every row alike.
 pub fn columns(widths: &[usize], room: usize) -> usize {
@@ -246,6 +259,21 @@ mod tests {
         );
         assert_eq!(cells(&widths, &["1", "2", "3"], 23), "       1       2");
         assert_eq!(cells(&widths, &["1", "2", "3"], 7), "");
+    }
+
+    #[test]
+    fn tables_keep_a_row_under_each_header_or_are_left_out() {
+        let table = |rows: &[&str]| rows.iter().map(|r| Line::raw(r.to_string())).collect();
+        let shown = |height| -> Vec<String> {
+            tables(vec![table(&["A", "a1", "a2"]), table(&["B", "b1"])], height)
+                .iter()
+                .map(plain)
+                .collect()
+        };
+        assert_eq!(shown(5), ["A", "a1", "a2", "B", "b1"]);
+        assert_eq!(shown(4), ["A", "a1", "a2"]);
+        assert_eq!(shown(2), ["A", "a1"]);
+        assert!(shown(1).is_empty());
     }
 
     #[test]
