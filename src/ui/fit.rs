@@ -183,6 +183,22 @@ pub fn columns(widths: &[usize], room: usize) -> usize {
         .count()
 }
 
+/// A table of names, `before` columns in, then columns `widths` wide each after a space, in `room` columns: how wide
+/// its names are set and how many of its columns fit. The columns fit from the left while the names keep
+/// `least_name`; the names take what the columns leave, up to `longest`.
+pub fn named_columns(
+    room: usize,
+    before: usize,
+    widths: &[usize],
+    (least_name, longest): (usize, usize),
+) -> (usize, usize) {
+    let spaced: Vec<usize> = widths.iter().map(|w| w + 1).collect();
+    let shown = columns(&spaced, room.saturating_sub(before + least_name));
+    let cells: usize = spaced[..shown].iter().sum();
+    let name_width = room.saturating_sub(before + cells).min(longest);
+    (name_width, shown)
+}
+
 /// `cells` right-aligned each in its width after a space, as many as fit in `room` columns.
 pub fn cells<S: AsRef<str>>(widths: &[usize], cells: &[S], room: usize) -> String {
     let shown = columns(&widths.iter().map(|w| w + 1).collect::<Vec<_>>(), room);
@@ -274,6 +290,17 @@ mod tests {
         assert_eq!(shown(4), ["A", "a1", "a2"]);
         assert_eq!(shown(2), ["A", "a1"]);
         assert!(shown(1).is_empty());
+    }
+
+    #[test]
+    fn a_named_table_keeps_its_names_least_width_before_a_column() {
+        let widths = [8, 8];
+        // Room for both columns and the longest name.
+        assert_eq!(named_columns(40, 2, &widths, (10, 20)), (20, 2));
+        // Both columns, and the names what they leave.
+        assert_eq!(named_columns(30, 2, &widths, (10, 20)), (10, 2));
+        // One column less rather than names under their least width.
+        assert_eq!(named_columns(29, 2, &widths, (10, 20)), (18, 1));
     }
 
     #[test]

@@ -234,21 +234,15 @@ fn top_kernels<'a>(
         return vec![Line::styled("6 shows the top kernels", view.muted())];
     }
     let widths: Vec<usize> = COLUMNS.iter().map(|&(_, w)| w).collect();
-    let after_names = room.saturating_sub(12 + 1 + MIN_NAME_WIDTH);
-    let shown = fit::columns(
-        &widths.iter().map(|w| w + 1).collect::<Vec<_>>(),
-        after_names,
-    );
-    let cells_width: usize = widths[..shown].iter().map(|w| w + 1).sum();
     let longest = workers
         .iter()
         .flat_map(|w| w.gpu_activity.kernels.keys())
         .map(|k| k.chars().count())
         .max()
         .unwrap_or(0);
-    let name_width = room
-        .saturating_sub(12 + 1 + cells_width)
-        .min(longest.max("kernel".len()));
+    let names = (MIN_NAME_WIDTH, longest.max("kernel".len()));
+    let (name_width, shown) = fit::named_columns(room, 12 + 1, &widths, names);
+    let cells_width: usize = widths[..shown].iter().map(|w| w + 1).sum();
     let headers: Vec<&str> = COLUMNS.iter().map(|&(h, _)| h).collect();
     let mut lines = vec![Line::styled(
         format!(

@@ -135,18 +135,6 @@ const WIDTHS: [usize; 4] = [9, 7, BAR_WIDTH, 8];
 /// An operator's name is given at least this much room before a column is.
 const MIN_NAME_WIDTH: usize = 10;
 
-/// The width of the operators' names and how many of the columns after them fit in `room`: the columns from the
-/// left while the names keep their least width, and the names whatever is left, up to the longest.
-fn table_layout(room: usize, longest: usize) -> (usize, usize) {
-    let after_names = room.saturating_sub(2 + MIN_NAME_WIDTH);
-    let columns = fit::columns(&WIDTHS.map(|w| w + 1), after_names);
-    let cells: usize = WIDTHS[..columns].iter().map(|w| w + 1).sum();
-    let name_width = room
-        .saturating_sub(2 + cells)
-        .min(longest.max("operator".len()));
-    (name_width, columns)
-}
-
 /// Why there is nothing to show.
 fn nothing_yet(view: &View) -> String {
     match view.state.session.as_ref().map(|s| s.ops_every) {
@@ -233,7 +221,11 @@ impl Operators {
             .map(|n| n.chars().count())
             .max()
             .unwrap_or(0);
-        let layout = table_layout(fit::room(area.width), longest.min(MAX_NAME_WIDTH));
+        let names = (
+            MIN_NAME_WIDTH,
+            longest.min(MAX_NAME_WIDTH).max("operator".len()),
+        );
+        let layout = fit::named_columns(fit::room(area.width), 2, &WIDTHS, names);
         let (name_width, columns) = layout;
         let headers = ["self ms", "share", "", "calls"];
         let mut lines = vec![Line::styled(
