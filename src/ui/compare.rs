@@ -162,20 +162,22 @@ impl SideBySide {
         (a, b): (&WorkerState, &WorkerState),
         room: usize,
     ) -> Vec<Line<'a>> {
-        let columns = self
-            .all()
-            .map(|r| r.left.len().max(r.right.len()))
-            .max()
-            .unwrap_or(0);
-        let width_of = |c: usize| {
-            self.all()
-                .flat_map(|r| [r.left.get(c), r.right.get(c)])
-                .flatten()
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        };
-        let widths: Vec<usize> = (0..columns).map(width_of).collect();
+        let setting = self.setting(room);
+        let mut lines = vec![setting.line(view, (a, b), &self.header, view.muted())];
+        lines.extend(
+            self.rows
+                .iter()
+                .map(|r| setting.line(view, (a, b), r, view.text())),
+        );
+        lines
+    }
+
+    /// How the table is set in `room` columns: the widest of its settings that fits (the gaps around the middle
+    /// narrowed, then each side's last columns left out, then the ratios' intervals), else the narrowest, its labels
+    /// cut to what is left.
+    fn setting(&self, room: usize) -> Setting {
+        let widths = self.column_widths();
+        let columns = widths.len();
         let longest =
             |of: fn(&Row) -> String| self.all().map(|r| of(r).chars().count()).max().unwrap_or(0);
         let label = longest(|r| r.label.clone()).min(MAX_LABEL);
@@ -183,43 +185,43 @@ impl SideBySide {
             longest(|r| r.middle.clone()),
             longest(|r| without_interval(&r.middle)),
         );
-        let width = |label: usize, shown: usize, gap: usize, middle: usize| {
-            let side: usize = widths[..shown].iter().map(|w| w + 1).sum();
-            label + 2 * side + 2 * gap + middle
-        };
-        let layouts = [(3, columns, false), (1, columns, false)]
+        let mut settings: Vec<Setting> = [(3, columns, false), (1, columns, false)]
             .into_iter()
             .chain((1..columns).rev().map(|shown| (1, shown, false)))
-            .chain([(1, columns.min(1), true)]);
-        let mut layout = Setting {
-            label,
-            widths: widths[..columns.min(1)].to_vec(),
-            gap: 1,
-            middle: short,
-            short: true,
-        };
-        for (gap, shown, short_middle) in layouts {
-            let middle = if short_middle { short } else { full };
-            if width(label, shown, gap, middle) <= room {
-                layout = Setting {
-                    label,
-                    widths: widths[..shown].to_vec(),
-                    gap,
-                    middle,
-                    short: short_middle,
-                };
-                break;
-            }
-        }
-        let rest = width(0, layout.widths.len(), layout.gap, layout.middle);
-        layout.label = layout.label.min(room.saturating_sub(rest));
-        let mut lines = vec![layout.line(view, (a, b), &self.header, view.muted())];
-        lines.extend(
-            self.rows
-                .iter()
-                .map(|r| layout.line(view, (a, b), r, view.text())),
-        );
-        lines
+            .chain([(1, columns.min(1), true)])
+            .map(|(gap, shown, short_middle)| Setting {
+                label,
+                widths: widths[..shown].to_vec(),
+                gap,
+                middle: if short_middle { short } else { full },
+                short: short_middle,
+            })
+            .collect();
+        let fits = settings.iter().position(|s| s.width() <= room);
+        let mut setting = settings.swap_remove(fits.unwrap_or(settings.len() - 1));
+        setting.label = room
+            .saturating_sub(setting.width() - setting.label)
+            .min(label);
+        setting
+    }
+
+    /// The widest cell of each column, on either side.
+    fn column_widths(&self) -> Vec<usize> {
+        let columns = self
+            .all()
+            .map(|r| r.left.len().max(r.right.len()))
+            .max()
+            .unwrap_or(0);
+        (0..columns)
+            .map(|c| {
+                self.all()
+                    .flat_map(|r| [r.left.get(c), r.right.get(c)])
+                    .flatten()
+                    .map(|cell| cell.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect()
     }
 }
 
@@ -234,6 +236,12 @@ struct Setting {
 }
 
 impl Setting {
+    /// The columns a row takes.
+    fn width(&self) -> usize {
+        let side: usize = self.widths.iter().map(|w| w + 1).sum();
+        self.label + 2 * side + 2 * self.gap + self.middle
+    }
+
     fn line<'a>(
         &self,
         view: &View,
