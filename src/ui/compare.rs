@@ -555,7 +555,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         &[
             Line::from(vec![
                 Span::styled(a.name.clone(), bold.fg(view.color(&a.name))),
-                Span::styled(" vs ", view.muted()),
+                Span::styled("  vs  ", view.muted()),
                 Span::styled(b.name.clone(), bold.fg(view.color(&b.name))),
                 Span::styled(
                     format!(
