@@ -751,7 +751,8 @@ fn the_live_view_redraws_only_what_changed_and_shows_the_same_as_whole_frames() 
     redrawn_parts_match_whole_frames(&records, (160, 48), &[], true);
 }
 
-/// While other processes keep a share of the CPUs, the header says so; once they stop, it no longer does.
+/// While other processes keep a share of the CPUs, the header says so, as the CPU pane does; once they stop, it no
+/// longer does.
 #[test]
 fn the_header_says_while_the_machine_is_busy() {
     use golow_protocol::event::{Body, Record};
@@ -766,15 +767,17 @@ fn the_header_says_while_the_machine_is_busy() {
     let quiet = render(&mut app(), &state, 200, 60);
     assert!(!quiet.contains("BUSY"), "{quiet}");
     let t = state.t_ms;
-    for i in 0..5 {
-        state.apply(&Record::new(t + f64::from(i) * 1e3, None, load(60.0)));
+    for (i, others) in [60.0, 60.0, 60.0, 60.0, 20.0].into_iter().enumerate() {
+        state.apply(&Record::new(t + i as f64 * 1e3, None, load(others)));
     }
     let busy = render(&mut app(), &state, 200, 60);
     let header = busy.lines().next().unwrap();
     assert!(
-        header.contains("[BUSY: other processes use 60% of the CPUs]"),
+        header.contains("[BUSY: other processes use 52% of the CPUs]"),
         "{header}"
     );
+    // The CPU pane's share of other processes is the header's measure: the same seconds, the same figure.
+    assert!(busy.contains("others 52%"), "{busy}");
     for i in 5..10 {
         state.apply(&Record::new(t + f64::from(i) * 1e3, None, load(2.0)));
     }
@@ -845,4 +848,322 @@ fn at_80x24_a_session_and_a_recording_keep_labels_whole_and_list_only_their_keys
     }
     insta::assert_snapshot!("live_help_80x24", live_help);
     insta::assert_snapshot!("replay_help_80x24", replay_help);
+}
+
+/// The sizes people's terminals open at, smallest first.
+const SIZES: [(u16, u16); 4] = [(80, 24), (120, 40), (160, 45), (200, 60)];
+
+/// Whether a cell holds text, rather than a border, a chart's dots, a bar or a blank.
+fn is_text(c: char) -> bool {
+    !(c.is_whitespace()
+        || ('\u{2500}'..='\u{259f}').contains(&c)
+        || ('\u{2800}'..='\u{28ff}').contains(&c)
+        || c == '…')
+}
+
+/// The word that ends at column `end` of `row`.
+fn word_ending_at(row: &[char], end: usize) -> String {
+    let start = (0..=end)
+        .rev()
+        .find(|&x| !is_text(row[x]))
+        .map_or(0, |x| x + 1);
+    row[start..=end].iter().collect()
+}
+
+/// Text that runs into an edge, and so was cut there: a pane's title that meets its corner, a row of a pane's text
+/// that meets its right border (the time at the end of a chart's axis aside: it is set flush against it), and a line
+/// outside the panes that meets the screen's edge. Whatever fits is drawn with room to spare, so none of these
+/// happens unless something was cut.
+fn cut_at_edges(screen: &str, width: usize) -> Vec<String> {
+    let grid: Vec<Vec<char>> = screen
+        .lines()
+        .map(|l| {
+            let mut row: Vec<char> = l.chars().collect();
+            row.resize(width, ' ');
+            row
+        })
+        .collect();
+    let mut cuts = Vec::new();
+    for (y, row) in grid.iter().enumerate() {
+        if is_text(row[width - 1]) {
+            cuts.push(format!(
+                "row {y} at the screen's edge: {}",
+                word_ending_at(row, width - 1)
+            ));
+        }
+        for x in (0..width).filter(|&x| row[x] == '╭') {
+            let Some(right) = (x + 1..width).find(|&r| row[r] == '╮') else {
+                continue;
+            };
+            if row[right - 1] != '─' {
+                cuts.push(format!(
+                    "title at row {y}: {}",
+                    word_ending_at(row, right - 1)
+                ));
+            }
+            for (inner_y, inner) in grid.iter().enumerate().skip(y + 1) {
+                if inner[right] != '│' {
+                    break;
+                }
+                let axis_below = grid[inner_y - 1][x..right].contains(&'└');
+                let word = word_ending_at(inner, right - 1);
+                if is_text(inner[right - 1]) && !(axis_below && word.ends_with('s')) {
+                    cuts.push(format!("row {inner_y} at a border: {word}"));
+                }
+            }
+        }
+    }
+    cuts
+}
+
+/// Each key that opens a view: none (the dashboard), each pane maximised, and compare.
+const VIEWS: [char; 13] = [
+    '_', '1', '2', '3', '4', '5', '6', '7', '8', '9', '0', 'p', 'c',
+];
+
+/// The recording `name` under `recordings/`, folded to its end.
+fn recorded(name: &str) -> State {
+    let path = std::path::Path::new("recordings").join(format!("{name}.golow"));
+    let mut player = golow::recording::Player::open(&path).unwrap();
+    player.run_to_end();
+    player.into_state()
+}
+
+/// A view replaying `state`, stopped at `position_ms`.
+fn replay_at(state: &State, position_ms: f64) -> App {
+    use golow::ui::timeline::Timeline;
+    let mut timeline = Timeline::new(state.t_ms, "recordings/session.golow".into());
+    timeline.position_ms = position_ms;
+    timeline.playing = false;
+    app().replaying(timeline)
+}
+
+/// What `view` (a key of `VIEWS`) shows of `state` at each of the sizes, one after another under their sizes.
+fn at_every_size(mut new_app: impl FnMut() -> App, state: &State, view: char) -> String {
+    SIZES
+        .iter()
+        .map(|&(w, h)| {
+            let mut app = new_app();
+            if view != '_' {
+                press(&mut app, state, KeyCode::Char(view));
+            }
+            format!("{w}×{h}\n{}", render(&mut app, state, w, h))
+        })
+        .collect()
+}
+
+/// At each size people's terminals open at, no view cuts a word at an edge, live or replayed: the constructed
+/// sessions (with and without a GPU, distributed, with step phases) and every real recording under `recordings/`.
+#[test]
+fn at_every_size_no_view_cuts_a_word_at_an_edge() {
+    let mut sessions: Vec<(String, State)> = vec![
+        ("gpu".into(), session(true, 80)),
+        ("cpu".into(), session(false, 80)),
+        ("ranks".into(), distributed_session(60)),
+        ("phases".into(), scripted_session(60)),
+    ];
+    for entry in std::fs::read_dir("recordings").unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let state = recorded(&name);
+        sessions.push((name, state));
+    }
+    let mut cuts = Vec::new();
+    for (name, state) in &sessions {
+        for view in VIEWS {
+            for (source, new_app) in [
+                ("live", &(|| app()) as &dyn Fn() -> App),
+                ("replay", &|| replay_at(state, state.t_ms)),
+            ] {
+                for (w, h) in SIZES {
+                    let mut app = new_app();
+                    if view != '_' {
+                        press(&mut app, state, KeyCode::Char(view));
+                    }
+                    let screen = render(&mut app, state, w, h);
+                    for cut in cut_at_edges(&screen, usize::from(w)) {
+                        cuts.push(format!("{name}, {source}, key {view}, {w}×{h}: {cut}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(cuts.is_empty(), "{} cut:\n{}", cuts.len(), cuts.join("\n"));
+}
+
+/// The main views at each size, reviewed: the dashboard, each pane maximised, compare, and a replay of a real
+/// recording with a GPU (its GPU, copy and kernel panes), the ranks and phases panes from the sessions that have them.
+#[test]
+fn the_main_views_at_the_sizes_people_use() {
+    let state = session(true, 80);
+    for view in VIEWS.iter().filter(|&&v| v != '9' && v != 'p') {
+        let name = match view {
+            '_' => "dashboard".to_string(),
+            'c' => "compare".to_string(),
+            key => format!("pane_{key}"),
+        };
+        insta::assert_snapshot!(
+            format!("{name}_at_every_size"),
+            at_every_size(app, &state, *view)
+        );
+    }
+    let ranks = distributed_session(60);
+    insta::assert_snapshot!("ranks_at_every_size", at_every_size(app, &ranks, '9'));
+    let phases = scripted_session(60);
+    insta::assert_snapshot!("phases_at_every_size", at_every_size(app, &phases, 'p'));
+    let recording = recorded("20261126-h200-copies-pageable-eval-b128");
+    let replay = || replay_at(&recording, recording.t_ms);
+    insta::assert_snapshot!(
+        "replay_at_every_size",
+        at_every_size(replay, &recording, '_')
+    );
+}
+
+/// The time at the right end of each chart's x axis on `screen`: the numbers of seconds on the rows under an axis.
+fn axis_ends(screen: &str) -> Vec<u64> {
+    let rows: Vec<&str> = screen.lines().collect();
+    let mut ends = Vec::new();
+    for pair in rows.windows(2) {
+        let [axis, labels] = pair else { continue };
+        let axis: Vec<char> = axis.chars().collect();
+        let labels: Vec<char> = labels.chars().collect();
+        // Each axis's labels: the seconds under its run of ─, from its └ on.
+        for start in (0..axis.len()).filter(|&x| axis[x] == '└') {
+            let end = (start + 1..axis.len())
+                .find(|&x| axis[x] != '─')
+                .unwrap_or(axis.len());
+            let under: String = labels
+                .get(start.saturating_sub(1)..end.min(labels.len()))
+                .unwrap_or(&[])
+                .iter()
+                .collect();
+            let seconds = under
+                .split_whitespace()
+                .filter_map(|w| w.strip_suffix('s')?.parse::<u64>().ok());
+            ends.extend(seconds.max());
+        }
+    }
+    ends
+}
+
+/// A replay's clock and its charts' axes say the same time: each axis ends at the second the timeline shows, not at
+/// the round figure its range runs on to.
+#[test]
+fn a_replays_clock_and_its_charts_axes_agree() {
+    let state = session(true, 80);
+    for position_ms in [24_400.0, 24_900.0, 31_000.0] {
+        let screen = render(&mut replay_at(&state, position_ms), &state, 160, 45);
+        let timeline = screen.lines().rev().nth(1).unwrap();
+        let clock = (position_ms / 1e3).floor() as u64;
+        assert!(
+            timeline.contains(&format!("00:00:{clock:02} /")),
+            "{timeline}"
+        );
+        let ends = axis_ends(&screen);
+        assert!(ends.len() >= 6, "{screen}");
+        assert!(
+            ends.iter().all(|&end| end == clock),
+            "{ends:?} at {clock}s:\n{screen}"
+        );
+    }
+}
+
+/// Steps that take many times what most do (an epoch's end) go off the phases chart, which says so, rather than
+/// flattening every other step against its floor.
+#[test]
+fn the_phases_chart_is_scaled_to_most_steps_and_says_what_goes_off_it() {
+    use golow_protocol::event::{Body, Name, Record};
+    let mut state = scripted_session(60);
+    // `loader`'s 60th step waits 3 s for its data: its interval is 30 times the others'.
+    let mut spike = golow_protocol::samples::optimizer_step(60, None);
+    spike.interval_ms = Some(3_100.0);
+    spike.phases = Some(golow_protocol::samples::step_phases(
+        3_000.0, 15.0, 15.0, 5.0,
+    ));
+    state.apply(&Record::new(
+        1000.0 + 60.0 * 100.0 + 3_100.0,
+        Some(Name::from("loader")),
+        Body::OptimizerStep(spike),
+    ));
+    let mut app = app();
+    press(&mut app, &state, KeyCode::Char('p'));
+    let screen = render(&mut app, &state, 160, 45);
+    let top_row = screen.lines().find(|l| l.contains("share now")).unwrap();
+    let top: f64 = top_row
+        .split('│')
+        .nth(1)
+        .and_then(|label| label.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no axis label on: {top_row}"));
+    assert!(top < 200.0, "the chart's top is {top} ms:\n{screen}");
+    assert!(screen.contains("off the chart: 1 step above"), "{screen}");
+    assert!(screen.contains("up to 3100 ms"), "{screen}");
+}
+
+/// When every worker has ended, the memory pane keeps what each was last seen holding, and says so, rather than the
+/// zero the sampler read of each exited process.
+#[test]
+fn a_replay_at_its_end_keeps_each_workers_last_memory() {
+    let state = recorded("20261126-h200-copies-pageable-eval-b128");
+    let mut app = replay_at(&state, state.t_ms);
+    press(&mut app, &state, KeyCode::Char('4'));
+    let screen = render(&mut app, &state, 160, 45);
+    let table: Vec<&str> = screen
+        .lines()
+        .skip_while(|l| !l.contains("peak RSS"))
+        .take(3)
+        .collect();
+    for row in &table[1..] {
+        assert!(
+            row.contains("GiB") && !row.contains(" 0 B"),
+            "{row}\n{screen}"
+        );
+    }
+    assert!(
+        table[0].contains("last RSS") && table[0].contains("last GPU"),
+        "{screen}"
+    );
+}
+
+/// No table sets its header over no rows, at any size: where none fit, the table is left out or a line says why.
+#[test]
+fn every_table_has_a_row_under_its_header_at_every_size() {
+    const HEADERS: [&str; 7] = [
+        " kernel ",
+        "samples/s",
+        "ms p50",
+        "peak RSS",
+        "epoch",
+        "kernels per step",
+        "operators per profiled step",
+    ];
+    let recording = recorded("20261126-h200-copies-pageable-eval-b128");
+    let constructed = session(true, 80);
+    for state in [&recording, &constructed] {
+        for view in ['_', 'c'] {
+            for (w, h) in SIZES {
+                let mut app = app();
+                if view != '_' {
+                    press(&mut app, state, KeyCode::Char(view));
+                }
+                let screen = render(&mut app, state, w, h);
+                let rows: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+                for (y, row) in rows.iter().enumerate() {
+                    let text: String = row.iter().collect();
+                    for header in HEADERS.iter().filter_map(|h| text.find(h)) {
+                        // The pane's left border, and the first columns inside it on the row below: a row's
+                        // name, not a chart's axis.
+                        let x = text[..header].chars().count();
+                        let Some(left) = row[..x].iter().rposition(|&c| c == '│') else {
+                            continue;
+                        };
+                        let below: String = rows[y + 1][left + 1..].iter().take(12).collect();
+                        assert!(
+                            below.chars().any(char::is_alphanumeric) && !below.contains(['│', '└']),
+                            "row {y}:\n{screen}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -13,7 +13,7 @@ const OTHERS_DIFFER_POINTS: f64 = 10.0;
 const STEAL_DIFFER_POINTS: f64 = 2.0;
 const CLOCK_DIFFER_FRACTION: f64 = 0.05;
 
-/// One reading, as the fold keeps the latest for display.
+/// One reading, or the mean of the latest few as the live view shows them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoadReading {
     pub load_1m: f64,
@@ -45,9 +45,8 @@ const RECENT_READINGS: usize = 5;
 /// Every reading of a session, in constant memory.
 #[derive(Debug, Clone, Default)]
 pub struct MachineLoad {
-    pub latest: Option<LoadReading>,
-    /// Other processes' share in the latest readings.
-    recent_others: std::collections::VecDeque<f64>,
+    /// The latest readings, which say what the machine is doing now.
+    recent: std::collections::VecDeque<LoadReading>,
     readings: u64,
     load_1m: Mean,
     busy: Mean,
@@ -60,11 +59,10 @@ pub struct MachineLoad {
 impl MachineLoad {
     pub fn apply(&mut self, reading: LoadReading) {
         let Some(r) = reading.checked() else { return };
-        self.latest = Some(r);
-        if self.recent_others.len() == RECENT_READINGS {
-            self.recent_others.pop_front();
+        if self.recent.len() == RECENT_READINGS {
+            self.recent.pop_front();
         }
-        self.recent_others.push_back(r.others_percent);
+        self.recent.push_back(r);
         self.readings += 1;
         self.load_1m.add(r.load_1m);
         self.busy.add(r.busy_percent);
@@ -79,9 +77,28 @@ impl MachineLoad {
     /// Other processes' share of the CPUs over the latest readings, when it makes the machine busy now: what the live
     /// header and headless progress say while it lasts, so that times measured meanwhile are read as such.
     pub fn busy_now(&self) -> Option<f64> {
-        let n = self.recent_others.len();
-        let mean = self.recent_others.iter().sum::<f64>() / n.max(1) as f64;
-        (n >= 3 && mean > BUSY_OTHERS_PERCENT).then_some(mean)
+        let (n, now) = self.now()?;
+        (n >= 3 && now.others_percent > BUSY_OTHERS_PERCENT).then_some(now.others_percent)
+    }
+
+    /// The machine now, as `busy_now` judges it: the mean of the latest readings (the latest load average, itself a
+    /// mean over a minute), and how many readings, a second each, that is.
+    pub fn now(&self) -> Option<(usize, LoadReading)> {
+        let latest = self.recent.back()?;
+        let n = self.recent.len();
+        let mean = |of: fn(&LoadReading) -> f64| self.recent.iter().map(of).sum::<f64>() / n as f64;
+        let clocks: Vec<f64> = self.recent.iter().filter_map(|r| r.cpu_mhz).collect();
+        Some((
+            n,
+            LoadReading {
+                load_1m: latest.load_1m,
+                busy_percent: mean(|r| r.busy_percent),
+                steal_percent: mean(|r| r.steal_percent),
+                others_percent: mean(|r| r.others_percent),
+                cpu_mhz: (!clocks.is_empty())
+                    .then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
+            },
+        ))
     }
 
     /// The session's conditions; `None` for a session recorded without readings (by a golow that did not take them).
@@ -233,7 +250,7 @@ mod tests {
         ] {
             load.apply(bad);
         }
-        assert!(load.conditions().is_none() && load.latest.is_none());
+        assert!(load.conditions().is_none() && load.now().is_none());
         load.apply(reading(1.0, 0.0, f64::NAN));
         assert_eq!(load.conditions().unwrap().cpu_mhz, None);
     }
@@ -270,6 +287,10 @@ mod tests {
         }
         // 90, 90, 2, 2, 2 → still above 10% on average; one more quiet second clears it.
         assert!(load.busy_now().is_some());
+        // What the live view shows of the machine now is the same mean, whatever the latest second said.
+        let (readings, now) = load.now().unwrap();
+        assert_eq!(readings, 5);
+        assert_eq!(Some(now.others_percent), load.busy_now());
         load.apply(reading(2.0, 0.0, 2600.0));
         load.apply(reading(2.0, 0.0, 2600.0));
         assert_eq!(load.busy_now(), None);

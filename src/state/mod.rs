@@ -850,6 +850,9 @@ fn apply_worker_event(
                 .first_protocol_error
                 .get_or_insert_with(|| message.chars().take(MAX_PROTOCOL_ERROR_CHARS).collect());
         }
+        // A process that holds no memory has exited and waits for its parent to reap it: the sampler's reading
+        // of it is not of a running worker, and taken as one would end every memory chart and figure at zero.
+        Body::Process { rss_bytes: 0, .. } => {}
         Body::Process {
             pid,
             rss_bytes,
@@ -1407,6 +1410,35 @@ mod tests {
                 && (b.copy - 0.1).abs() < 1e-9
                 && (b.idle - 0.3).abs() < 1e-9
         );
+    }
+
+    /// The sampler reads an exited worker's process before its parent reaps it, as holding nothing: the worker's
+    /// memory stays what it was last seen holding.
+    #[test]
+    fn a_reading_of_a_process_that_has_exited_is_not_taken() {
+        let process = |rss_bytes: u64| Body::Process {
+            pid: 7,
+            rss_bytes,
+            peak_rss_bytes: 2 << 30,
+            cpu_percent: Some(0.0),
+            rank: None,
+        };
+        let exited = Body::WorkerExited {
+            exit_code: Some(0),
+            signal: None,
+            stop_requested: false,
+        };
+        let state = fold(
+            "pytorch",
+            vec![process(1 << 30), process(0), exited, process(0)],
+        );
+        let w = &state.workers[0];
+        assert_eq!(
+            w.series.rss_bytes.last().map(|(_, v)| v),
+            Some(f64::from(1 << 30))
+        );
+        assert_eq!(w.series.cpu_percent.window_iter(0.0, 10.0).count(), 1);
+        assert_eq!(w.peak_rss_bytes, 2 << 30);
     }
 
     #[test]

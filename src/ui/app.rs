@@ -9,7 +9,6 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::compare;
 use super::keys::{self, Command};
 use super::output::OutputOverlay;
 use super::panes::{self, Pane};
@@ -18,8 +17,9 @@ use super::report::{Describe, describe};
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration, looking};
+use super::{compare, fit};
 use crate::contracts::Control;
-use crate::state::{Activity, State};
+use crate::state::{Activity, State, WorkerState};
 use crate::store::Changes;
 
 /// Below this the dashboard cannot be drawn legibly; the TUI says how much room it needs instead.
@@ -311,10 +311,12 @@ impl App {
         // The right edge moves in steps of 1/STEPS_PER_SPAN of the span: between steps only new points
         // change on screen, so a frame sends the terminal a small diff instead of every chart cell.
         let step = self.span / STEPS_PER_SPAN;
-        let to = (((self.now_s(clock) - self.offset) / step).ceil() * step).max(step);
+        let end = (self.now_s(clock) - self.offset).max(0.0);
+        let to = ((end / step).ceil() * step).max(step);
         Window {
             from: (to - self.span).max(0.0),
             to,
+            end: end.floor(),
         }
     }
 
@@ -576,7 +578,8 @@ fn draw_notice(frame: &mut Frame, area: Rect, view: &View, reason: &str) {
     let style = Style::default()
         .fg(view.theme.warning)
         .bg(view.theme.background);
-    render::styled_lines(frame, area, style, &[Line::styled(text, style)]);
+    let line = fit::line(&Line::styled(text, style), fit::room(area.width));
+    render::styled_lines(frame, area, style, &[line]);
 }
 
 /// What the header marks besides the session itself.
@@ -590,36 +593,19 @@ struct Marks<'a> {
 }
 
 fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
+    let room = fit::room(area.width);
+    let first = session_line(view, marks, room);
+    let second = workers_line(view, room);
+    fit::lines(frame, area, &[first, second]);
+}
+
+/// The header's first line: the session as far as it fits after what must show, the clock and the marks.
+fn session_line<'a>(view: &View, marks: &Marks, room: usize) -> Line<'a> {
     let state = view.state;
     let bold = Style::default()
         .fg(view.theme.title)
         .add_modifier(Modifier::BOLD);
-    let mut first = vec![Span::styled(" golow ", bold)];
-    if let Some(c) = &state.session {
-        let gpu = state.gpu.devices.first().map(|d| d.name.as_str());
-        let described = describe(&c.into(), Describe::Header { gpu });
-        first.push(Span::styled(format!("{described} · "), view.text()));
-    }
-    first.push(Span::styled(duration(marks.now_s), view.text()));
-    match marks.origin {
-        Origin::Live { recording: Some(_) } if state.recording_failed.is_some() => {
-            first.push(Span::styled(
-                "  RECORDING FAILED (the session goes on; see the summary)",
-                Style::default().fg(view.theme.error),
-            ))
-        }
-        Origin::Live {
-            recording: Some(path),
-        } => first.push(Span::styled(
-            format!("  ● REC {path}"),
-            Style::default().fg(view.theme.error),
-        )),
-        Origin::Replay(_) => first.push(Span::styled(
-            "  REPLAY",
-            Style::default().fg(view.theme.highlight),
-        )),
-        Origin::Live { recording: None } => {}
-    }
+    let warning = Style::default().fg(view.theme.warning);
     let mut shown = Vec::new();
     if marks.history {
         shown.push("PAUSED — earlier data from the recording");
@@ -635,18 +621,70 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
         .machine
         .busy_now()
         .map(|others| format!("BUSY: other processes use {others:.0}% of the CPUs"));
-    for mark in shown.into_iter().chain(busy.as_deref()) {
-        first.push(Span::styled(
-            format!("  [{mark}]"),
-            Style::default().fg(view.theme.warning),
-        ));
+    let marked: Vec<Span> = shown
+        .into_iter()
+        .chain(busy.as_deref())
+        .map(|mark| Span::styled(format!("  [{mark}]"), warning))
+        .collect();
+    let golow = Span::styled(" golow ", bold);
+    let clock = Span::styled(duration(marks.now_s), view.text());
+    let used = golow.width() + clock.width() + marked.iter().map(Span::width).sum::<usize>();
+    let origin = match marks.origin {
+        Origin::Live { recording: Some(_) } if state.recording_failed.is_some() => {
+            Some(Span::styled(
+                "  RECORDING FAILED (the session goes on; see the summary)",
+                Style::default().fg(view.theme.error),
+            ))
+        }
+        Origin::Live {
+            recording: Some(path),
+        } => {
+            const REC: &str = "  ● REC ";
+            let path = fit::tail(path, room.saturating_sub(used + REC.chars().count()));
+            Some(Span::styled(
+                format!("{REC}{path}"),
+                Style::default().fg(view.theme.error),
+            ))
+        }
+        Origin::Replay(_) => Some(Span::styled(
+            "  REPLAY",
+            Style::default().fg(view.theme.highlight),
+        )),
+        Origin::Live { recording: None } => None,
+    };
+    let used = used + origin.as_ref().map_or(0, Span::width);
+    let mut line = vec![golow];
+    if let Some(c) = &state.session {
+        let gpu = state.gpu.devices.first().map(|d| d.name.as_str());
+        let described = describe(&c.into(), Describe::Header { gpu });
+        let left = room.saturating_sub(used + fit::CLAUSE.len());
+        let fitted = fit::line(&Line::raw(described), left);
+        if fitted.width() > 1 {
+            line.extend(fitted.spans.into_iter().map(|s| s.style(view.text())));
+            line.push(Span::styled(" · ", view.text()));
+        }
     }
-    let total = state.session.as_ref().map_or(0, |s| s.steps);
-    let mut second = vec![Span::raw(" ")];
-    for w in &state.workers {
+    line.push(clock);
+    line.extend(origin);
+    line.extend(marked);
+    Line::from(line)
+}
+
+/// What the header says of a worker: its state, what else is worth knowing, and the warnings, kept longest.
+struct Status {
+    state: String,
+    notes: Vec<String>,
+    warnings: Vec<String>,
+    style: Style,
+}
+
+impl Status {
+    fn of(view: &View, w: &WorkerState) -> Status {
+        let state = view.state;
+        let total = state.session.as_ref().map_or(0, |s| s.steps);
         let passes = w.script.as_ref().map_or(0, |s| s.forward.passes);
         let stalled = state.stalled_for_s(w);
-        let mut status = match w.activity() {
+        let said = match w.activity() {
             Activity::Stopped => "stopped".to_string(),
             Activity::Done => "done".to_string(),
             Activity::Failed => "FAILED".to_string(),
@@ -661,45 +699,95 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
             Activity::Running if w.steps == 0 && passes > 0 => format!("{passes} forward passes"),
             Activity::Running => format!("{} steps", w.steps),
         };
+        let mut notes = Vec::new();
         if let Some(c) = w
             .compile
             .as_ref()
             .filter(|_| state.compiling_for_s(w).is_none())
         {
-            status.push_str(&format!(", compiled {:.1} s", c.total_ms() / 1e3));
+            notes.push(format!("compiled {:.1} s", c.total_ms() / 1e3));
         }
         // What recording its operators costs the run, as the run itself measured it (see the operators pane).
         if let Some((_, run)) = w.operators.overhead() {
-            status.push_str(&format!(", {}", looking(run, "")));
+            notes.push(looking(run, ""));
         }
+        let mut warnings = Vec::new();
         // A script golow measured nothing of says so once it ended; while it runs, its stall does.
         let unmeasured = w.process_end.is_some() && state.unmeasured(w).is_some();
         if unmeasured {
-            status.push_str(", no optimiser step or forward pass seen");
+            warnings.push("no optimiser step or forward pass seen".to_string());
         }
         // The verdict alone: headless progress and the summary's notice name what would help.
         let input_bound = w.script.as_ref().and_then(|s| s.phases.input_bound_now());
         if let Some(bound) = input_bound {
-            status.push_str(&format!(
-                ", INPUT-BOUND (data {:.0}% of a typical step)",
+            warnings.push(format!(
+                "INPUT-BOUND (data {:.0}% of a typical step)",
                 bound.share * 100.0
             ));
         }
-        let style = if status == "FAILED" {
+        let style = if said == "FAILED" {
             Style::default().fg(view.theme.error)
         } else if stalled.is_some() || unmeasured || input_bound.is_some() {
             Style::default().fg(view.theme.warning)
         } else {
             view.text()
         };
-        second.push(Span::styled("● ", Style::default().fg(view.color(&w.name))));
-        second.push(Span::styled(
-            format!("{} ", w.name),
-            Style::default().fg(view.color(&w.name)),
-        ));
-        second.push(Span::styled(format!("{status}   "), style));
+        Status {
+            state: said,
+            notes,
+            warnings,
+            style,
+        }
     }
-    render::lines(frame, area, &[Line::from(first), Line::from(second)]);
+
+    /// Its words, with its notes or without them.
+    fn text(&self, notes: bool) -> String {
+        let notes = self.notes.iter().filter(|_| notes);
+        std::iter::once(&self.state)
+            .chain(notes)
+            .chain(&self.warnings)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The header's second line: each worker in its colour with its status; where they do not all fit, without their
+/// notes, and then as many workers as fit, and how many more there are.
+fn workers_line<'a>(view: &View, room: usize) -> Line<'a> {
+    let workers = &view.state.workers;
+    let statuses: Vec<Status> = workers.iter().map(|w| Status::of(view, w)).collect();
+    let spans = |notes: bool, shown: usize| {
+        let mut spans = vec![Span::raw(" ")];
+        for (i, (w, status)) in workers.iter().zip(&statuses).take(shown).enumerate() {
+            let color = Style::default().fg(view.color(&w.name));
+            if i > 0 {
+                spans.push(Span::raw("   "));
+            }
+            spans.push(Span::styled("● ", color));
+            spans.push(Span::styled(format!("{} ", w.name), color));
+            spans.push(Span::styled(status.text(notes), status.style));
+        }
+        if shown < workers.len() {
+            spans.push(Span::styled(
+                format!("   +{} more", workers.len() - shown),
+                view.muted(),
+            ));
+        }
+        Line::from(spans)
+    };
+    let fits = |line: &Line| line.width() <= room;
+    for notes in [true, false] {
+        let line = spans(notes, workers.len());
+        if fits(&line) {
+            return line;
+        }
+    }
+    (0..workers.len())
+        .rev()
+        .map(|shown| spans(false, shown))
+        .find(|line| fits(line))
+        .unwrap_or_default()
 }
 
 fn stop_prompt(state: &State) -> String {

@@ -3,11 +3,10 @@
 //! frame's cost.
 
 use ratatui::Frame;
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
-use ratatui::text::Span;
-use ratatui::widgets::Paragraph;
 
+use super::fit;
 use super::render::cells_of_row;
 use super::view::View;
 use crate::state::Series;
@@ -178,12 +177,75 @@ pub fn is_empty(lines: &[Line], view: &View) -> bool {
         .all(|l| l.series.window_iter(w.from, w.to).next().is_none())
 }
 
+/// The least height a chart is drawn in beside a table of figures.
+const MIN_HEIGHT: u16 = 3;
+
+/// `area` split into a chart over a table of `rows` lines, its header first: the chart keeps its least height and
+/// the table takes what is left, nothing where that would be its header alone.
+pub fn over_table(area: Rect, rows: u16) -> [Rect; 2] {
+    let table = rows.min(area.height.saturating_sub(MIN_HEIGHT));
+    let table = if table < 2 { 0 } else { table };
+    Layout::vertical([Constraint::Min(0), Constraint::Length(table)]).areas(area)
+}
+
+/// The share of a chart's points its scale is set by when a few lie far above the rest.
+const MOST: f64 = 0.95;
+/// Points above this many times what most points reach make a chart scaled to them unreadable.
+const FAR_ABOVE: f64 = 2.0;
+
+/// Where a chart scaled to what most of its points reach cuts off the rest.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OffChart {
+    /// The chart's top.
+    pub top: f64,
+    /// At how many times a point lies above it, and the highest point.
+    pub above: usize,
+    pub max: f64,
+}
+
+/// A top for `lines` in the view's window set by what most of their points reach, when a few lie so far above them
+/// (an epoch's end, a checkpoint) that a chart scaled to those would flatten every other point; `None` when the
+/// highest point makes a readable scale.
+pub fn scaled_to_most(lines: &[Line], view: &View) -> Option<OffChart> {
+    let w = view.window;
+    let mut values: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.series.window_iter(w.from, w.to).map(|(_, v)| v))
+        .filter(|v| v.is_finite())
+        .collect();
+    let max = values.iter().copied().fold(0.0, f64::max);
+    if values.is_empty() {
+        return None;
+    }
+    let at = ((values.len() - 1) as f64 * MOST).round() as usize;
+    let (_, most, _) = values.select_nth_unstable_by(at, f64::total_cmp);
+    let top = *most * 1.1;
+    if !(top > 0.0 && max > *most * FAR_ABOVE) {
+        return None;
+    }
+    // Stacked lines put one point per line at each time: what goes off the chart is counted by its times.
+    let mut above: Vec<f64> = lines
+        .iter()
+        .flat_map(|l| l.series.window_iter(w.from, w.to))
+        .filter(|&(_, v)| v > top)
+        .map(|(t, _)| t)
+        .collect();
+    above.sort_by(f64::total_cmp);
+    above.dedup();
+    Some(OffChart {
+        top,
+        above: above.len(),
+        max,
+    })
+}
+
 /// What a chart without readings shows, wrapped within its area.
 pub fn no_readings(frame: &mut Frame, area: Rect, view: &View) {
-    frame.render_widget(
-        Paragraph::new(Span::styled("no readings in this window yet", view.muted()))
-            .wrap(ratatui::widgets::Wrap { trim: true }),
+    fit::wrapped(
+        frame,
         area,
+        "no readings in this window yet".into(),
+        view.muted(),
     );
 }
 
@@ -248,22 +310,27 @@ pub fn draw(
         cell.set_char(if i == 0 { '└' } else { '─' })
             .set_style(axis);
     }
-    let (left, right) = (format!("{:.0}s", w.from), format!("{:.0}s", w.to));
-    buf.set_string(plot.x - 1, x_axis + 1, &left, axis);
-    let right_x = (plot.x + plot.width).saturating_sub(right.chars().count() as u16);
-    buf.set_string(right_x, x_axis + 1, &right, axis);
-
     let mut dots = Dots::new(plot.width as usize, plot.height as usize);
     let (dot_w, dot_h) = (
         (plot.width as usize * DOTS_X) as f64,
         (plot.height as usize * DOTS_Y) as f64,
     );
     let span = (w.to - w.from).max(f64::EPSILON);
+    let dot_x = |t: f64| nearest((t - w.from).max(0.0) / span * (dot_w - 1.0));
     let to_dot = |(t, v): (f64, f64)| {
-        let x = nearest((t - w.from) / span * (dot_w - 1.0));
         let y = nearest((1.0 - (v / top).clamp(0.0, 1.0)) * (dot_h - 1.0));
-        (x, y)
+        (dot_x(t), y)
     };
+    // The axis's ends are the window's start and the clock's time within it, in the clock's whole seconds: the
+    // range runs on to a round end, blank, past the time the header shows.
+    let (left, right) = (format!("{:.0}s", w.from.floor()), format!("{:.0}s", w.end));
+    buf.set_string(plot.x - 1, x_axis + 1, &left, axis);
+    let end_x = plot.x + (dot_x(w.end) as u16 / DOTS_X as u16).min(plot.width - 1);
+    let right_x = (end_x + 1).saturating_sub(right.chars().count() as u16);
+    if right_x >= plot.x + left.chars().count() as u16 {
+        buf.set_string(right_x, x_axis + 1, &right, axis);
+    }
+
     for (color, series) in &points {
         let mut previous = None;
         for &point in series {

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::chart::{self, Line as ChartLine};
-use super::render;
+use super::fit;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::{Basis, MIN_SAMPLES, Pairing};
 use crate::state::operators::Operators;
@@ -74,9 +74,9 @@ const MAX_FAMILIES: usize = 6;
 
 /// The same kernel families side by side: per step, launches, GPU time and the most launched grid; the ratio
 /// is of GPU time per step. Empty until a collector has sent a window.
-fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line<'a>> {
+fn kernel_family_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
     if a.gpu_activity.windows == 0 && b.gpu_activity.windows == 0 {
-        return Vec::new();
+        return None;
     }
     let (fa, fb) = (a.gpu_activity.families(), b.gpu_activity.families());
     let mut names: Vec<&str> = fa.iter().chain(&fb).map(|f| f.name).collect();
@@ -85,61 +85,202 @@ fn kernel_family_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec
     let per_step = |w: &WorkerState, v: u64| (w.steps > 0).then(|| v as f64 / w.steps as f64);
     let cell = |w: &WorkerState, families: &[crate::state::kernels::Family], family: &str| {
         let Some(f) = families.iter().find(|f| f.name == family) else {
-            return (format!("{:>32}", "-"), None);
+            return (vec!["-".to_string()], None);
         };
         let time = per_step(w, f.total_ns).map(|ns| ns / 1e6);
-        let text = format!(
-            "{:>8} {:>10} {:>12}",
-            per_step(w, f.launches).map_or("-".into(), |n| format!("{n:.0}")),
+        let cells = vec![
             time.map_or("-".into(), ms),
+            per_step(w, f.launches).map_or("-".into(), |n| format!("{n:.0}")),
             f.top_grid.map_or(String::new(), |(g, _)| shape(g)),
-        );
-        (text, time)
+        ];
+        (cells, time)
     };
-    let mut lines = vec![Line::styled(
-        format!(
-            "{:<32} {:>8} {:>10} {:>12}   {:^26}   {:>8} {:>10} {:>12}",
-            "kernels per step",
-            "launches",
-            "GPU ms",
-            "top grid",
-            "ratio of GPU ms",
-            "launches",
-            "GPU ms",
-            "top grid"
-        ),
-        view.muted(),
-    )];
+    let header = ["GPU ms", "launches", "top grid"]
+        .map(String::from)
+        .to_vec();
+    let mut table = SideBySide::new(
+        "kernels per step",
+        header.clone(),
+        "ratio of GPU ms",
+        header,
+    );
     for family in names.into_iter().take(MAX_FAMILIES) {
         let ((left, ta), (right, tb)) = (cell(a, &fa, family), cell(b, &fb, family));
-        lines.push(pair_row(
-            view,
-            (a, b),
-            family,
-            left,
-            plain_ratio(ta, tb),
-            right,
-        ));
+        table.row(family, left, plain_ratio(ta, tb), right);
     }
-    lines
+    Some(table)
 }
 
-/// A row of a side-by-side table: the label, A's cells, what sets them apart, B's cells.
-fn pair_row<'a>(
-    view: &View,
-    (a, b): (&WorkerState, &WorkerState),
-    label: &str,
-    left: String,
+/// A table of two workers side by side: a label, A's cells, what sets them apart, B's cells, under a header of the
+/// same shape. Drawn in the room there is: the gaps around the middle narrowed, then each side's last columns left
+/// out, then the ratios' intervals, then the labels cut.
+struct SideBySide {
+    header: Row,
+    rows: Vec<Row>,
+}
+
+struct Row {
+    label: String,
+    left: Vec<String>,
     middle: String,
-    right: String,
-) -> Line<'a> {
-    let label: String = label.chars().take(32).collect();
-    Line::from(vec![
-        Span::styled(format!("{label:<32} "), view.muted()),
-        Span::styled(left, Style::default().fg(view.color(&a.name))),
-        Span::styled(format!("   {middle:^26}   "), view.text()),
-        Span::styled(right, Style::default().fg(view.color(&b.name))),
-    ])
+    right: Vec<String>,
+}
+
+/// The widest a table's labels are set: longer ones are the rare ones, and the columns beside them matter more.
+const MAX_LABEL: usize = 32;
+
+impl SideBySide {
+    fn new(label: &str, left: Vec<String>, middle: &str, right: Vec<String>) -> SideBySide {
+        SideBySide {
+            header: Row {
+                label: label.to_string(),
+                left,
+                middle: middle.to_string(),
+                right,
+            },
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, label: &str, left: Vec<String>, middle: String, right: Vec<String>) {
+        self.rows.push(Row {
+            label: label.to_string(),
+            left,
+            middle,
+            right,
+        });
+    }
+
+    fn all(&self) -> impl Iterator<Item = &Row> {
+        std::iter::once(&self.header).chain(&self.rows)
+    }
+
+    /// The table's lines in `room` columns, A's cells in A's colour and B's in B's.
+    fn lines<'a>(
+        &self,
+        view: &View,
+        (a, b): (&WorkerState, &WorkerState),
+        room: usize,
+    ) -> Vec<Line<'a>> {
+        let setting = self.setting(room);
+        let mut lines = vec![setting.line(view, (a, b), &self.header, view.muted())];
+        lines.extend(
+            self.rows
+                .iter()
+                .map(|r| setting.line(view, (a, b), r, view.text())),
+        );
+        lines
+    }
+
+    /// How the table is set in `room` columns: the widest of its settings that fits (the gaps around the middle
+    /// narrowed, then each side's last columns left out, then the ratios' intervals), else the narrowest, its labels
+    /// cut to what is left.
+    fn setting(&self, room: usize) -> Setting {
+        let widths = self.column_widths();
+        let columns = widths.len();
+        let longest =
+            |of: fn(&Row) -> String| self.all().map(|r| of(r).chars().count()).max().unwrap_or(0);
+        let label = longest(|r| r.label.clone()).min(MAX_LABEL);
+        let (full, short) = (
+            longest(|r| r.middle.clone()),
+            longest(|r| without_interval(&r.middle)),
+        );
+        let mut settings: Vec<Setting> = [(3, columns, false), (1, columns, false)]
+            .into_iter()
+            .chain((1..columns).rev().map(|shown| (1, shown, false)))
+            .chain([(1, columns.min(1), true)])
+            .map(|(gap, shown, short_middle)| Setting {
+                label,
+                widths: widths[..shown].to_vec(),
+                gap,
+                middle: if short_middle { short } else { full },
+                short: short_middle,
+            })
+            .collect();
+        let fits = settings.iter().position(|s| s.width() <= room);
+        let mut setting = settings.swap_remove(fits.unwrap_or(settings.len() - 1));
+        setting.label = room
+            .saturating_sub(setting.width() - setting.label)
+            .min(label);
+        setting
+    }
+
+    /// The widest cell of each column, on either side.
+    fn column_widths(&self) -> Vec<usize> {
+        let columns = self
+            .all()
+            .map(|r| r.left.len().max(r.right.len()))
+            .max()
+            .unwrap_or(0);
+        (0..columns)
+            .map(|c| {
+                self.all()
+                    .flat_map(|r| [r.left.get(c), r.right.get(c)])
+                    .flatten()
+                    .map(|cell| cell.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+}
+
+/// How a side-by-side table is set: its label's width, each side's columns, the gaps around the middle, and the
+/// middle's width and form.
+struct Setting {
+    label: usize,
+    widths: Vec<usize>,
+    gap: usize,
+    middle: usize,
+    short: bool,
+}
+
+impl Setting {
+    /// The columns a row takes.
+    fn width(&self) -> usize {
+        let side: usize = self.widths.iter().map(|w| w + 1).sum();
+        self.label + 2 * side + 2 * self.gap + self.middle
+    }
+
+    fn line<'a>(
+        &self,
+        view: &View,
+        (a, b): (&WorkerState, &WorkerState),
+        row: &Row,
+        style: Style,
+    ) -> Line<'a> {
+        let cells = |cells: &[String]| -> String {
+            self.widths
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| format!("{:>w$} ", cells.get(i).map_or("", String::as_str)))
+                .collect()
+        };
+        let middle = if self.short {
+            without_interval(&row.middle)
+        } else {
+            row.middle.clone()
+        };
+        let (label, width) = (fit::name(&row.label, self.label), self.label);
+        let (middle, middle_width) = (fit::name(&middle, self.middle), self.middle);
+        let gap = " ".repeat(self.gap);
+        Line::from(vec![
+            Span::styled(format!("{label:<width$} "), view.muted()),
+            Span::styled(cells(&row.left), Style::default().fg(view.color(&a.name))),
+            Span::styled(format!("{gap}{middle:^middle_width$}{gap}"), style),
+            Span::styled(cells(&row.right), Style::default().fg(view.color(&b.name))),
+        ])
+    }
+}
+
+/// A ratio's cell without its interval: `0.838× [0.823, 0.845] *` as `0.838× *`, where the interval has no room.
+fn without_interval(middle: &str) -> String {
+    match (middle.find(" ["), middle.find(']')) {
+        (Some(open), Some(close)) if open < close => {
+            format!("{}{}", &middle[..open], &middle[close + 1..])
+        }
+        _ => middle.to_string(),
+    }
 }
 
 const MAX_OPERATORS: usize = 8;
@@ -147,10 +288,10 @@ const MAX_OPERATORS: usize = 8;
 /// Where the step time goes apart: the operators with the most self time per profiled step in either, side by
 /// side with the ratio of self times and A's milliseconds over B's, then the time between operators. Empty until
 /// both have profiled a step.
-fn operator_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line<'a>> {
+fn operator_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
     let (oa, ob) = (&a.operators, &b.operators);
     if oa.steps == 0 || ob.steps == 0 {
-        return Vec::new();
+        return None;
     }
     let self_ms = |o: &Operators, name: &str| {
         o.by_name
@@ -172,49 +313,44 @@ fn operator_lines<'a>(view: &View, a: &WorkerState, b: &WorkerState) -> Vec<Line
     names.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(y.0)));
     names.dedup_by_key(|n| n.0);
     let cell = |ms_per_step: Option<f64>, calls: Option<f64>| {
-        format!(
-            "{:>10} {:>8}",
+        vec![
             ms_per_step.map_or("-".into(), ms),
-            calls.map_or("-".into(), |c| format!("{c:.0}"))
-        )
+            calls.map_or("-".into(), |c| format!("{c:.0}")),
+        ]
     };
     let apart = |x: Option<f64>, y: Option<f64>| match (x, y) {
         (Some(x), Some(y)) => format!("{} ({:+.2} ms)", plain_ratio(Some(x), Some(y)), x - y),
         _ => "-".into(),
     };
-    let mut lines = vec![Line::styled(
-        format!(
-            "{:<32} {:>10} {:>8}   {:^26}   {:>10} {:>8}",
-            "operators per profiled step", "self ms", "calls", "ratio (A − B)", "self ms", "calls"
-        ),
-        view.muted(),
-    )];
+    let header = ["self ms", "calls"].map(String::from).to_vec();
+    let mut table = SideBySide::new(
+        "operators per profiled step",
+        header.clone(),
+        "ratio (A − B)",
+        header,
+    );
     let calls = |o: &Operators, name: &str| o.by_name.get(name).and_then(|t| o.per_step(t.calls));
     for (name, _) in names.into_iter().take(MAX_OPERATORS) {
         let (ta, tb) = (self_ms(oa, name), self_ms(ob, name));
-        lines.push(pair_row(
-            view,
-            (a, b),
+        table.row(
             name,
             cell(ta, calls(oa, name)),
             apart(ta, tb),
             cell(tb, calls(ob, name)),
-        ));
+        );
     }
     let between = |o: &Operators| {
         let explained = o.explained()?;
         Some(o.compute_ms_per_step()? * (1.0 - explained))
     };
     let (ba, bb) = (between(oa), between(ob));
-    lines.push(pair_row(
-        view,
-        (a, b),
+    table.row(
         "between operators",
         cell(ba, None),
         apart(ba, bb),
         cell(bb, None),
-    ));
-    lines
+    );
+    Some(table)
 }
 
 /// What the headline compares, and what the reader must know about how the two ran.
@@ -388,32 +524,42 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         );
         return;
     };
-    let mut breakdown = kernel_family_lines(view, a, b);
-    breakdown.extend(operator_lines(view, a, b));
+    let room = fit::room(inner.width);
+    let breakdown: Vec<Vec<Line>> = [kernel_family_rows(a, b), operator_rows(a, b)]
+        .into_iter()
+        .flatten()
+        .map(|table| table.lines(view, (a, b), room))
+        .collect();
     let mut ranked = rank_rows(a, b);
     ranked.extend(phase_rows(a, b));
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
         Constraint::Length(10 + ranked.len() as u16),
-        Constraint::Length(breakdown.len() as u16),
+        Constraint::Length(breakdown.iter().map(Vec::len).sum::<usize>() as u16),
         Constraint::Min(3),
     ])
     .areas(inner);
-    render::lines(frame, kernels, &breakdown);
+    fit::lines(
+        frame,
+        kernels,
+        &fit::tables(breakdown, usize::from(kernels.height)),
+    );
     let sample = ratio_of_medians(&a.sample_time, &b.sample_time);
     let intervals = ratio_of_medians(&a.step_interval, &b.step_interval);
     let judged = Judged::of(view.state, a, b);
     let headline = judged.headline(a, b);
     let bold = Style::default().add_modifier(Modifier::BOLD);
-    frame.render_widget(
-        Paragraph::new(vec![
+    fit::lines(
+        frame,
+        title,
+        &[
             Line::from(vec![
                 Span::styled(a.name.clone(), bold.fg(view.color(&a.name))),
                 Span::styled("  vs  ", view.muted()),
                 Span::styled(b.name.clone(), bold.fg(view.color(&b.name))),
                 Span::styled(
                     format!(
-                        "   ratios are {} / {}, with 95% confidence intervals; * beyond noise",
+                        " · ratios are {} / {} · with 95% confidence intervals · * beyond noise",
                         a.name, b.name
                     ),
                     view.muted(),
@@ -421,8 +567,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             ]),
             Line::styled(headline, bold.fg(view.theme.highlight)),
             Line::styled(judged.notes(), Style::default().fg(view.theme.warning)),
-        ]),
-        title,
+        ],
     );
     let opt_ms = |v: Option<f64>| v.map_or("-".into(), ms);
     let peak_gpu = |w: &WorkerState| w.peak_gpu_memory_bytes.map(|v| v as f64);
@@ -487,28 +632,11 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         rows.push(("compile time (s)", seconds(a), paid, seconds(b)));
     }
     rows.extend(ranked);
-    let mut lines = vec![Line::styled(
-        format!(
-            "{:<24} {:>14}   {:^34}   {:<14}",
-            "", a.name, "ratio", b.name
-        ),
-        view.muted(),
-    )];
+    let mut sides = SideBySide::new("", vec![a.name.clone()], "ratio", vec![b.name.clone()]);
     for (label, left, middle, right) in rows {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{label:<24} "), view.muted()),
-            Span::styled(
-                format!("{left:>14}"),
-                Style::default().fg(view.color(&a.name)),
-            ),
-            Span::styled(format!("   {middle:^34}   "), view.text()),
-            Span::styled(
-                format!("{right:<14}"),
-                Style::default().fg(view.color(&b.name)),
-            ),
-        ]));
+        sides.row(label, vec![left], middle, vec![right]);
     }
-    render::lines(frame, table, &lines);
+    fit::lines(frame, table, &sides.lines(view, (a, b), room));
     // Shared scale: both columns use the larger of the two maxima.
     let w = view.window;
     let top = [a, b]

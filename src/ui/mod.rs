@@ -7,6 +7,7 @@ pub mod app;
 mod chart;
 mod compare;
 mod event_loop;
+mod fit;
 pub use event_loop::{FRAME, Wakes};
 mod input;
 pub mod keys;

@@ -10,11 +10,14 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::fit;
 use super::keys::{self, Clock, Command};
 use super::view::{View, duration};
 
 const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 const JUMP_MS: f64 = 10_000.0;
+/// The recording's name gives up its start before the bar is narrower than this.
+const MIN_BAR: usize = 10;
 
 pub struct Timeline {
     /// The recording's length and what it is called on screen.
@@ -137,15 +140,18 @@ impl Timeline {
             duration(self.position_ms / 1e3),
             duration(self.duration_ms / 1e3),
         );
+        let room = fit::room(area.width).saturating_sub(text.chars().count());
         let tail = match &self.prompt {
             Some(typed) if self.prompt_hint => format!(
                 " jump to (s or h:mm:ss): {typed}▏ digits, : and . · Enter jumps · Esc cancels"
             ),
             Some(typed) => format!(" jump to (s or h:mm:ss): {typed}▏"),
-            None => format!(" {}", self.label),
+            None => format!(
+                " {}",
+                fit::tail(&self.label, room.saturating_sub(MIN_BAR + 1))
+            ),
         };
-        let width =
-            usize::from(area.width).saturating_sub(text.chars().count() + tail.chars().count());
+        let width = room.saturating_sub(tail.chars().count());
         let bar_width = width.clamp(0, 80);
         let filled = if self.duration_ms > 0.0 {
             ((self.position_ms / self.duration_ms) * bar_width as f64).round() as usize
@@ -163,7 +169,8 @@ impl Timeline {
             Span::styled(tail, view.muted()),
         ]);
         let base = Style::default().bg(view.theme.background);
-        frame.render_widget(Paragraph::new(line).style(base), area);
+        let fitted = fit::line(&line, fit::room(area.width));
+        frame.render_widget(Paragraph::new(fitted).style(base), area);
     }
 }
 

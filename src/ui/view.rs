@@ -5,18 +5,21 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::widgets::Block;
 
-use super::render;
 use super::theme::Theme;
+use super::{fit, render};
 use crate::state::State;
 
 /// The built-in implementations keep their colour slots whatever the session runs.
 const SLOTS: [&str; 4] = ["pytorch", "torchscript", "libtorch", "cudnn"];
 
-/// Seconds since the session started: the charts' x range.
+/// Seconds since the session started: the charts' x range, and where in it the clock the view shows stands.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
     pub from: f64,
     pub to: f64,
+    /// The whole second the header's clock (and a replay's timeline) shows at the window's end, which the charts'
+    /// axes mark: the range runs on past it to a round `to`, so that the charts move in steps.
+    pub end: f64,
 }
 
 pub struct View<'a> {
@@ -57,7 +60,7 @@ impl View<'_> {
         Style::default().fg(self.theme.muted)
     }
 
-    /// Frames `area`, already in the theme's colours, with a rounded border and a title; returns
+    /// Frames `area`, already in the theme's colours, with a rounded border and a title (shortened to fit); returns
     /// the room inside.
     pub fn framed(&self, frame: &mut Frame, area: Rect, title: &str) -> Rect {
         let border = Style::default().fg(if self.focused {
@@ -68,7 +71,8 @@ impl View<'_> {
         let title_style = Style::default()
             .fg(self.theme.title)
             .add_modifier(Modifier::BOLD);
-        render::border(frame.buffer_mut(), area, border, title, title_style);
+        let title = fit::title(title, area.width);
+        render::border(frame.buffer_mut(), area, border, &title, title_style);
         Block::bordered().inner(area)
     }
 }
@@ -159,7 +163,11 @@ mod tests {
             let view = View {
                 state: &state,
                 theme: &theme,
-                window: Window { from: 0.0, to: 1.0 },
+                window: Window {
+                    from: 0.0,
+                    to: 1.0,
+                    end: 1.0,
+                },
                 focused,
             };
             let title = " a title longer than narrow panes ";
@@ -181,7 +189,7 @@ mod tests {
                             .borders(Borders::ALL)
                             .border_type(BorderType::Rounded)
                             .border_style(Style::default().fg(border))
-                            .title(title)
+                            .title(fit::title(title, area.width))
                             .title_style(
                                 Style::default()
                                     .fg(theme.title)

@@ -2,13 +2,13 @@
 //! worker timed them and, beside them, as CUPTI saw them (bytes per step and the copies' source memory).
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, bytes, ms};
 
 pub struct Copies;
@@ -25,7 +25,7 @@ fn pcie_line<'a>(view: &View) -> Option<Line<'a>> {
             let (rx, tx) = (gbps(&d.pcie_rx_bytes_per_s), gbps(&d.pcie_tx_bytes_per_s));
             (rx.is_some() || tx.is_some()).then(|| {
                 format!(
-                    "GPU {} in {} · out {} GB/s",
+                    "PCIe GPU {}: in {}, out {} GB/s",
                     d.index,
                     rx.unwrap_or_else(|| "-".into()),
                     tx.unwrap_or_else(|| "-".into())
@@ -35,7 +35,7 @@ fn pcie_line<'a>(view: &View) -> Option<Line<'a>> {
         .collect();
     (!readings.is_empty()).then(|| {
         Line::styled(
-            format!("PCIe (NVML, whole device): {}", readings.join("   ")),
+            format!("{} · whole device (NVML)", readings.join(fit::CLAUSE)),
             view.muted(),
         )
     })
@@ -43,7 +43,7 @@ fn pcie_line<'a>(view: &View) -> Option<Line<'a>> {
 
 impl Pane for Copies {
     fn title(&self) -> &'static str {
-        " host→device copy per step "
+        " host→device copy (per step) "
     }
 
     fn needs_gpu(&self) -> bool {
@@ -58,11 +58,8 @@ impl Pane for Copies {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let pcie = pcie_line(view);
-        let [plot, numbers] = Layout::vertical([
-            Constraint::Min(3),
-            Constraint::Length(workers.len() as u16 + 1 + u16::from(pcie.is_some())),
-        ])
-        .areas(inner);
+        let rows = workers.len() as u16 + 1 + u16::from(pcie.is_some());
+        let [plot, numbers] = chart::over_table(inner, rows);
         let lines: Vec<ChartLine> = workers
             .iter()
             .map(|w| ChartLine {
@@ -71,11 +68,18 @@ impl Pane for Copies {
             })
             .collect();
         chart::draw(frame, plot, view, &lines, ms, None);
+        let room = fit::room(inner.width).saturating_sub(12);
+        let widths = [8, 11, 8, 9, 11, 9];
+        let header = [
+            "ms p50",
+            "bytes/step",
+            "GB/s",
+            "memory",
+            "CUPTI/step",
+            "CUPTI src",
+        ];
         let mut text = vec![Line::styled(
-            format!(
-                "{:<12} {:>8} {:>11} {:>8} {:>9} {:>11} {:>9}",
-                "", "ms p50", "bytes/step", "GB/s", "memory", "CUPTI/step", "CUPTI src"
-            ),
+            format!("{:<12}{}", "", fit::cells(&widths, &header, room)),
             view.muted(),
         )];
         for w in workers {
@@ -97,23 +101,23 @@ impl Pane for Copies {
                 }
                 _ => "-",
             };
+            let cells = [
+                p50,
+                per_step.unwrap_or_else(|| "-".into()),
+                gbps,
+                memory.to_string(),
+                w.gpu_activity
+                    .per_step
+                    .h2d_bytes()
+                    .map_or("-".into(), bytes),
+                w.gpu_activity.h2d_source().unwrap_or("-").to_string(),
+            ];
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
-                Span::styled(
-                    format!(
-                        " {p50:>8} {:>11} {gbps:>8} {memory:>9} {:>11} {:>9}",
-                        per_step.unwrap_or_else(|| "-".into()),
-                        w.gpu_activity
-                            .per_step
-                            .h2d_bytes()
-                            .map_or("-".into(), bytes),
-                        w.gpu_activity.h2d_source().unwrap_or("-"),
-                    ),
-                    view.text(),
-                ),
+                Span::styled(fit::cells(&widths, &cells, room), view.text()),
             ]));
         }
         text.extend(pcie);
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }

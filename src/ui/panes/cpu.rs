@@ -8,7 +8,7 @@ use super::{Pane, name};
 use crate::state::conditions::LoadReading;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::View;
 
 pub struct HostCpu;
@@ -25,7 +25,11 @@ impl Pane for HostCpu {
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
-        let machine = view.state.machine.latest.map(machine_line);
+        let machine = view
+            .state
+            .machine
+            .now()
+            .map(|now| machine_line(now, fit::room(inner.width)));
         let rows = workers.len() + usize::from(machine.is_some());
         let [plot, numbers] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(rows as u16)]).areas(inner);
@@ -37,6 +41,7 @@ impl Pane for HostCpu {
             })
             .collect();
         chart::draw(frame, plot, view, &lines, |v| format!("{v:.0}%"), None);
+        let room = fit::room(inner.width).saturating_sub(12);
         let mut text: Vec<Line> = workers
             .iter()
             .map(|w| {
@@ -47,22 +52,31 @@ impl Pane for HostCpu {
                     .map_or("-".into(), |(_, v)| format!("{v:.0}%"));
                 Line::from(vec![
                     name(view, &w.name, 12),
-                    Span::styled(format!(" {now:>6}"), view.text()),
+                    Span::styled(fit::cells(&[6], &[now], room), view.text()),
                 ])
             })
             .collect();
         text.extend(machine.map(|m| Line::styled(m, view.muted())));
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }
 
-/// The whole machine's latest second, so that a slow step can be set against what else ran.
-fn machine_line(r: LoadReading) -> String {
+/// The whole machine over its latest readings, the same the header's BUSY mark judges by, so that a slow step can
+/// be set against what else ran; said over what time where there is room. Other processes' share comes first: it is
+/// what makes a machine busy.
+fn machine_line((readings, r): (usize, LoadReading), room: usize) -> String {
     let clock = r
         .cpu_mhz
         .map_or(String::new(), |m| format!(" · {m:.0} MHz"));
-    format!(
-        "machine: load {:.2} · {:.0}% busy · others {:.0}% · steal {:.1}%{clock}",
-        r.load_1m, r.busy_percent, r.others_percent, r.steal_percent
-    )
+    let others = format!("others {:.0}%", r.others_percent);
+    let said = format!(
+        "{others} · busy {:.0}% · steal {:.1}% · load {:.2}{clock}",
+        r.busy_percent, r.steal_percent, r.load_1m
+    );
+    let over = format!("machine, last {readings} s: ");
+    if over.chars().count() + others.chars().count() <= room {
+        over + &said
+    } else {
+        said
+    }
 }

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::View;
 
 pub struct GpuUtilisation;
@@ -56,12 +56,12 @@ impl Pane for GpuUtilisation {
             let last = |s: &crate::state::Series| s.last().map(|(_, v)| v);
             text.push(Line::styled(
                 format!(
-                    "GPU {} {:<14} util {:>4} · {:>4} W · SM {:>5} MHz",
+                    "GPU {} util {:>4} · {:>4} W · SM {:>5} MHz · {}",
                     d.index,
-                    d.name.chars().take(14).collect::<String>(),
                     last(&d.utilization).map_or("-".into(), |v| format!("{v:.0}%")),
                     last(&d.power_watts).map_or("-".into(), |v| format!("{v:.0}")),
                     last(&d.sm_clock_mhz).map_or("-".into(), |v| format!("{v:.0}")),
+                    d.name,
                 ),
                 view.text(),
             ));
@@ -79,6 +79,6 @@ impl Pane for GpuUtilisation {
                 Span::styled(format!(" SM {sm:>4}"), view.text()),
             ]));
         }
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }

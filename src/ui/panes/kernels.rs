@@ -8,12 +8,11 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Pane, choose, name};
 use crate::state::WorkerState;
 use crate::store::Changes;
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, shape};
 
 #[derive(Default)]
@@ -23,30 +22,47 @@ pub struct Kernels {
 }
 
 const BAR_WIDTH: usize = 20;
+/// A bar narrower than this says too little to be worth the numbers it would push out.
+const MIN_BAR_WIDTH: usize = 6;
+/// The columns after a kernel's name, in the order they are given up from the right: its total time is kept longest.
+const COLUMNS: [(&str, usize); 5] = [
+    ("total ms", 9),
+    ("count", 7),
+    ("mean µs", 8),
+    ("grid", 14),
+    ("block", 11),
+];
+/// A kernel's name is given at least this much room before a column is.
+const MIN_NAME_WIDTH: usize = 16;
 const GRID_ROWS: usize = 6;
 
-/// One line: the worker, its busy/copy/idle shares as numbers and as a stacked bar.
-fn breakdown_line<'a>(view: &View, worker: &WorkerState) -> Line<'a> {
+/// One line in `room` columns: the worker, its busy/copy/idle shares as a stacked bar and as numbers; where they do
+/// not all fit, a shorter bar and then fewer numbers, busy's kept longest.
+fn breakdown_line<'a>(view: &View, worker: &WorkerState, room: usize) -> Line<'a> {
     let mut spans = vec![name(view, &worker.name, 12)];
     let Some(b) = worker.gpu_activity.breakdown() else {
         return Line::from(spans);
     };
-    let busy = (b.busy * BAR_WIDTH as f64).round() as usize;
-    let copy = ((b.copy * BAR_WIDTH as f64).round() as usize).min(BAR_WIDTH - busy.min(BAR_WIDTH));
-    let idle = BAR_WIDTH.saturating_sub(busy + copy);
+    let shares = [("busy", b.busy), ("copy", b.copy), ("idle", b.idle)]
+        .map(|(what, share)| format!("  {what} {:.1}%", share * 100.0));
+    let (bar_width, numbers) = (0..=shares.len())
+        .rev()
+        .map(|n| {
+            let numbers = shares[..n].concat();
+            let left = room.saturating_sub(12 + numbers.chars().count());
+            (left.min(BAR_WIDTH), numbers)
+        })
+        .find(|(bar, numbers)| *bar >= MIN_BAR_WIDTH || numbers.is_empty())
+        .unwrap_or_default();
+    let width = bar_width as f64;
+    let busy = ((b.busy * width).round() as usize).min(bar_width);
+    let copy = ((b.copy * width).round() as usize).min(bar_width - busy);
+    let idle = bar_width - busy - copy;
     let color = Style::default().fg(view.color(&worker.name));
-    spans.push(Span::styled("█".repeat(busy.min(BAR_WIDTH)), color));
+    spans.push(Span::styled("█".repeat(busy), color));
     spans.push(Span::styled("▒".repeat(copy), color));
     spans.push(Span::styled("░".repeat(idle), view.muted()));
-    spans.push(Span::styled(
-        format!(
-            "  busy {:.1}%  copy {:.1}%  idle {:.1}%",
-            b.busy * 100.0,
-            b.copy * 100.0,
-            b.idle * 100.0
-        ),
-        view.text(),
-    ));
+    spans.push(Span::styled(numbers, view.text()));
     let activity = &worker.gpu_activity;
     let losses = [
         (activity.dropped_records, "records dropped"),
@@ -108,13 +124,15 @@ fn grid_lines<'a>(
     workers: &[&WorkerState],
     kernel: &str,
     of: (usize, usize),
+    room: usize,
 ) -> Vec<Line<'a>> {
+    let choose = format!("  ({} of {}, ↑/↓ to choose)", of.0 + 1, of.1);
+    let shown = fit::name(
+        kernel,
+        room.saturating_sub("grid sizes of ".len() + choose.chars().count()),
+    );
     let mut lines = vec![Line::styled(
-        format!(
-            "grid sizes of {kernel}  ({} of {}, ↑/↓ to choose)",
-            of.0 + 1,
-            of.1
-        ),
+        format!("grid sizes of {shown}{choose}"),
         view.text(),
     )];
     let most = workers
@@ -147,7 +165,7 @@ fn grid_lines<'a>(
 
 impl Pane for Kernels {
     fn title(&self) -> &'static str {
-        " CUDA kernels and GPU time (busy █ copy ▒ idle ░) "
+        " CUDA kernels: GPU time (busy █ copy ▒ idle ░) "
     }
 
     fn needs_gpu(&self) -> bool {
@@ -171,57 +189,92 @@ impl Pane for Kernels {
             .filter(|w| w.gpu_activity.windows > 0)
             .collect();
         if workers.is_empty() {
-            frame.render_widget(
-                Paragraph::new(no_records_text(view))
-                    .style(view.muted())
-                    .wrap(Wrap { trim: true }),
-                inner,
-            );
+            fit::wrapped(frame, inner, no_records_text(view), view.muted());
             return;
         }
+        let room = fit::room(inner.width);
         let grids = if view.focused {
             let names = kernel_names(&workers);
             self.selected = self.selected.min(names.len().saturating_sub(1));
             names
                 .get(self.selected)
-                .map(|k| grid_lines(view, &workers, k, (self.selected, names.len())))
+                .map(|k| grid_lines(view, &workers, k, (self.selected, names.len()), room))
                 .unwrap_or_default()
         } else {
             Vec::new()
         };
-        let mut lines: Vec<Line> = workers.iter().map(|w| breakdown_line(view, w)).collect();
+        let mut lines: Vec<Line> = workers
+            .iter()
+            .map(|w| breakdown_line(view, w, room))
+            .collect();
         let rows_each = (usize::from(inner.height).saturating_sub(lines.len() + 1 + grids.len())
             / workers.len())
         .saturating_sub(1);
-        let name_width = usize::from(inner.width).saturating_sub(50).clamp(12, 48);
-        lines.push(Line::styled(
-            format!(
-                "{:<12} {:<name_width$} {:>7} {:>8} {:>9} {:>14} {:>11}",
-                "", "kernel", "count", "mean µs", "total ms", "grid", "block"
-            ),
-            view.muted(),
-        ));
-        for w in &workers {
-            for (kernel, t) in w.gpu_activity.top().into_iter().take(rows_each) {
-                let shown: String = kernel.chars().take(name_width).collect();
-                let mean_us = t.total_ns as f64 / t.count.max(1) as f64 / 1e3;
-                lines.push(Line::from(vec![
-                    name(view, &w.name, 12),
-                    Span::styled(
-                        format!(
-                            " {shown:<name_width$} {:>7} {:>8.1} {:>9.2} {:>14} {:>11}",
-                            t.count,
-                            mean_us,
-                            t.total_ns as f64 / 1e6,
-                            shape(t.grid),
-                            shape(t.block)
-                        ),
-                        view.text(),
-                    ),
-                ]));
-            }
-        }
+        lines.extend(top_kernels(view, &workers, rows_each, room));
         lines.extend(grids);
-        render::lines(frame, inner, &lines);
+        fit::lines(frame, inner, &lines);
     }
+}
+
+/// Each worker's top kernels, `rows_each` of them, under a header, in `room` columns: the name takes what the
+/// columns that fit leave; without a row to show, a line that says why instead of a header over nothing.
+fn top_kernels<'a>(
+    view: &View,
+    workers: &[&WorkerState],
+    rows_each: usize,
+    room: usize,
+) -> Vec<Line<'a>> {
+    if workers.iter().all(|w| w.gpu_activity.kernels.is_empty()) {
+        return vec![Line::styled(
+            "no kernels recorded: only copies and idle time",
+            view.muted(),
+        )];
+    }
+    if rows_each == 0 {
+        return vec![Line::styled("6 shows the top kernels", view.muted())];
+    }
+    let widths: Vec<usize> = COLUMNS.iter().map(|&(_, w)| w).collect();
+    let longest = workers
+        .iter()
+        .flat_map(|w| w.gpu_activity.kernels.keys())
+        .map(|k| k.chars().count())
+        .max()
+        .unwrap_or(0);
+    let names = (MIN_NAME_WIDTH, longest.max("kernel".len()));
+    let (name_width, shown) = fit::named_columns(room, 12 + 1, &widths, names);
+    let cells_width: usize = widths[..shown].iter().map(|w| w + 1).sum();
+    let headers: Vec<&str> = COLUMNS.iter().map(|&(h, _)| h).collect();
+    let mut lines = vec![Line::styled(
+        format!(
+            "{:<12} {:<name_width$}{}",
+            "",
+            "kernel",
+            fit::cells(&widths, &headers, cells_width)
+        ),
+        view.muted(),
+    )];
+    for w in workers {
+        for (kernel, t) in w.gpu_activity.top().into_iter().take(rows_each) {
+            let mean_us = t.total_ns as f64 / t.count.max(1) as f64 / 1e3;
+            let cells = [
+                format!("{:.2}", t.total_ns as f64 / 1e6),
+                t.count.to_string(),
+                format!("{mean_us:.1}"),
+                shape(t.grid),
+                shape(t.block),
+            ];
+            lines.push(Line::from(vec![
+                name(view, &w.name, 12),
+                Span::styled(
+                    format!(
+                        " {:<name_width$}{}",
+                        fit::name(kernel, name_width),
+                        fit::cells(&widths, &cells, cells_width)
+                    ),
+                    view.text(),
+                ),
+            ]));
+        }
+    }
+    lines
 }

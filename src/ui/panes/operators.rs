@@ -11,14 +11,13 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
 
 use super::{Pane, choose, name};
 use crate::state::WorkerState;
 use crate::state::operators::OperatorTotals;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, looking, ms, per_step_count};
 use golow_protocol::text::printable;
 
@@ -29,6 +28,8 @@ pub struct Operators {
 }
 
 const BAR_WIDTH: usize = 12;
+/// Names beyond this share the room with nothing they need; the table's columns stay close to them.
+const MAX_NAME_WIDTH: usize = 56;
 
 /// The workers with profiled steps.
 fn profiled<'a>(view: &View<'a>) -> Vec<&'a WorkerState> {
@@ -100,7 +101,7 @@ fn operator_row<'a>(
     view: &View,
     w: &WorkerState,
     op: (&str, &OperatorTotals),
-    name_width: usize,
+    (name_width, columns): (usize, usize),
     chosen: bool,
 ) -> Line<'a> {
     let o = &w.operators;
@@ -110,33 +111,44 @@ fn operator_row<'a>(
         .filter(|&c| c > 0.0)
         .map_or(0.0, |c| self_ms / c);
     let bar = ((share * BAR_WIDTH as f64).round() as usize).min(BAR_WIDTH);
-    let shown: String = op.0.chars().take(name_width).collect();
+    let shown = fit::name(op.0, name_width);
     let style = if chosen {
         view.text().add_modifier(Modifier::BOLD)
     } else {
         view.text()
     };
-    Line::from(vec![
+    let cells = [
+        ms(self_ms),
+        format!("{:.1}%", share * 100.0),
+        String::new(),
+        per_step_count(o.per_step(op.1.calls).unwrap_or(0.0)),
+    ];
+    let mut spans = vec![
         Span::raw("  "),
-        Span::styled(
-            format!(
-                "{shown:<name_width$} {:>9} {:>6.1}% ",
-                ms(self_ms),
-                share * 100.0
-            ),
+        Span::styled(format!("{shown:<name_width$}"), style),
+        Span::styled(fit::cells(&WIDTHS[..2], &cells[..2], usize::MAX), style),
+    ];
+    if columns > 2 {
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(
+            "█".repeat(bar),
+            Style::default().fg(view.color(&w.name)),
+        ));
+        spans.push(Span::styled("░".repeat(BAR_WIDTH - bar), view.muted()));
+    }
+    if columns > 3 {
+        spans.push(Span::styled(
+            fit::cells(&WIDTHS[3..], &cells[3..], usize::MAX),
             style,
-        ),
-        Span::styled("█".repeat(bar), Style::default().fg(view.color(&w.name))),
-        Span::styled("░".repeat(BAR_WIDTH - bar), view.muted()),
-        Span::styled(
-            format!(
-                " {:>8}",
-                per_step_count(o.per_step(op.1.calls).unwrap_or(0.0))
-            ),
-            style,
-        ),
-    ])
+        ));
+    }
+    Line::from(spans)
 }
+
+/// The operator table's columns after the name: self ms, share, the share's bar and calls, each after a space.
+const WIDTHS: [usize; 4] = [9, 7, BAR_WIDTH, 8];
+/// An operator's name is given at least this much room before a column is.
+const MIN_NAME_WIDTH: usize = 10;
 
 /// Why there is nothing to show: what the workers said, or what golow profiles.
 fn nothing_yet(view: &View) -> String {
@@ -228,7 +240,7 @@ impl Operators {
         let [plot, numbers] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
         chart::draw(frame, plot, view, &lines, ms, None);
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 
     /// Each worker's top operators, `chosen` in bold.
@@ -239,11 +251,24 @@ impl Operators {
         workers: &[&WorkerState],
         chosen: Option<&str>,
     ) {
-        let name_width = usize::from(area.width).saturating_sub(44).clamp(16, 56);
+        let longest = workers
+            .iter()
+            .flat_map(|w| w.operators.by_name.keys())
+            .map(|n| n.chars().count())
+            .max()
+            .unwrap_or(0);
+        let names = (
+            MIN_NAME_WIDTH,
+            longest.min(MAX_NAME_WIDTH).max("operator".len()),
+        );
+        let layout = fit::named_columns(fit::room(area.width), 2, &WIDTHS, names);
+        let (name_width, columns) = layout;
+        let headers = ["self ms", "share", "", "calls"];
         let mut lines = vec![Line::styled(
             format!(
-                "  {:<name_width$} {:>9} {:>7} {:BAR_WIDTH$} {:>8}",
-                "operator", "self ms", "share", "", "calls"
+                "  {:<name_width$}{}",
+                "operator",
+                fit::cells(&WIDTHS[..columns], &headers[..columns], usize::MAX)
             ),
             view.muted(),
         )];
@@ -254,10 +279,10 @@ impl Operators {
             lines.push(worker_line(view, w));
             for op in w.operators.top(rows_each) {
                 let is_chosen = chosen == Some(op.0);
-                lines.push(operator_row(view, w, op, name_width, is_chosen));
+                lines.push(operator_row(view, w, op, layout, is_chosen));
             }
         }
-        render::lines(frame, area, &lines);
+        fit::lines(frame, area, &lines);
     }
 }
 
@@ -278,12 +303,7 @@ impl Pane for Operators {
         let inner = view.framed(frame, area, self.title());
         let workers = profiled(view);
         if workers.is_empty() {
-            frame.render_widget(
-                Paragraph::new(nothing_yet(view))
-                    .style(view.muted())
-                    .wrap(Wrap { trim: true }),
-                inner,
-            );
+            fit::wrapped(frame, inner, nothing_yet(view), view.muted());
             return;
         }
         if view.focused {

@@ -16,7 +16,7 @@ use crate::state::phases::{Phase, PhasesState};
 use crate::state::{State, WorkerState};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, ms};
 
 #[derive(Default)]
@@ -49,6 +49,9 @@ fn phase_color(view: &View, phase: usize) -> ratatui::style::Color {
 
 /// What the table's columns are: each phase's share, in its colour.
 const COLUMN: usize = 10;
+/// The table's width, its names and every phase's column, and the least width of the chart beside it.
+const TABLE_WIDTH: u16 = (12 + COLUMN * Phase::ALL.len()) as u16;
+const MIN_CHART: u16 = 20;
 
 impl Pane for Phases {
     fn title(&self) -> &'static str {
@@ -70,11 +73,6 @@ impl Pane for Phases {
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = view.framed(frame, area, self.title());
         let workers = phased(view.state);
-        let [plot, table] = Layout::horizontal([
-            Constraint::Min(20),
-            Constraint::Length((12 + COLUMN * Phase::ALL.len()) as u16),
-        ])
-        .areas(inner);
         let chosen = workers.get(self.selected.min(workers.len().saturating_sub(1)));
         let lines: Vec<ChartLine> = chosen
             .map(|(_, phases)| {
@@ -88,10 +86,19 @@ impl Pane for Phases {
                     .collect()
             })
             .unwrap_or_default();
-        chart::draw(frame, plot, view, &lines, ms, None);
+        // The top line is each step's whole time, which bounds the lines stacked under it.
+        let off_chart = chart::scaled_to_most(&lines[..lines.len().min(1)], view);
+        // The table beside the chart where both fit, else under it; its phases from the left, as many as fit.
+        let beside = inner.width > MIN_CHART + TABLE_WIDTH;
+        let room = if beside {
+            usize::from(TABLE_WIDTH)
+        } else {
+            fit::room(inner.width)
+        };
+        let columns = fit::columns(&[COLUMN; Phase::ALL.len()], room.saturating_sub(12));
 
         let mut header = vec![Span::styled(format!("{:<12}", "share now"), view.muted())];
-        for (i, phase) in Phase::ALL.iter().enumerate() {
+        for (i, phase) in Phase::ALL.iter().enumerate().take(columns) {
             header.push(Span::styled(
                 format!("{:>COLUMN$}", phase.name()),
                 Style::default()
@@ -104,6 +111,7 @@ impl Pane for Phases {
             let cells: String = match phases.recent_shares() {
                 Some(shares) => shares
                     .iter()
+                    .take(columns)
                     .map(|s| format!("{:>COLUMN$}", format!("{:.0}%", s * 100.0)))
                     .collect(),
                 None => format!("{:>COLUMN$}", "-"),
@@ -163,6 +171,29 @@ impl Pane for Phases {
             "on a GPU: launch times, waits where the host waits",
             view.muted(),
         ));
-        render::lines(frame, table, &rows);
+        if let Some(off) = off_chart {
+            rows.push(Line::styled(
+                format!(
+                    "off the chart: {} step{} above {} ms, up to {} ms",
+                    off.above,
+                    if off.above == 1 { "" } else { "s" },
+                    ms(off.top),
+                    ms(off.max)
+                ),
+                view.muted(),
+            ));
+        }
+        let [plot, table] = if beside {
+            Layout::horizontal([
+                Constraint::Min(MIN_CHART),
+                Constraint::Length(TABLE_WIDTH + 1),
+            ])
+            .areas(inner)
+        } else {
+            Layout::vertical([Constraint::Min(3), Constraint::Length(rows.len() as u16)])
+                .areas(inner)
+        };
+        chart::draw(frame, plot, view, &lines, ms, off_chart.map(|off| off.top));
+        fit::lines(frame, table, &rows);
     }
 }

@@ -15,7 +15,7 @@ use crate::state::WorkerState;
 use crate::state::script::{ProcessState, ScriptState};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, bytes, ms};
 
 #[derive(Default)]
@@ -83,7 +83,7 @@ impl Ranks {
             let band = match script.rank_step_medians().as_slice() {
                 [] => "no measured steps yet".to_string(),
                 m => format!(
-                    "p50 fastest {} · median {} · slowest {} ms",
+                    "step p50 ms: fastest {} · median {} · slowest {}",
                     ms(m[0]),
                     ms(m[m.len() / 2]),
                     ms(m[m.len() - 1])
@@ -91,18 +91,23 @@ impl Ranks {
             };
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
-                Span::styled(format!(" {} ranks  {band}", ranks.len()), view.text()),
+                Span::styled(format!(" {} ranks · {band}", ranks.len()), view.text()),
             ]));
             if self.expanded {
+                let room = fit::room(area.width).saturating_sub(RANK.len());
                 text.push(Line::styled(
                     format!(
-                        "  {:<6} {:>8} {:>6} {:>9} {:>6} {:>6} {:>10} {:>10}",
-                        "rank", "pid", "steps", "p50 ms", "last", "cpu", "rss", "gpu mem"
+                        "{RANK}{}",
+                        fit::cells(
+                            &RANK_COLUMNS.map(|(_, w)| w),
+                            &RANK_COLUMNS.map(|(h, _)| h),
+                            room
+                        )
                     ),
                     view.muted(),
                 ));
                 for p in ranks {
-                    text.push(rank_row(view, script, p));
+                    text.push(rank_row(view, script, p, room));
                 }
             }
         }
@@ -110,7 +115,7 @@ impl Ranks {
         let [plot, numbers] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
         chart::draw(frame, plot, view, &lines, ms, None);
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 
     fn stragglers(&self, frame: &mut Frame, area: Rect, view: &View) {
@@ -184,12 +189,25 @@ impl Ranks {
         let [plot, numbers] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(area);
         chart::draw(frame, plot, view, &lines, ms, None);
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }
 
-/// One rank: its process, steps, median step, times last, and its own process's latest CPU and memory.
-fn rank_row<'a>(view: &View, script: &ScriptState, p: &ProcessState) -> Line<'a> {
+/// The rank table's first column, then the others: their headers and widths, given up from the right.
+const RANK: &str = "  rank  ";
+const RANK_COLUMNS: [(&str, usize); 7] = [
+    ("pid", 8),
+    ("steps", 6),
+    ("p50 ms", 9),
+    ("last", 6),
+    ("cpu", 6),
+    ("rss", 10),
+    ("gpu mem", 10),
+];
+
+/// One rank in `room` columns after its number: its process, steps, median step, times last, and its own process's
+/// latest CPU and memory.
+fn rank_row<'a>(view: &View, script: &ScriptState, p: &ProcessState, room: usize) -> Line<'a> {
     let rank = p.rank.unwrap_or(0);
     let last = script.arrivals.last_counts.get(&rank).copied().unwrap_or(0);
     let named = script.arrivals.verdict.is_some_and(|v| v.rank == rank);
@@ -199,17 +217,19 @@ fn rank_row<'a>(view: &View, script: &ScriptState, p: &ProcessState) -> Line<'a>
     } else {
         view.text()
     };
+    let cells = [
+        p.pid.map_or("-".into(), |pid| pid.to_string()),
+        p.steps.to_string(),
+        or_dash(p.step_interval.median_ms(), ms),
+        last.to_string(),
+        or_dash(latest(&p.series.cpu_percent), |c| format!("{c:.0}%")),
+        or_dash(latest(&p.series.rss_bytes), bytes),
+        or_dash(latest(&p.series.gpu_memory_bytes), bytes),
+    ];
     Line::styled(
         format!(
-            "  {:<6} {:>8} {:>6} {:>9} {:>6} {:>6} {:>10} {:>10}",
-            rank,
-            p.pid.map_or("-".into(), |pid| pid.to_string()),
-            p.steps,
-            or_dash(p.step_interval.median_ms(), ms),
-            last,
-            or_dash(latest(&p.series.cpu_percent), |c| format!("{c:.0}%")),
-            or_dash(latest(&p.series.rss_bytes), bytes),
-            or_dash(latest(&p.series.gpu_memory_bytes), bytes),
+            "  {rank:<6}{}",
+            fit::cells(&RANK_COLUMNS.map(|(_, w)| w), &cells, room)
         ),
         style,
     )

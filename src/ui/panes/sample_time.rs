@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use super::{Pane, name};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, ms};
 
 pub struct SampleTime;
@@ -23,8 +23,21 @@ impl Pane for SampleTime {
 
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = view.framed(frame, area, self.title());
-        let [plot, table] =
-            Layout::horizontal([Constraint::Min(20), Constraint::Length(48)]).areas(inner);
+        // The percentiles that fit beside a chart of at least its least width, from p50 on.
+        let room = fit::room(inner.width.saturating_sub(MIN_CHART + 1 + NAME));
+        let shown = fit::columns(&[CELL + 1; 4], room);
+        let table_width = if shown == 0 {
+            0
+        } else {
+            NAME + (CELL as u16 + 1) * shown as u16 + 1
+        };
+        // A column between them, so that the axis's last time never runs into the table.
+        let [plot, _, table] = Layout::horizontal([
+            Constraint::Min(MIN_CHART),
+            Constraint::Length(1),
+            Constraint::Length(table_width),
+        ])
+        .areas(inner);
         let lines: Vec<ChartLine> = view
             .state
             .workers
@@ -35,29 +48,33 @@ impl Pane for SampleTime {
             })
             .collect();
         chart::draw(frame, plot, view, &lines, ms, None);
+        if shown == 0 {
+            return;
+        }
+        let widths = [CELL; 4];
         let mut rows = vec![Line::styled(
             format!(
-                "{:<12} {:>7} {:>7} {:>7} {:>7}",
-                "", "p50", "p90", "p99", "max"
+                "{:<12}{}",
+                "",
+                fit::cells(&widths, &["p50", "p90", "p99", "max"], room)
             ),
             view.muted(),
         )];
         for w in &view.state.workers {
             let cells = match w.sample_time.percentiles() {
-                Some(p) => format!(
-                    " {:>7} {:>7} {:>7} {:>7}",
-                    ms(p.p50),
-                    ms(p.p90),
-                    ms(p.p99),
-                    ms(p.max)
-                ),
-                None => format!(" {:>7}", "-"),
+                Some(p) => fit::cells(&widths, &[p.p50, p.p90, p.p99, p.max].map(ms), room),
+                None => fit::cells(&widths, &["-"], room),
             };
             rows.push(Line::from(vec![
                 name(view, &w.name, 12),
                 Span::styled(cells, view.text()),
             ]));
         }
-        render::lines(frame, table, &rows);
+        fit::lines(frame, table, &rows);
     }
 }
+
+/// The chart's least width beside the table, the table's name column and each of its cells.
+const MIN_CHART: u16 = 16;
+const NAME: u16 = 12;
+const CELL: usize = 7;

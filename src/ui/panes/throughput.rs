@@ -2,13 +2,13 @@
 //! optimiser steps for `--cmd` workers.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::{View, ms};
 
 pub struct Throughput;
@@ -26,8 +26,7 @@ impl Pane for Throughput {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let rows = workers.len() as u16 + 1;
-        let [plot, numbers] =
-            Layout::vertical([Constraint::Min(3), Constraint::Length(rows)]).areas(inner);
+        let [plot, numbers] = chart::over_table(inner, rows);
         let lines: Vec<ChartLine> = workers
             .iter()
             .map(|w| ChartLine {
@@ -36,25 +35,24 @@ impl Pane for Throughput {
             })
             .collect();
         chart::draw(frame, plot, view, &lines, |v| format!("{v:.0}/s"), None);
+        let room = fit::room(inner.width).saturating_sub(12);
+        let widths = [10, 12];
         let mut text = vec![Line::styled(
-            format!("{:<12} {:>10} {:>12}", "", "samples/s", "step ms p50"),
+            format!(
+                "{:<12}{}",
+                "",
+                fit::cells(&widths, &["samples/s", "step ms p50"], room)
+            ),
             view.muted(),
         )];
         for w in workers {
-            let throughput = w.throughput();
-            let step = w.step_time.median_ms().map(ms);
+            let throughput = w.throughput().map_or("-".into(), |t| format!("{t:.1}"));
+            let step = w.step_time.median_ms().map_or("-".into(), ms);
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
-                Span::styled(
-                    format!(
-                        " {:>10} {:>12}",
-                        throughput.map_or("-".into(), |t| format!("{t:.1}")),
-                        step.unwrap_or_else(|| "-".into())
-                    ),
-                    view.text(),
-                ),
+                Span::styled(fit::cells(&widths, &[throughput, step], room), view.text()),
             ]));
         }
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }

@@ -9,7 +9,7 @@ use super::{Pane, name};
 use crate::state::Series;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
-use crate::ui::render;
+use crate::ui::fit;
 use crate::ui::view::View;
 
 pub struct Training;
@@ -43,11 +43,7 @@ impl Pane for Training {
     fn draw(&mut self, frame: &mut Frame, area: Rect, view: &View) {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
-        let [plots, numbers] = Layout::vertical([
-            Constraint::Min(3),
-            Constraint::Length(workers.len() as u16 + 1),
-        ])
-        .areas(inner);
+        let [plots, numbers] = chart::over_table(inner, workers.len() as u16 + 1);
         let [loss_area, accuracy_area] =
             Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
                 .areas(plots);
@@ -85,10 +81,13 @@ impl Pane for Training {
                 Some(1.0),
             );
         }
+        let room = fit::room(inner.width).saturating_sub(12);
+        let widths = [6, 8, 9, 9];
         let mut text = vec![Line::styled(
             format!(
-                "{:<12} {:>6} {:>8} {:>9} {:>9}",
-                "", "epoch", "loss", "train acc", "eval acc"
+                "{:<12}{}",
+                "",
+                fit::cells(&widths, &["epoch", "loss", "train acc", "eval acc"], room)
             ),
             view.muted(),
         )];
@@ -103,15 +102,13 @@ impl Pane for Training {
                 .map_or("-".into(), |l| crate::ui::report::number(l, 4));
             let train = wk.last_epoch.as_ref().and_then(|e| e.train_accuracy);
             let eval = wk.series.eval_accuracy.last().map(|(_, v)| v);
+            let cells = [epoch, loss, pct(train), pct(eval)];
             text.push(Line::from(vec![
                 name(view, &wk.name, 12),
-                Span::styled(
-                    format!(" {epoch:>6} {loss:>8} {:>9} {:>9}", pct(train), pct(eval)),
-                    view.text(),
-                ),
+                Span::styled(fit::cells(&widths, &cells, room), view.text()),
             ]));
         }
-        render::lines(frame, numbers, &text);
+        fit::lines(frame, numbers, &text);
     }
 }
 
@@ -132,6 +129,7 @@ mod tests {
             window: Window {
                 from: 0.0,
                 to: 60.0,
+                end: 60.0,
             },
             focused: false,
         };
