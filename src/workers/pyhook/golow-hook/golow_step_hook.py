@@ -1064,6 +1064,10 @@ def _ms(ns):
     return round(ns / 1e6, 3)
 
 
+# One encoder for every line: json.dumps with any option builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _send(event, at_once=False):
     """Queues one event line, connecting first if this process has not yet; the queue is written once
     _FLUSH_NS have passed since the last write (or it holds _FLUSH_BYTES, or ``at_once``). Silent for good once
@@ -1075,7 +1079,7 @@ def _send(event, at_once=False):
         if _me.sock is None:
             _connect()
             at_once = True
-        line = json.dumps(event, separators=(",", ":")) + "\n"
+        line = _encode(event) + "\n"
         _me.unsent.append(line)
         _me.unsent_bytes += len(line)
         if at_once or began - _me.flushed_ns >= _FLUSH_NS or _me.unsent_bytes >= _FLUSH_BYTES:
@@ -1126,7 +1130,7 @@ def _connect():
         "torch": getattr(torch, "__version__", None),
         "threads": _threads(torch),
     }
-    _me.unsent.insert(0, json.dumps(hello, separators=(",", ":")) + "\n")
+    _me.unsent.insert(0, _encode(hello) + "\n")
 
 
 def _env_int(name):
