@@ -401,3 +401,66 @@ fn cudnn_on_the_cpu_is_refused_in_one_line() {
         "{stderr}"
     );
 }
+
+/// A plain script training on the GPU, its loss left on the device: golow takes each step's loss from `backward()`
+/// without waiting for the device (a non-blocking copy read at a later step), and says the same numbers the script
+/// reads itself after its loop.
+const DEVICE_LOSS_SCRIPT: &str = "\
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                            torch.nn.Linear(16 * 30 * 30, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(64, 3, 32, 32, device='cuda'), torch.randint(0, 10, (64,), device='cuda')
+losses = []
+for step in range(30):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    losses.append(loss.detach())
+print('OWN', losses[0].item(), losses[-1].item(), flush=True)
+";
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn a_scripts_loss_on_the_gpu_is_taken_without_a_sync_and_is_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("train.py"), DEVICE_LOSS_SCRIPT).unwrap();
+    let python = std::env::var("GOLOW_PYTHON").unwrap_or_else(|_| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".venv/bin/python")
+            .display()
+            .to_string()
+    });
+    let summary = tmp.path().join("summary.json");
+    let out = Command::new(golow())
+        .current_dir(tmp.path())
+        .args(["run", "--headless", "--warmup", "2", "--cmd"])
+        .arg(format!("train={python} train.py"))
+        .arg("--summary-json")
+        .arg(&summary)
+        .output()
+        .expect("golow runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let own: Vec<f64> = stderr
+        .lines()
+        .find_map(|line| line.split_once("OWN "))
+        .unwrap_or_else(|| panic!("the script said nothing: {stderr}"))
+        .1
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+    let w = &workers(&s)[0];
+    assert_eq!(w["steps"], 30, "{w}");
+    let said = [&w["loss"]["first"], &w["loss"]["last"]].map(|v| v.as_f64().unwrap_or(f64::NAN));
+    for (golows, theirs) in said.iter().zip(&own) {
+        assert!(
+            (golows - theirs).abs() <= 1e-6 * theirs.abs().max(1.0),
+            "golow {said:?}, the script {own:?}"
+        );
+    }
+}

@@ -1036,9 +1036,12 @@ def _profiling_off(reason):
 
 def _at_exit():
     """At exit: the profile begun for a step that never came is stopped, what the last window holds sent, a process
-    that stepped and was never profiled says why, and everything written."""
+    that stepped and was never profiled says why, the losses whose copies are done said (the last steps'), and
+    everything written."""
     try:
         with _lock:
+            if _me.pending_losses:
+                _copied_losses()
             recorder = _me.operators
             if recorder:
                 recorder.abandon()
