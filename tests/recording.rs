@@ -31,8 +31,10 @@ fn session() -> &'static Session {
                 "libtorch,pytorch",
                 "--model",
                 "resnet18",
+                // Steps of a tenth of a second or more: a frame (a second) holds a few of them, which the tests
+                // that damage frames count on.
                 "--batch-size",
-                "4",
+                "16",
                 "--steps",
                 "24",
                 "--warmup",
@@ -434,7 +436,7 @@ fn compare_says_when_setups_differ_and_judges_per_sample_time_across_batches() {
     );
     let table = common::text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{table}");
-    assert!(table.contains("setups differ: batch 4 vs 8"), "{table}");
+    assert!(table.contains("setups differ: batch 16 vs 32"), "{table}");
     assert!(!table.contains("REGRESSION"), "{table}");
     let step_rows: Vec<&str> = table
         .lines()
@@ -444,7 +446,7 @@ fn compare_says_when_setups_differ_and_judges_per_sample_time_across_batches() {
         !step_rows.is_empty()
             && step_rows
                 .iter()
-                .all(|l| l.contains("not judged: batch 4 vs 8")),
+                .all(|l| l.contains("not judged: batch 16 vs 32")),
         "{table}"
     );
     assert!(table.contains("median time per sample (ms)"), "{table}");
@@ -908,25 +910,39 @@ fn a_headless_run_of_two_workers_ends_with_their_verdict() {
     );
 }
 
+/// The measured steps of `worker` in each frame of the recording at `path`.
+fn measured_steps_per_frame(path: &Path, worker: &str) -> Vec<usize> {
+    let recording = golow::recording::Recording::open(path).unwrap();
+    (0..recording.frames.len())
+        .map(|i| {
+            recording
+                .read_frame(i)
+                .unwrap()
+                .records
+                .iter()
+                .filter(|r| {
+                    r.worker.as_deref() == Some(worker)
+                        && matches!(&r.body, Body::Step(step) if !step.warmup && !step.profiled)
+                })
+                .count()
+        })
+        .collect()
+}
+
 /// A copy of `from` at `to` with the compressed bytes of frames that hold measured steps of `worker` flipped in
-/// their middle (their checksum then fails and they are skipped) where `damage` says so, given a frame's index and
-/// the steps in whole frames before it; index and all else as written. Returns the steps in the frames left whole.
-fn damaged(from: &Path, to: &Path, worker: &str, damage: impl Fn(usize, usize) -> bool) -> usize {
+/// their middle (their checksum then fails and they are skipped) where `damage` says so of a frame's index; index and
+/// all else as written. Returns the steps in the frames left whole.
+fn damaged(from: &Path, to: &Path, worker: &str, damage: impl Fn(usize) -> bool) -> usize {
     let recording = golow::recording::Recording::open(from).unwrap();
     let mut bytes = std::fs::read(from).unwrap();
     let mut whole = 0;
-    for (i, frame) in recording.frames.iter().enumerate() {
-        let steps = recording
-            .read_frame(i)
-            .unwrap()
-            .records
-            .iter()
-            .filter(|r| {
-                r.worker.as_deref() == Some(worker)
-                    && matches!(&r.body, Body::Step(step) if !step.warmup && !step.profiled)
-            })
-            .count();
-        if steps > 0 && damage(i, whole) {
+    for (i, (frame, steps)) in recording
+        .frames
+        .iter()
+        .zip(measured_steps_per_frame(from, worker))
+        .enumerate()
+    {
+        if steps > 0 && damage(i) {
             bytes[(frame.offset + u64::from(frame.compressed_len) / 2) as usize] ^= 0xff;
         } else {
             whole += steps;
@@ -949,16 +965,15 @@ fn compare_says_what_damage_skipped_and_judges_no_few_steps_that_survived() {
         "pytorch",
         1.5 * spread(&s.recording, "pytorch"),
     );
-    // One frame lost: still judged, and said.
+    // One frame lost, the one with the fewest of the steps: still judged, and said.
     let one_lost = dir.path().join("one-lost.golow");
-    let frames = golow::recording::Recording::open(&slower)
-        .unwrap()
-        .frames
-        .len();
-    let lost = std::cell::Cell::new(false);
-    damaged(&slower, &one_lost, "pytorch", |i, _| {
-        i >= frames / 2 && !lost.replace(true)
-    });
+    let counts = measured_steps_per_frame(&slower, "pytorch");
+    let fewest = (0..counts.len())
+        .filter(|&i| counts[i] > 0)
+        .min_by_key(|&i| counts[i])
+        .unwrap();
+    let left = damaged(&slower, &one_lost, "pytorch", |i| i == fewest);
+    assert!(left >= 11, "{left} steps left of {counts:?}");
     let out = common::golow(
         dir.path(),
         &["compare", &path(&s.recording), &path(&one_lost)],
@@ -974,8 +989,17 @@ fn compare_says_what_damage_skipped_and_judges_no_few_steps_that_survived() {
     );
     // All but a few steps lost: no verdict, where the few left would have made a regression.
     let few_left = dir.path().join("few-left.golow");
-    let left = damaged(&slower, &few_left, "pytorch", |_, whole| whole >= 4);
-    assert!((4..11).contains(&left), "{left} steps left");
+    // The frames kept: the fewest-stepped first, while fewer than 11 steps are kept.
+    let mut by_steps: Vec<usize> = (0..counts.len()).filter(|&i| counts[i] > 0).collect();
+    by_steps.sort_by_key(|&i| counts[i]);
+    let mut kept = std::collections::BTreeSet::new();
+    for i in by_steps {
+        if kept.iter().map(|&k| counts[k]).sum::<usize>() + counts[i] < 11 {
+            kept.insert(i);
+        }
+    }
+    let left = damaged(&slower, &few_left, "pytorch", |i| !kept.contains(&i));
+    assert!((4..11).contains(&left), "{left} steps left of {counts:?}");
     let out = common::golow(
         dir.path(),
         &["compare", &path(&s.recording), &path(&few_left)],
