@@ -26,8 +26,10 @@ test: build
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null \
 		|| (apt-get update -qq && apt-get install -y -qq prometheus)
 	cargo test --release
-	@# The views drawn ratatui's own way (the one switch in src/ui/render/) show the same.
-	cargo test --release -p golow --features plain-render --lib --test ui_snapshots
+	@# The views drawn ratatui's own way (the one switch in src/ui/render/, read nowhere outside src/ui/) show the
+	@# same: the UI's own tests and the snapshots again, with the switch on.
+	cargo test --release -p golow --features plain-render --lib ui::
+	cargo test --release -p golow --features plain-render --test ui_snapshots
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 	$(MAKE) --no-print-directory monitor-alone
 	$(MAKE) --no-print-directory gpu-bundle-check
