@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 SYSTEM_PYTHON ?= python3
 STAMP := $(VENV)/.golow-installed
 
-.PHONY: build run test monitor-alone publish-check wheel wheel-check gpu-test gpu-bundle gpu-bundle-check bench lint clean
+.PHONY: build run test monitor-alone publish-check wheel wheel-check gpu-test gpu-bundle gpu-bundle-check gpu-figures bench lint clean
 
 # The venv holds torch 2.11.0; .venv/libtorch points at its libraries, which tch links against
 # (LIBTORCH in .cargo/config.toml).
@@ -121,6 +121,11 @@ gpu-bundle-check: gpu-bundle
 			plan=$$plan $$out/$$plan/report.md \
 		|| { echo "the dry run of the $$plan plan failed: $$out/$$plan/report.md"; exit 1; }; \
 	done && rm -rf $$out && echo "$(BUNDLE)/: the GPU binaries need libtorch_cuda; each plan's dry run fits its deadline"
+
+# The GPU figures of the README, docs/gpu.md and docs/paper.md, written again by `golow report` from the recordings each
+# block names (tests/figures.rs holds them to it).
+gpu-figures: build
+	GOLOW_BLESS_FIGURES=1 cargo test --release --test figures
 
 # abstraction_cost, render and tui_overhead (the last drives the TUI in tmux).
 bench: build

@@ -24,6 +24,7 @@ mod doctor;
 mod export;
 mod options;
 mod replay;
+mod report;
 mod run;
 mod sweep;
 
@@ -68,6 +69,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Run the same session over batch sizes and resolutions: a recording per cell, results.csv/json and figures.
     Sweep(Box<sweep::SweepArgs>),
+    /// The figures of recordings as Markdown tables (sessions of one set-up: medians and ranges), or their kernels.
+    Report(report::ReportArgs),
     /// Print what golow found on this machine: python and torch, libtorch, CUDA, cuDNN, NVML and GPUs.
     Doctor(doctor::DoctorArgs),
 }
@@ -182,6 +185,7 @@ pub fn main() -> i32 {
         Command::Export(args) => export::export(args),
         Command::Compare(args) => compare::compare(args),
         Command::Sweep(args) => sweep::sweep(*args),
+        Command::Report(args) => report::report(args),
         Command::Doctor(args) => doctor::doctor(args),
     })
 }

@@ -7,6 +7,7 @@ pub mod app;
 mod chart;
 mod compare;
 mod event_loop;
+pub mod figures;
 mod fit;
 pub use event_loop::{FRAME, Wakes};
 mod input;
