@@ -143,53 +143,28 @@ fn by_default_every_window_is_traced() {
     assert!(events[0].get("kernels_every").is_none(), "{:?}", events[0]);
 }
 
+/// `golow run` of a `--cmd` that does nothing, with `extra` arguments.
+fn run_with(tmp: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--headless", "--cmd", "probe=true"];
+    args.extend(extra);
+    golow(tmp, &args)
+}
+
 #[test]
 fn a_bad_kernels_every_is_refused_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
-    for (value, expected) in [
-        (
-            "0",
-            "--kernels-every must be between 1 (every window) and 3600 (got 0)",
-        ),
-        (
-            "3601",
-            "--kernels-every must be between 1 (every window) and 3600 (got 3601)",
-        ),
-        (
-            "-2",
-            "--kernels-every must be between 1 (every window) and 3600 (got -2)",
-        ),
-    ] {
-        let out = golow(
-            tmp.path(),
-            &[
-                "run",
-                "--headless",
-                "--cmd",
-                "probe=true",
-                "--kernels-every",
-                value,
-            ],
-        );
+    for value in ["0", "3601", "-2"] {
+        let out = run_with(tmp.path(), &["--kernels-every", value]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let expected =
+            format!("--kernels-every must be between 1 (every window) and 3600 (got {value})");
         assert!(
-            stderr.contains(expected) && stderr.trim_end().lines().count() == 1,
+            stderr.contains(&expected) && stderr.trim_end().lines().count() == 1,
             "{stderr}"
         );
     }
-    let out = golow(
-        tmp.path(),
-        &[
-            "run",
-            "--headless",
-            "--cmd",
-            "probe=true",
-            "--kernels-every",
-            "2",
-            "--no-cupti",
-        ],
-    );
+    let out = run_with(tmp.path(), &["--kernels-every", "2", "--no-cupti"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("cannot be used with"));
 }

@@ -513,10 +513,7 @@ impl Collector {
 
     /// Sends every window whose successor has passed; at the end (`last`), the open window up to now as well.
     fn send_due(&self, work: &mut Work, last: bool) {
-        let (Some(now), Some(monotonic_now)) = (
-            self.api.now_ns(),
-            golow_protocol::collector::monotonic_now_ns(),
-        ) else {
+        let Some((now, monotonic_now)) = self.clocks() else {
             return;
         };
         let late_by = if last { 0 } else { self.window_ns };
@@ -544,10 +541,7 @@ impl Collector {
 
     /// Sends the traced window, cut at `end`, if anything ran in it.
     fn send_traced(&self, work: &mut Work, end: u64) {
-        let (Some(now), Some(monotonic_now)) = (
-            self.api.now_ns(),
-            golow_protocol::collector::monotonic_now_ns(),
-        ) else {
+        let Some((now, monotonic_now)) = self.clocks() else {
             return;
         };
         if work.aggregator.next_cut().is_none() {
@@ -556,6 +550,14 @@ impl Collector {
         let window = work.aggregator.cut(end);
         self.size_pool(std::mem::take(&mut work.bytes_since_cut));
         self.send(window, now, monotonic_now);
+    }
+
+    /// CUPTI's clock and the host's monotonic one, read together.
+    fn clocks(&self) -> Option<(u64, u64)> {
+        Some((
+            self.api.now_ns()?,
+            golow_protocol::collector::monotonic_now_ns()?,
+        ))
     }
 
     /// Fits the pool to the bytes of records a window brought, growing at once and shrinking only well past it.
