@@ -358,7 +358,8 @@ fn wait(terminated: Option<RawFd>, pool_low: Option<RawFd>, deadline: Instant) -
         std::thread::sleep(timeout);
         return Wake::Tick;
     }
-    let ms = c_int::try_from(timeout.as_millis()).unwrap_or(c_int::MAX);
+    // Rounded up, so that the tick never comes before its deadline.
+    let ms = c_int::try_from(timeout.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX);
     // SAFETY: poll on live descriptors, as many as the slice holds.
     let ready = unsafe { libc::poll(polls.as_mut_ptr(), polls.len() as libc::nfds_t, ms) };
     let woke = |fd: Option<RawFd>| {
@@ -395,8 +396,9 @@ impl Collector {
                 }
                 Wake::PoolLow => self.relieve(),
                 Wake::Tick => {
-                    tick = (started.elapsed().as_nanos() / u128::from(self.window_ns)) as u64;
-                    if !self.finished.load(Ordering::Acquire) {
+                    let now = (started.elapsed().as_nanos() / u128::from(self.window_ns)) as u64;
+                    if now > tick && !self.finished.load(Ordering::Acquire) {
+                        tick = now;
                         self.at_tick(tick);
                     }
                 }
@@ -792,6 +794,26 @@ mod tests {
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGTERM,
             "status {status:#x}"
         );
+    }
+
+    #[test]
+    fn the_pool_holds_a_window_of_records_and_spares_within_its_bounds() {
+        let libtorch = 40 * 1_340 * 216;
+        assert_eq!(buffers_for(libtorch), 45 + SPARE_BUFFERS);
+        assert_eq!(buffers_for(0), MIN_BUFFERS);
+        assert_eq!(buffers_for(usize::MAX / 2), MAX_BUFFERS);
+    }
+
+    #[test]
+    fn a_lender_s_wake_up_comes_before_the_tick_and_the_tick_not_before_its_deadline() {
+        let low = eventfd().expect("an eventfd");
+        let far = Instant::now() + Duration::from_secs(60);
+        wake(low);
+        assert_eq!(wait(None, Some(low), far), Wake::PoolLow);
+        drain(low);
+        let deadline = Instant::now() + Duration::from_millis(30);
+        assert_eq!(wait(None, Some(low), deadline), Wake::Tick);
+        assert!(Instant::now() >= deadline);
     }
 
     #[test]
