@@ -15,6 +15,7 @@ path = os.environ.get('CUDA_INJECTION64_PATH')
 if path is None:
     print('no injection', flush=True)
     sys.exit(0)
+print('tracing one window in', os.environ.get('GOLOW_CUPTI_EVERY'), flush=True)
 sys.exit(0 if ctypes.CDLL(path).InitializeInjection() == 1 else 1)
 ";
 
@@ -111,4 +112,59 @@ fn no_cupti_injects_nothing() {
             .any(|r| r["line"] == "no injection"),
         "{records:?}"
     );
+}
+
+#[test]
+fn kernels_every_reaches_the_collector_which_says_it_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let records = records(tmp.path(), &venv_cupti(), &["--kernels-every", "4"]);
+    assert!(
+        of_type(&records, "output")
+            .iter()
+            .any(|r| r["line"] == "tracing one window in 4"),
+        "{records:?}"
+    );
+    let events = of_type(&records, "collector");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["kernels_every"], 4, "{:?}", events[0]);
+}
+
+#[test]
+fn by_default_every_window_is_traced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let records = records(tmp.path(), &venv_cupti(), &[]);
+    assert!(
+        of_type(&records, "output")
+            .iter()
+            .any(|r| r["line"] == "tracing one window in 1"),
+        "{records:?}"
+    );
+    let events = of_type(&records, "collector");
+    assert!(events[0].get("kernels_every").is_none(), "{:?}", events[0]);
+}
+
+/// `golow run` of a `--cmd` that does nothing, with `extra` arguments.
+fn run_with(tmp: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["run", "--headless", "--cmd", "probe=true"];
+    args.extend(extra);
+    golow(tmp, &args)
+}
+
+#[test]
+fn a_bad_kernels_every_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    for value in ["0", "3601", "-2"] {
+        let out = run_with(tmp.path(), &["--kernels-every", value]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let expected =
+            format!("--kernels-every must be between 1 (every window) and 3600 (got {value})");
+        assert!(
+            stderr.contains(&expected) && stderr.trim_end().lines().count() == 1,
+            "{stderr}"
+        );
+    }
+    let out = run_with(tmp.path(), &["--kernels-every", "2", "--no-cupti"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cannot be used with"));
 }

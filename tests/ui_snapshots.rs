@@ -255,6 +255,7 @@ fn without_kernel_records_the_kernels_pane_says_what_each_collector_said() {
         let status = CollectorStatus {
             active,
             detail: detail.into(),
+            kernels_every: 1,
         };
         state.apply(&Record::new(
             1500.0,

@@ -153,9 +153,13 @@ impl Api {
         (unsafe { (self.timestamp)(&mut t) } == SUCCESS).then_some(t)
     }
 
-    pub fn dropped(&self, context: *mut c_void, stream: u32) -> u64 {
+    /// Records CUPTI dropped for want of a buffer.
+    ///
+    /// # Safety
+    /// `context` and `stream` must be what CUPTI passed its completion callback.
+    pub unsafe fn dropped(&self, context: *mut c_void, stream: u32) -> u64 {
         let mut n = 0usize;
-        // SAFETY: context and stream come from CUPTI's own completion callback.
+        // SAFETY: the caller vouches for context and stream.
         let ok = unsafe { (self.dropped)(context, stream, &mut n) } == SUCCESS;
         if ok { n as u64 } else { 0 }
     }

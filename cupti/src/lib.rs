@@ -10,7 +10,19 @@
 mod aggregate;
 mod api;
 mod collector;
+mod pool;
 mod records;
+mod sampling;
+
+/// The collector's work per record and per window, for `benches/collector.rs`.
+#[doc(hidden)]
+pub mod bench {
+    pub use crate::aggregate::Aggregator;
+    pub use crate::api::Api;
+    pub use crate::collector::MAX_KERNEL_NAMES;
+    pub use crate::pool::{Filled, Pool};
+    pub use crate::records::fold;
+}
 
 /// Called by the CUDA driver during `cuInit` in a process started with `CUDA_INJECTION64_PATH` pointing here.
 /// Returns 1 (success) whatever happens: a measurement problem must never stop the process it measures.

@@ -4,8 +4,8 @@
 
 use std::ffi::{CStr, c_char};
 
-use crate::aggregate::{CopyActivity, KernelActivity};
-use crate::api::{KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET};
+use crate::aggregate::{Aggregator, CopyActivity, KernelActivity};
+use crate::api::{Api, KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMSET};
 use golow_protocol::collector::{CopyKind, MemoryKind};
 
 /// The leading fields of `CUpti_ActivityKernel4` and every later version.
@@ -82,9 +82,12 @@ pub unsafe fn decode(record: *const u8) -> Option<Activity> {
                 String::from("(unnamed kernel)")
             } else {
                 // SAFETY: CUPTI's name string lives at least as long as the buffer.
-                unsafe { CStr::from_ptr(k.name) }
-                    .to_string_lossy()
-                    .into_owned()
+                let name = unsafe { CStr::from_ptr(k.name) };
+                // Kernel names are ASCII: checking them whole is several times faster than the lossy walk.
+                match name.to_str() {
+                    Ok(text) => text.to_owned(),
+                    Err(_) => name.to_string_lossy().into_owned(),
+                }
             };
             let dim = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
             Some(Activity::Kernel(KernelActivity {
@@ -130,6 +133,21 @@ pub unsafe fn decode(record: *const u8) -> Option<Activity> {
             }))
         }
         _ => None,
+    }
+}
+
+/// Reads every record of a buffer CUPTI completed into `aggregator`: the collector's work per record.
+///
+/// # Safety
+/// `buffer` must hold `valid` bytes of activity records as CUPTI lays them out, and stay unchanged meanwhile.
+pub unsafe fn fold(api: &Api, aggregator: &mut Aggregator, buffer: *mut u8, valid: usize) {
+    // SAFETY: the caller vouches for the buffer; CUPTI hands out records inside it.
+    unsafe {
+        api.for_each_record(buffer, valid, |record| match decode(record) {
+            Some(Activity::Kernel(k)) => aggregator.kernel(k),
+            Some(Activity::Copy(copy)) => aggregator.copy(copy),
+            None => {}
+        });
     }
 }
 

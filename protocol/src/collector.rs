@@ -15,9 +15,20 @@ pub const WINDOW_ENV: &str = "GOLOW_CUPTI_WINDOW_MS";
 pub const INODE_ENV: &str = "GOLOW_CUPTI_INODE";
 /// A libcupti to load instead of searching for one.
 pub const LIBRARY_ENV: &str = "GOLOW_CUPTI_LIB";
+/// Trace one window in N (`golow run --kernels-every`; default 1, every window).
+pub const EVERY_ENV: &str = "GOLOW_CUPTI_EVERY";
+/// The most windows `EVERY_ENV` may span: one traced window in over an hour of one-second windows says nothing.
+pub const MAX_EVERY: u32 = 3600;
 /// Every variable the monitor may set for the collector: what golow's exec interposer puts back where a program is
 /// started without them.
-pub const VARIABLES: [&str; 5] = [INJECTION_ENV, FD_ENV, WINDOW_ENV, INODE_ENV, LIBRARY_ENV];
+pub const VARIABLES: [&str; 6] = [
+    INJECTION_ENV,
+    FD_ENV,
+    WINDOW_ENV,
+    INODE_ENV,
+    LIBRARY_ENV,
+    EVERY_ENV,
+];
 /// The largest message the collector sends; the monitor reads messages into a buffer this large.
 pub const MAX_MESSAGE_BYTES: usize = 192 * 1024;
 
@@ -52,6 +63,25 @@ pub struct CollectorStatus {
     pub active: bool,
     /// The CUPTI version and window when active; the failing call and CUPTI's words when not.
     pub detail: String,
+    /// The collector traces one window in this many (1: every window), so totals over the session are of a sample;
+    /// each window's figures are that window's.
+    #[serde(default = "every_window", skip_serializing_if = "is_every_window")]
+    pub kernels_every: u32,
+}
+
+impl CollectorStatus {
+    /// How many windows each traced one stands for, when the collector samples.
+    pub fn sampled_every(&self) -> Option<u32> {
+        (self.kernels_every > 1).then_some(self.kernels_every)
+    }
+}
+
+fn every_window() -> u32 {
+    1
+}
+
+fn is_every_window(every: &u32) -> bool {
+    *every == 1
 }
 
 /// The direction of a copy, as CUPTI names it.

@@ -441,6 +441,7 @@ pub fn every_body() -> Vec<Body> {
         Body::Collector(CollectorStatus {
             active: false,
             detail: "cuptiActivityEnable(CONCURRENT_KERNEL): CUPTI_ERROR_UNKNOWN".into(),
+            kernels_every: 1,
         }),
         Body::GpuPcie {
             index: 0,

@@ -71,6 +71,15 @@ pub struct SessionOptions {
     /// Do not load golow's CUPTI collector into the workers (no kernel or copy records).
     #[arg(long)]
     no_cupti: bool,
+    /// Trace one window of the CUPTI collector in N (1: every window); between traced windows CUPTI is off and costs
+    /// the workers nothing, and kernel totals are of one window in N.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_name = "N",
+        conflicts_with = "no_cupti"
+    )]
+    kernels_every: i64,
     /// Record the operators of one step in N (at least 2) past the warm-up: their calls, self and total time (the
     /// operators pane). Profiled steps are kept out of the timing figures.
     #[arg(long, default_value_t = DEFAULT_OPS_EVERY as i64, value_name = "N", conflicts_with = "no_ops")]
@@ -167,6 +176,14 @@ impl SessionOptions {
                 "--ops-every must be at least 2: profiled steps are kept out of the timing figures (got {}; \
                  --no-ops records no operators)",
                 self.ops_every
+            )));
+        }
+        let max_every = golow_protocol::collector::MAX_EVERY;
+        if !(1..=i64::from(max_every)).contains(&self.kernels_every) {
+            return Err(BadInput(format!(
+                "--kernels-every must be between 1 (every window) and {max_every} (got {}): the CUPTI collector \
+                 traces one window in N",
+                self.kernels_every
             )));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
@@ -347,6 +364,7 @@ impl SessionOptions {
             python,
             worker_program,
             collector,
+            kernels_every: u32::try_from(self.kernels_every).unwrap_or(1),
             interposer,
         })
     }

@@ -111,6 +111,8 @@ pub struct Plan {
     pub worker_program: Option<WorkerProgram>,
     /// The CUPTI collector library injected into every worker; `None` with `--no-cupti`.
     pub collector: Option<PathBuf>,
+    /// The collector traces one window in this many (`--kernels-every`).
+    pub kernels_every: u32,
     /// The exec interposer preloaded into `--cmd` workers, when there are some.
     pub interposer: Option<PathBuf>,
 }
@@ -181,6 +183,11 @@ pub fn prepare(plan: &Plan, announce: &mut dyn FnMut(&str)) -> Result<Prepared, 
     }
     for (_, command) in &mut workers {
         command.collector.clone_from(&plan.collector);
+        if plan.collector.is_some() {
+            command
+                .env
+                .push((collector::EVERY_ENV.into(), plan.kernels_every.to_string()));
+        }
     }
     Ok(Prepared {
         _dir: dir,

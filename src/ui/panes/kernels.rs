@@ -14,6 +14,7 @@ use crate::state::WorkerState;
 use crate::store::Changes;
 use crate::ui::fit;
 use crate::ui::view::{View, shape};
+use golow_protocol::collector::CollectorStatus;
 
 #[derive(Default)]
 pub struct Kernels {
@@ -73,6 +74,16 @@ fn breakdown_line<'a>(view: &View, worker: &WorkerState, room: usize) -> Line<'a
         spans.push(Span::styled(
             format!("  {count} {what}"),
             Style::default().fg(view.theme.warning),
+        ));
+    }
+    if let Some(every) = activity
+        .collector
+        .as_ref()
+        .and_then(CollectorStatus::sampled_every)
+    {
+        spans.push(Span::styled(
+            format!("  one window in {every} traced"),
+            view.muted(),
         ));
     }
     Line::from(spans)
