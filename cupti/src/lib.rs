@@ -11,6 +11,7 @@ mod aggregate;
 mod api;
 mod collector;
 mod records;
+mod timeline;
 
 /// Called by the CUDA driver during `cuInit` in a process started with `CUDA_INJECTION64_PATH` pointing here.
 /// Returns 1 (success) whatever happens: a measurement problem must never stop the process it measures.
