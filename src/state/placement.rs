@@ -344,7 +344,19 @@ mod tests {
                     .filter(|r| r.4 > 0)
                     .map(|&&(s, e, _, _, bytes)| json!([offset(s), offset(e), 1, bytes]))
                     .collect();
-                let window = json!({"window_start_ns": 0, "window_end_ns": SECOND, "kernels": [], "copies": [],
+                // The window's totals, as the collector sends them beside its timeline.
+                let sum = |field: fn(&(u64, u64, u64, u64, u64)) -> u64| {
+                    runs.iter().map(|r| field(r)).sum::<u64>()
+                };
+                let (launches, busy) = (sum(|r| r.2), sum(|r| r.3));
+                let h2d = (sum(|r| u64::from(r.4 > 0)), sum(|r| r.4));
+                let totals = json!({"name": "k", "count": launches, "total_ns": busy, "max_ns": busy,
+                    "grid": [1, 1, 1], "block": [128, 1, 1], "shapes": 1, "registers_per_thread": 32,
+                    "shared_bytes": 0, "grid_histogram": [[[1, 1, 1], launches]]});
+                let copied = json!({"kind": "host_to_device", "src": "pinned", "count": h2d.0, "bytes": h2d.1,
+                    "total_ns": h2d.0 * MS});
+                let window = json!({"window_start_ns": 0, "window_end_ns": SECOND, "kernels": [totals],
+                    "copies": [copied],
                     "breakdown": {"busy": 0.5, "copy": 0.0, "idle": 0.5}, "dropped_records": 0,
                     "monotonic_start_ns": start, "monotonic_end_ns": end,
                     "timeline": {"kernels": kernels, "copies": [{"kind": "host_to_device", "src": "pinned",
