@@ -42,6 +42,8 @@ fn records(workers: usize) -> Vec<Record> {
                 correct: 0,
                 warmup: false,
                 profiled: false,
+                start_ns: None,
+                end_ns: None,
             }),
         ));
         records.push(Record::new(

@@ -1133,3 +1133,40 @@ fn two_sessions_in_one_file_are_refused_not_read_as_one() {
         assert!(!dir.path().join("out.csv").exists());
     }
 }
+
+/// A recording made before golow stamped steps' spans and sent the collector's timelines still replays, and says
+/// its CUPTI figures per step are not known rather than a tally of whole windows.
+#[test]
+fn a_recording_from_before_steps_were_placed_replays_without_per_step_cupti_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/20261126-h200-levels-train-b32.golow");
+    let out = common::golow(
+        dir.path(),
+        &[
+            "replay",
+            &path(&sample),
+            "--headless",
+            "--summary-json",
+            &path(&summary),
+        ],
+    );
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    let workers = summary["workers"].as_array().unwrap();
+    assert!(workers.len() >= 4, "{summary}");
+    for w in workers {
+        // CUPTI measured these workers: their windows are there, their breakdown too.
+        assert!(w["gpu_breakdown"].is_object(), "{w}");
+        for field in [
+            "kernel_launches_per_step",
+            "cupti_h2d_bytes_per_step",
+            "gpu_busy_ms_per_step",
+            "cupti_outside_steps",
+        ] {
+            assert!(w[field].is_null(), "{field}: {w}");
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! Per-window aggregation of CUPTI activity records: kernel and copy statistics and the GPU time breakdown.
+//! Per-window aggregation of CUPTI activity records: kernel and copy statistics, the GPU time breakdown, and the
+//! records' timeline ([`crate::timeline`]), which follows the statistics into whichever window counts a record.
 //!
 //! The collector feeds every kernel and memcpy record to an [`Aggregator`] and calls [`Aggregator::cut`] once per
 //! window. The breakdown follows HTA: busy is the union of kernel intervals, copy the union of copy intervals that
@@ -10,6 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use golow_protocol::collector::{
     Breakdown, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
 };
+
+use crate::timeline;
 
 /// Name of the entry that takes every kernel beyond the per-window name cap.
 pub const OTHER_KERNELS: &str = "(other kernels)";
@@ -243,6 +246,7 @@ struct Tally {
     kernels: HashMap<String, KernelEntry>,
     other_kernels: Option<KernelEntry>,
     copies: BTreeMap<(CopyKind, MemoryKind), CopyStats>,
+    timeline: timeline::Builder,
 }
 
 impl Tally {
@@ -300,6 +304,7 @@ impl Tally {
         for c in later.copies.into_values() {
             self.copy(c.kind, c.src, c.count, c.bytes, c.total_ns);
         }
+        self.timeline.absorb(later.timeline);
     }
 
     fn into_lists(self) -> (Vec<KernelStats>, Vec<CopyStats>) {
@@ -364,6 +369,7 @@ impl Aggregator {
         let ahead = self.next_cut().is_some_and(|cut| k.start_ns >= cut);
         let lo = self.open_at(k.start_ns);
         self.kernel_spans.insert(lo, k.end_ns);
+        self.tally(ahead).timeline.kernel(k.start_ns, k.end_ns);
         if self.display_names.len() >= MAX_CACHED_NAMES && !self.display_names.contains_key(&k.name)
         {
             self.display_names.clear();
@@ -397,8 +403,11 @@ impl Aggregator {
         let ahead = self.next_cut().is_some_and(|cut| c.start_ns >= cut);
         let lo = self.open_at(c.start_ns);
         self.copy_spans.insert(lo, c.end_ns);
-        self.tally(ahead)
-            .copy(c.kind, c.src, 1, c.bytes, duration_ns);
+        let tally = self.tally(ahead);
+        tally.copy(c.kind, c.src, 1, c.bytes, duration_ns);
+        tally
+            .timeline
+            .copy(c.kind, c.src, c.start_ns, c.end_ns, c.bytes);
     }
 
     /// Where an activity's statistics go: the open window, or the next one when it started after the open one.
@@ -446,6 +455,7 @@ impl Aggregator {
         } else {
             self.open = std::mem::take(&mut self.ahead);
         }
+        let timeline = std::mem::take(&mut tally.timeline).into_timeline(start);
         let (kernels, copies) = tally.into_lists();
         self.start = WindowStart::Cut(end);
         KernelWindow {
@@ -459,6 +469,7 @@ impl Aggregator {
             dropped_windows: 0,
             monotonic_start_ns: None,
             monotonic_end_ns: None,
+            timeline: Some(timeline),
         }
     }
 
@@ -563,6 +574,7 @@ fn strip_arguments(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use golow_protocol::collector::Run;
 
     const WINDOW: u64 = 1_000;
     /// CUPTI's clock is never 0 for a real record (0 marks a missing time), so the tests' time starts later.
@@ -687,6 +699,28 @@ mod tests {
             (w.kernels[0].name.as_str(), w.kernels[0].total_ns),
             ("late", 300)
         );
+    }
+
+    #[test]
+    fn the_timeline_follows_each_record_into_the_window_that_counts_it() {
+        let mut agg = Aggregator::new(WINDOW, 8);
+        agg.cut(at(0));
+        agg.kernel(kernel("a", 100, 200, 0));
+        agg.kernel(kernel("a", 200, 300, 1));
+        agg.copy(h2d(400, 450));
+        // Started after the window ends: the next window's.
+        agg.kernel(kernel("b", 1_200, 1_300, 0));
+        let first = agg.cut(at(WINDOW)).timeline.unwrap();
+        assert_eq!(first.kernels, [Run::from((100, 300, 2, 200))]);
+        assert_eq!(first.copies[0].runs, [Run::from((400, 450, 1, 4096))]);
+        // Handed back after its window was sent: counted in the open one, before its start.
+        agg.kernel(kernel("late", 900, 950, 0));
+        let second = agg.cut(at(2 * WINDOW)).timeline.unwrap();
+        assert_eq!(
+            second.kernels,
+            [Run::from((-100, -50, 1, 50)), Run::from((200, 300, 1, 100))]
+        );
+        assert!(second.copies.is_empty());
     }
 
     #[test]

@@ -687,6 +687,7 @@ mod tests {
             dropped_windows: 0,
             monotonic_start_ns: None,
             monotonic_end_ns: None,
+            timeline: None,
         }
     }
 

@@ -13,6 +13,7 @@ mod collector;
 mod pool;
 mod records;
 mod sampling;
+mod timeline;
 
 /// The collector's work per record and per window, for `benches/collector.rs`.
 #[doc(hidden)]

@@ -136,6 +136,7 @@ impl Admission {
         duration("data_ms", step.data_ms)?;
         duration("compute_ms", step.compute_ms)?;
         step.h2d_ms.map_or(Ok(()), |ms| duration("h2d_ms", ms))?;
+        span(step.start_ns, step.end_ns)?;
         if step.batch_size == 0 || step.correct > step.batch_size {
             return Err(format!(
                 "{} correct of a batch of {}",
@@ -236,6 +237,19 @@ fn rising(field: &str, number: u64, next: u64) -> Result<u64, String> {
         ));
     }
     Ok(number.saturating_add(1))
+}
+
+/// A step's span on the host's clock: both ends or neither, the end not before the start, at most `MAX_MS` long.
+fn span(start_ns: Option<u64>, end_ns: Option<u64>) -> Result<(), String> {
+    match (start_ns, end_ns) {
+        (None, None) => Ok(()),
+        (Some(start), Some(end)) if end >= start => {
+            duration("end_ns - start_ns", (end - start) as f64 / 1e6)
+        }
+        _ => Err(format!(
+            "start_ns {start_ns:?} and end_ns {end_ns:?}: a step's span has both ends, the end not before the start"
+        )),
+    }
 }
 
 /// Measured time: finite, not negative, at most `MAX_MS`.
@@ -484,5 +498,18 @@ mod tests {
         assert!(refused_line(&mut admission, &step(0, "5")).contains("step 0 where 1"));
         assert!(refused_line(&mut admission, &step(1, "-5")).contains("compute_ms -5"));
         assert!(admit(&mut admission, &step(1, "5")).is_ok());
+        let spanned = |n: u64, span: &str| {
+            step(n, "5").replace(r#""warmup""#, &format!(r#"{span},"warmup""#))
+        };
+        assert!(admit(&mut admission, &spanned(2, r#""start_ns":10,"end_ns":20"#)).is_ok());
+        for half_or_backwards in [r#""start_ns":10"#, r#""start_ns":30,"end_ns":20"#] {
+            let refused = refused_line(&mut admission, &spanned(3, half_or_backwards));
+            assert!(refused.contains("a step's span"), "{refused}");
+        }
+        let too_long = refused_line(
+            &mut admission,
+            &spanned(3, r#""start_ns":0,"end_ns":99999999999999999"#),
+        );
+        assert!(too_long.contains("end_ns - start_ns"), "{too_long}");
     }
 }

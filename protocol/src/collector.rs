@@ -128,6 +128,63 @@ pub struct KernelWindow {
     pub monotonic_start_ns: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub monotonic_end_ns: Option<u64>,
+    /// Where the window's kernels and copies lay in time, for setting each on the step that launched it. Absent in
+    /// recordings made before golow sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
+}
+
+/// A window's activity in time, compact and bounded: kernels as runs of launches whose intervals overlap or touch
+/// (one stretch of back-to-back work on the GPU), copies and memsets one run per record. Beyond the collector's caps
+/// the runs closest together are merged, so that what is lost is where inside the smallest gaps a record lay, never
+/// a record: a step's boundary is a gap the GPU waited through (a batch being assembled, a loss read), among the
+/// largest of its window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// In start order; `amount` is the kernels' busy time in ns (time two streams overlap counts once).
+    pub kernels: Vec<Run>,
+    /// `amount` is bytes.
+    pub copies: Vec<CopyRuns>,
+    /// Runs merged into a neighbour to keep the timeline within its caps.
+    #[serde(default)]
+    pub merged: u64,
+}
+
+/// Copies of one direction and source, in start order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopyRuns {
+    pub kind: CopyKind,
+    pub src: MemoryKind,
+    pub runs: Vec<Run>,
+}
+
+/// Records close together in time, sent as `[start, end, count, amount]`: start and end in ns from the window's
+/// start on the collector's clock (so `monotonic_start_ns + start` on the host's), negative for a record CUPTI
+/// handed back after the window it started in was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "(i64, i64, u64, u64)", into = "(i64, i64, u64, u64)")]
+pub struct Run {
+    pub start: i64,
+    pub end: i64,
+    pub count: u64,
+    pub amount: u64,
+}
+
+impl From<(i64, i64, u64, u64)> for Run {
+    fn from((start, end, count, amount): (i64, i64, u64, u64)) -> Run {
+        Run {
+            start,
+            end,
+            count,
+            amount,
+        }
+    }
+}
+
+impl From<Run> for (i64, i64, u64, u64) {
+    fn from(run: Run) -> Self {
+        (run.start, run.end, run.count, run.amount)
+    }
 }
 
 /// Kernels sharing a display name, aggregated over one window.

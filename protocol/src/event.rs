@@ -9,7 +9,8 @@ use serde::de::value::MapAccessDeserializer;
 use serde::{Deserialize, Serialize};
 
 pub use crate::collector::{
-    Breakdown, CollectorStatus, CopyKind, CopyStats, KernelStats, KernelWindow, MemoryKind,
+    Breakdown, CollectorStatus, CopyKind, CopyRuns, CopyStats, KernelStats, KernelWindow,
+    MemoryKind, Run, Timeline,
 };
 pub use crate::script::{
     BackwardPass, ForwardPass, LoaderSetup, Optimizer, OptimizerStep, Phase, ProfilingOff, Scalar,
@@ -71,6 +72,13 @@ pub struct Step {
     /// Its operators were recorded (one step in `--ops-every`): its compute time carries what looking cost.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub profiled: bool,
+    /// When the step began (before its batch was assembled) and ended (its loss and accuracy read), on the host's
+    /// CLOCK_MONOTONIC: the clock the collector places its windows on, so that the GPU's records can be set on the
+    /// step that launched them. Absent from workers before golow sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ns: Option<u64>,
 }
 
 /// Operators named per `operators` window at most; the rest are summed as [`OTHER_OPERATORS`].

@@ -446,7 +446,7 @@ impl<'a> Scan<'a> {
     }
 
     fn step(&mut self) -> Option<Step> {
-        const KEYS: [Key; 12] = Key::all([
+        const KEYS: [Key; 14] = Key::all([
             "step",
             "epoch",
             "phase",
@@ -459,11 +459,14 @@ impl<'a> Scan<'a> {
             "correct",
             "warmup",
             "profiled",
+            "start_ns",
+            "end_ns",
         ]);
         let (mut step, mut epoch, mut phase, mut batch_size, mut data_ms) =
             (None, None, None, None, None);
         let (mut h2d_ms, mut h2d_bytes, mut compute_ms, mut loss) = (None, None, None, None);
         let (mut correct, mut warmup, mut profiled) = (None, None, None);
+        let (mut start_ns, mut end_ns) = (None, None);
         self.body_fields(&KEYS, |s, key| match key {
             "step" => once(&mut step, s.integer()),
             "epoch" => once(&mut epoch, s.integer()),
@@ -485,6 +488,8 @@ impl<'a> Scan<'a> {
             "correct" => once(&mut correct, s.integer()),
             "warmup" => once(&mut warmup, s.bool()),
             "profiled" => once(&mut profiled, s.bool()),
+            "start_ns" => once(&mut start_ns, s.optional(Self::integer)),
+            "end_ns" => once(&mut end_ns, s.optional(Self::integer)),
             _ => None,
         })?;
         Some(Step {
@@ -500,6 +505,8 @@ impl<'a> Scan<'a> {
             correct: correct?,
             warmup: warmup?,
             profiled: profiled.unwrap_or(false),
+            start_ns: start_ns.flatten(),
+            end_ns: end_ns.flatten(),
         })
     }
 

@@ -7,9 +7,10 @@ use crate::config::{
 };
 use crate::event::{
     BackwardPass, Body, Breakdown, CollectorStatus, Compile, CompileTrigger, Compiling, CopyKind,
-    CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow, LoaderSetup,
-    MemoryKind, OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer, OptimizerStep, Phase,
-    ProfilingOff, Scalar, ScriptProcess, Step, StepPhases, Stream, TurnEnd, WorkerExit,
+    CopyRuns, CopyStats, Epoch, ExitStatus, ForwardPass, Hello, KernelStats, KernelWindow,
+    LoaderSetup, MemoryKind, OTHER_OPERATORS, OperatorStats, OperatorWindow, Optimizer,
+    OptimizerStep, Phase, ProfilingOff, Run, Scalar, ScriptProcess, Step, StepPhases, Stream,
+    Timeline, TurnEnd, WorkerExit,
 };
 
 fn worker_config() -> WorkerConfig {
@@ -60,6 +61,8 @@ pub fn step(step: u64, compute_ms: f64, warmup: bool) -> Step {
         correct: 1,
         warmup,
         profiled: false,
+        start_ns: None,
+        end_ns: None,
     }
 }
 
@@ -140,6 +143,15 @@ pub fn kernel_window(kernels: Vec<KernelStats>) -> KernelWindow {
         dropped_windows: 1,
         monotonic_start_ns: Some(5_000_001_000),
         monotonic_end_ns: Some(6_000_001_000),
+        timeline: Some(Timeline {
+            kernels: vec![Run::from((-2_000, 400_000, 31, 390_000))],
+            copies: vec![CopyRuns {
+                kind: CopyKind::HostToDevice,
+                src: MemoryKind::Pageable,
+                runs: vec![Run::from((500_000, 1_125_000, 2, 19_267_584))],
+            }],
+            merged: 4,
+        }),
     }
 }
 
@@ -172,6 +184,8 @@ pub fn every_body() -> Vec<Body> {
         correct: 4,
         warmup: false,
         profiled: true,
+        start_ns: Some(5_000_000_000),
+        end_ns: Some(5_013_500_000),
     };
     vec![
         Body::SessionStart(Box::new(SessionConfig {

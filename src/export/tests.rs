@@ -95,6 +95,8 @@ fn step(n: u64, h2d_ms: Option<f64>) -> Body {
         correct: 4,
         warmup: n == 0,
         profiled: false,
+        start_ns: None,
+        end_ns: None,
     })
 }
 

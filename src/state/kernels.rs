@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use golow_protocol::event::{Breakdown, CollectorStatus, CopyKind, KernelWindow, MemoryKind};
 
+pub use super::placement::{Activity, PerStep, StepKind};
+
 /// Kernel names kept per worker: whatever the windows say, the table stays bounded.
 pub const MAX_KERNEL_NAMES: usize = 256;
 /// Distinct grids kept per kernel.
@@ -34,51 +36,6 @@ pub struct CopyTotals {
     pub count: u64,
     pub bytes: u64,
     pub total_ns: u64,
-}
-
-/// Activity of the windows that arrived while the worker stepped, for per-step figures. A window arriving
-/// before the first step also holds the start-up's copies (the weights' upload), so the tally starts at the
-/// first window after a step and counts the steps run since that window.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PerStep {
-    first_step_count: Option<u64>,
-    steps: u64,
-    kernel_launches: u64,
-    h2d_bytes: u64,
-}
-
-impl PerStep {
-    fn add(&mut self, window: &KernelWindow, steps_so_far: u64) {
-        if steps_so_far == 0 {
-            return;
-        }
-        let Some(first) = self.first_step_count else {
-            self.first_step_count = Some(steps_so_far);
-            return;
-        };
-        self.steps = steps_so_far.saturating_sub(first);
-        self.kernel_launches = self
-            .kernel_launches
-            .saturating_add(window.kernels.iter().map(|k| k.count).sum());
-        self.h2d_bytes = self.h2d_bytes.saturating_add(
-            window
-                .copies
-                .iter()
-                .filter(|c| c.kind == CopyKind::HostToDevice)
-                .map(|c| c.bytes)
-                .sum(),
-        );
-    }
-
-    /// Kernel launches per step; `None` until a window after the first has seen a step.
-    pub fn kernel_launches(&self) -> Option<f64> {
-        (self.steps > 0).then(|| self.kernel_launches as f64 / self.steps as f64)
-    }
-
-    /// Host-to-device bytes per step as CUPTI measured them.
-    pub fn h2d_bytes(&self) -> Option<f64> {
-        (self.steps > 0).then(|| self.h2d_bytes as f64 / self.steps as f64)
-    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -123,12 +80,12 @@ impl GpuActivity {
             .sum()
     }
 
-    /// Folds a window that arrived when the worker had run `steps_so_far` steps. With the session's origin on the
-    /// host's monotonic clock (`origin_ns`) and the window placed on it, the breakdown counts only the window's
-    /// time inside measured steps, so that neither start-up nor other workers' turns read as idle time.
-    pub fn apply(&mut self, window: &KernelWindow, steps_so_far: u64, origin_ns: Option<u64>) {
+    /// Folds a window. With the session's origin on the host's monotonic clock (`origin_ns`) and the window placed
+    /// on it, the breakdown counts only the window's time inside measured steps, so that neither start-up nor other
+    /// workers' turns read as idle time; its timeline's records are set on the worker's steps (`per_step`).
+    pub fn apply(&mut self, window: &KernelWindow, origin_ns: Option<u64>) {
         self.windows += 1;
-        self.per_step.add(window, steps_so_far);
+        self.per_step.window(window);
         self.dropped_records = self.dropped_records.saturating_add(window.dropped_records);
         self.invalid_records = self.invalid_records.saturating_add(window.invalid_records);
         self.dropped_windows = self.dropped_windows.saturating_add(window.dropped_windows);
@@ -357,6 +314,7 @@ mod tests {
             dropped_windows: 0,
             monotonic_start_ns: None,
             monotonic_end_ns: None,
+            timeline: None,
         }
     }
 
@@ -373,12 +331,10 @@ mod tests {
                 ],
                 0.8,
             ),
-            0,
             None,
         );
         a.apply(
             &window(1_000_000_000, &[("relu", 30, 15_000, [512, 2, 1])], 0.4),
-            0,
             None,
         );
         let relu = &a.kernels["relu"];
@@ -412,25 +368,25 @@ mod tests {
         let mut a = GpuActivity::default();
         // Start-up: a window without a measured step does not count.
         let (startup, origin) = placed(0, 0.9);
-        a.apply(&startup, 0, origin);
+        a.apply(&startup, origin);
         assert_eq!(a.breakdown(), None);
         // Alternating with two others, the worker held a third of the next window, and its GPU was busy for 0.25 s.
         a.stepped(1.2, 0.1);
         a.stepped(1.3, 0.1);
         a.stepped(1.5, 0.133_333_333_333_333_33);
         let (turn, origin) = placed(1, 0.25);
-        a.apply(&turn, 5, origin);
+        a.apply(&turn, origin);
         let b = a.breakdown().unwrap();
         assert!((b.busy - 0.75).abs() < 1e-6, "{b:?}");
         assert!((b.copy - 0.05 / (1.0 / 3.0)).abs() < 1e-6, "{b:?}");
         // Steps before a window are forgotten once a later window is placed.
         a.stepped(2.5, 0.5);
         let (next, origin) = placed(2, 0.5);
-        a.apply(&next, 7, origin);
+        a.apply(&next, origin);
         assert_eq!(a.steps.len(), 1);
         // Without a placement (older recordings) the whole window counts.
         let mut old = GpuActivity::default();
-        old.apply(&startup, 0, None);
+        old.apply(&startup, None);
         assert!((old.breakdown().unwrap().busy - 0.9).abs() < 1e-9);
     }
 
@@ -452,26 +408,11 @@ mod tests {
             let name = format!("k{i}");
             a.apply(
                 &window(i, &[(&name, 1, u64::MAX, [1, 1, 1])], f64::NAN),
-                0,
                 None,
             );
         }
         assert_eq!(a.kernels.len(), MAX_KERNEL_NAMES);
         assert_eq!(a.breakdown(), None);
-    }
-
-    #[test]
-    fn per_step_figures_skip_start_up_and_the_window_of_the_first_step() {
-        let mut a = GpuActivity::default();
-        let launches = |n| window(0, &[("relu", n, 1_000, [1, 1, 1])], 0.5);
-        a.apply(&launches(999), 0, None);
-        a.apply(&launches(999), 3, None);
-        assert_eq!(a.per_step.kernel_launches(), None);
-        a.apply(&launches(40), 7, None);
-        a.apply(&launches(60), 13, None);
-        // 100 launches over the 10 steps run since the window of step 3; each window copied 1 MiB.
-        assert_eq!(a.per_step.kernel_launches(), Some(10.0));
-        assert_eq!(a.per_step.h2d_bytes(), Some(f64::from(2 << 20) / 10.0));
     }
 
     #[test]
@@ -498,7 +439,6 @@ mod tests {
                 ],
                 0.5,
             ),
-            0,
             None,
         );
         let families = a.families();

@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod kernels;
 pub mod operators;
 pub mod phases;
+mod placement;
 pub mod ranks;
 pub mod regression;
 pub mod script;
@@ -24,7 +25,7 @@ pub use summary::{
     ComparisonSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
 };
 
-use golow_protocol::config::SessionConfig;
+use golow_protocol::config::{Mode, SessionConfig};
 use golow_protocol::event::{
     BackwardPass, Body, Epoch, Hello, OptimizerStep, Record, Step, StepPhases, Stream, WorkerExit,
 };
@@ -275,10 +276,24 @@ impl WorkerState {
         }
         let batch = f64::from(step.batch_size.max(1));
         let timed = step.h2d_ms.unwrap_or(0.0) + step.compute_ms;
+        let span = step.start_ns.zip(step.end_ns);
+        let trains = self
+            .hello
+            .as_ref()
+            .is_some_and(|h| h.config.mode == Mode::Train);
         self.series.loss.push(t, step.loss);
         self.series
             .accuracy
             .push(t, f64::from(step.correct) / batch);
+        let compiling = self.compile.as_ref().is_some_and(|c| c.fell_in(step.step));
+        let kind = if trains && step.phase == Mode::Eval {
+            kernels::StepKind::Evaluation
+        } else if step.warmup || compiling || step.profiled {
+            kernels::StepKind::Unmeasured
+        } else {
+            kernels::StepKind::Measured
+        };
+        self.gpu_activity.per_step.step(span, kind);
         if step.warmup {
             self.warmup_steps += 1;
         } else if let Some(compile) = self.compile.as_mut().filter(|c| c.fell_in(step.step)) {
@@ -337,7 +352,14 @@ impl WorkerState {
         let role = script.step(step, warmup, t, since_start, clock);
         let position = match role {
             script::StepRole::Iteration => {
-                self.script_step(t, step.interval_ms, step.phases, step.profiled, warmup);
+                self.script_step(
+                    t,
+                    step.interval_ms,
+                    step.phases,
+                    step.profiled,
+                    warmup,
+                    step.t_ns,
+                );
                 self.script_loss(t, step.loss);
                 self.steps
             }
@@ -368,7 +390,14 @@ impl WorkerState {
             script::StepRole::Iteration => {
                 let script = self.script.get_or_insert_with(Default::default);
                 script.losses_by_backward |= pass.loss.is_some();
-                self.script_step(t, pass.interval_ms, pass.phases, pass.profiled, warmup);
+                self.script_step(
+                    t,
+                    pass.interval_ms,
+                    pass.phases,
+                    pass.profiled,
+                    warmup,
+                    pass.t_ns,
+                );
                 self.script_loss(t, pass.loss);
                 Some(StepFlags::script(self.steps, warmup, pass.profiled, false))
             }
@@ -421,7 +450,18 @@ impl WorkerState {
         step_phases: Option<StepPhases>,
         profiled: bool,
         warmup: u64,
+        end_ns: Option<u64>,
     ) {
+        let span = end_ns.zip(interval_ms).and_then(|(end, ms)| {
+            let ms = Some(ms).filter(|ms| ms.is_finite() && *ms >= 0.0)?;
+            Some((end.saturating_sub((ms * 1e6) as u64), end))
+        });
+        let kind = if self.steps < warmup || profiled {
+            kernels::StepKind::Unmeasured
+        } else {
+            kernels::StepKind::Measured
+        };
+        self.gpu_activity.per_step.step(span, kind);
         let script = self.script.get_or_insert_with(Default::default);
         let samples = script.step_samples(step_phases.as_ref());
         // Said once, whenever that step falls: a warm-up step's too.
@@ -805,6 +845,9 @@ fn apply_worker_event(
             .get_or_insert_with(Default::default)
             .phase(phase.process, &phase.name),
         Body::Epoch(epoch) => {
+            if epoch.complete && epoch.train_loss.is_some() && epoch.eval_loss.is_some() {
+                worker.gpu_activity.per_step.evaluated();
+            }
             // An accuracy is a fraction; anything else a worker reports is not one.
             let fraction = |a: Option<f64>| a.filter(|a| (0.0..=1.0).contains(a));
             let epoch = Epoch {
@@ -915,7 +958,7 @@ fn apply_worker_event(
                 worker.gpu_sm_readings.add(f64::from(*sm));
             }
         }
-        Body::Kernels(window) => worker.gpu_activity.apply(window, worker.steps, origin_ns),
+        Body::Kernels(window) => worker.gpu_activity.apply(window, origin_ns),
         Body::Operators(window) => {
             if worker.is_primary(window.process) {
                 worker.operators.apply(t, window);
@@ -996,6 +1039,8 @@ mod tests {
             correct: 3,
             warmup,
             profiled: false,
+            start_ns: None,
+            end_ns: None,
         })
     }
 
@@ -1337,6 +1382,7 @@ mod tests {
             dropped_windows: 0,
             monotonic_start_ns,
             monotonic_end_ns: monotonic_start_ns.map(|s| s + 1_000_000_000),
+            timeline: None,
         }))
     }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::compare::{Basis, Pairing};
 use super::compile::{Cache, CompileState};
+use super::kernels::{Activity, PerStep};
 use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
 use super::script::ScriptState;
@@ -273,10 +274,18 @@ pub struct WorkerSummary {
     pub gpu_sm_percent_mean: Option<f64>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
     pub gpu_breakdown: Option<golow_protocol::event::Breakdown>,
-    /// Kernel launches per step, from the collector's windows after the first step.
+    /// Kernel launches per measured step, from the collector's records set on the steps that launched them; `null`
+    /// where they could not be (no collector, or a recording from before golow placed them).
     pub kernel_launches_per_step: Option<f64>,
-    /// Host-to-device bytes per step as CUPTI measured them, to set beside the worker's own `h2d_bytes_per_step`.
+    /// Host-to-device bytes per measured step as CUPTI measured them, to set beside the worker's own
+    /// `h2d_bytes_per_step`; placed as `kernel_launches_per_step` is.
     pub cupti_h2d_bytes_per_step: Option<f64>,
+    /// Milliseconds per measured step the GPU ran the worker's kernels; placed as `kernel_launches_per_step` is.
+    #[serde(default)]
+    pub gpu_busy_ms_per_step: Option<f64>,
+    /// What the collector saw outside the measured steps; `null` where its records were not set on steps.
+    #[serde(default)]
+    pub cupti_outside_steps: Option<OutsideSteps>,
     /// Everything the level spent compiling (first compilation and recompilations), kept out of its step figures;
     /// `null` for levels that do not compile.
     pub compile_ms: Option<f64>,
@@ -313,6 +322,35 @@ pub struct WorkerSummary {
 }
 
 /// How many of a worker's lines were refused, and why the first was.
+/// Where the CUPTI records outside a worker's measured steps lay.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct OutsideSteps {
+    /// Before the first step: start-up, the weights' upload.
+    pub start_up: Activity,
+    /// Warm-up, profiled and compiling steps.
+    pub unmeasured_steps: Activity,
+    /// Evaluation passes at epochs' ends, and evaluation steps of a training run.
+    pub evaluation: Activity,
+    pub between_steps: Activity,
+    /// After the last step: the run's end.
+    pub after_last_step: Activity,
+    /// Older than every step golow still remembered when they arrived.
+    pub unplaced: Activity,
+}
+
+impl OutsideSteps {
+    fn of(p: &PerStep) -> Option<OutsideSteps> {
+        p.placed().then(|| OutsideSteps {
+            start_up: p.start_up,
+            unmeasured_steps: p.unmeasured,
+            evaluation: p.evaluation,
+            between_steps: p.between_steps,
+            after_last_step: p.after_last_step(),
+            unplaced: p.unplaced,
+        })
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ProtocolErrors {
     pub count: u64,
@@ -633,6 +671,8 @@ impl WorkerSummary {
             gpu_breakdown: w.gpu_activity.breakdown(),
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),
+            gpu_busy_ms_per_step: w.gpu_activity.per_step.busy_ms(),
+            cupti_outside_steps: OutsideSteps::of(&w.gpu_activity.per_step),
             compile_ms: w.compile.as_ref().map(CompileState::total_ms),
             break_even_steps: state.break_even_steps(w),
             compile: w.compile.as_ref().map(CompileSummary::from),

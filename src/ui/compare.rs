@@ -704,6 +704,8 @@ mod tests {
                     correct: 0,
                     warmup: false,
                     profiled: false,
+                    start_ns: None,
+                    end_ns: None,
                 }),
             );
             apply(

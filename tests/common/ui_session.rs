@@ -165,6 +165,8 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                     correct: (step as u32 * 32 / 100).min(32),
                     warmup: step < 2,
                     profiled,
+                    start_ns: None,
+                    end_ns: None,
                 }),
             ));
             if profiled {
@@ -360,6 +362,7 @@ fn kernel_window(step: u64, w: usize) -> KernelWindow {
         dropped_windows: 0,
         monotonic_start_ns: None,
         monotonic_end_ns: None,
+        timeline: None,
     }
 }
 

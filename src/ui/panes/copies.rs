@@ -1,5 +1,7 @@
 //! Host-to-device copies of each step: time, bytes, bandwidth, and whether the host memory was pinned, as the
-//! worker timed them and, beside them, as CUPTI saw them (bytes per step and the copies' source memory).
+//! worker timed them and, beside them, as CUPTI saw them (bytes per step and the copies' source memory). CUPTI's
+//! bytes per step are those of the copies set on the worker's measured steps; a recording from before golow set
+//! them on steps says so rather than show a tally of whole windows.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -12,6 +14,17 @@ use crate::ui::fit;
 use crate::ui::view::{View, bytes, ms};
 
 pub struct Copies;
+
+/// What a worker's copies are per step as CUPTI saw them: "-" without a collector's windows.
+fn cupti_per_step(w: &crate::state::WorkerState) -> String {
+    match w.gpu_activity.per_step.h2d_bytes() {
+        Some(per_step) => bytes(per_step),
+        None if w.gpu_activity.windows > 0 => NOT_PLACED.into(),
+        None => "-".into(),
+    }
+}
+
+const NOT_PLACED: &str = "not placed";
 
 /// The latest PCIe reading of each GPU: the whole device's traffic, every process's copies together.
 fn pcie_line<'a>(view: &View) -> Option<Line<'a>> {
@@ -58,7 +71,15 @@ impl Pane for Copies {
         let inner = view.framed(frame, area, self.title());
         let workers = &view.state.workers;
         let pcie = pcie_line(view);
-        let rows = workers.len() as u16 + 1 + u16::from(pcie.is_some());
+        let cupti: Vec<String> = workers.iter().map(cupti_per_step).collect();
+        let unplaced = cupti.iter().any(|c| c == NOT_PLACED).then(|| {
+            Line::styled(
+                "CUPTI/step: not placed on steps (recorded before golow placed copies on steps)",
+                view.muted(),
+            )
+        });
+        let rows =
+            workers.len() as u16 + 1 + u16::from(pcie.is_some()) + u16::from(unplaced.is_some());
         let [plot, numbers] = chart::over_table(inner, rows);
         let lines: Vec<ChartLine> = workers
             .iter()
@@ -82,7 +103,7 @@ impl Pane for Copies {
             format!("{:<12}{}", "", fit::cells(&widths, &header, room)),
             view.muted(),
         )];
-        for w in workers {
+        for (w, cupti) in workers.iter().zip(cupti) {
             let p50 = w.h2d.median_ms().map_or("-".into(), ms);
             let per_step = w.h2d_bytes_per_step().map(|b| bytes(b as f64));
             let gbps = w
@@ -106,10 +127,7 @@ impl Pane for Copies {
                 per_step.unwrap_or_else(|| "-".into()),
                 gbps,
                 memory.to_string(),
-                w.gpu_activity
-                    .per_step
-                    .h2d_bytes()
-                    .map_or("-".into(), bytes),
+                cupti,
                 w.gpu_activity.h2d_source().unwrap_or("-").to_string(),
             ];
             text.push(Line::from(vec![
@@ -117,7 +135,84 @@ impl Pane for Copies {
                 Span::styled(fit::cells(&widths, &cells, room), view.text()),
             ]));
         }
+        text.extend(unplaced);
         text.extend(pcie);
         fit::lines(frame, numbers, &text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::State;
+    use golow_protocol::event::{
+        Body, CopyKind, CopyRuns, MemoryKind, Record, Run, Step, Timeline,
+    };
+    use golow_protocol::samples;
+
+    const MS: u64 = 1_000_000;
+    const BATCH: u64 = 196_736;
+
+    fn drawn(state: &State) -> String {
+        super::super::drawn(&mut Copies, state, 120, 14)
+    }
+
+    /// Ten steps of 50 ms, each copying its batch, and a window holding them all after a weights upload: with
+    /// `placed`, as golow now records them; without, as older recordings hold them.
+    fn state(placed: bool) -> State {
+        let mut state = State::default();
+        let origin = 10_000 * MS;
+        let mut copies = vec![Run::from((0, 10 * MS as i64, 1, 44_000_000))];
+        for n in 0..10u64 {
+            let start = origin + 100 * MS + n * 50 * MS;
+            let step = Step {
+                h2d_ms: Some(1.0),
+                h2d_bytes: Some(BATCH),
+                start_ns: placed.then_some(start),
+                end_ns: placed.then_some(start + 50 * MS),
+                ..samples::step(n, 40.0, n == 0)
+            };
+            state.apply(&Record::new(
+                0.2 + n as f64 * 0.05,
+                Some("libtorch".into()),
+                Body::Step(step),
+            ));
+            let at = (start - origin + MS) as i64;
+            copies.push(Run::from((at, at + MS as i64, 1, BATCH)));
+        }
+        let mut window = samples::kernel_window(Vec::new());
+        (window.monotonic_start_ns, window.monotonic_end_ns) =
+            (Some(origin), Some(origin + 1_000 * MS));
+        window.timeline = placed.then(|| Timeline {
+            kernels: Vec::new(),
+            copies: vec![CopyRuns {
+                kind: CopyKind::HostToDevice,
+                src: MemoryKind::Pinned,
+                runs: copies,
+            }],
+            merged: 0,
+        });
+        state.apply(&Record::new(
+            2.0,
+            Some("libtorch".into()),
+            Body::Kernels(Box::new(window)),
+        ));
+        state
+    }
+
+    #[test]
+    fn cuptis_bytes_per_step_are_the_workers_once_placed_on_steps() {
+        let placed = drawn(&state(true));
+        let row = placed.lines().find(|l| l.contains("libtorch")).unwrap();
+        let worker = bytes(BATCH as f64);
+        assert_eq!(row.matches(worker.as_str()).count(), 2, "{placed}");
+        assert!(!placed.contains("not placed"), "{placed}");
+        let unplaced = drawn(&state(false));
+        let row = unplaced.lines().find(|l| l.contains("libtorch")).unwrap();
+        assert_eq!(row.matches(worker.as_str()).count(), 1, "{unplaced}");
+        assert!(
+            row.contains(NOT_PLACED) && unplaced.contains("not placed on steps"),
+            "{unplaced}"
+        );
     }
 }

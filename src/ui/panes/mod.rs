@@ -86,3 +86,33 @@ fn name<'a>(view: &View, worker: &str, width: usize) -> Span<'a> {
             .add_modifier(Modifier::BOLD),
     )
 }
+
+/// `pane` drawn alone over `state` (the last minute of it) on a terminal `width` × `height`, as text, row after row.
+#[cfg(test)]
+fn drawn(pane: &mut dyn Pane, state: &crate::state::State, width: u16, height: u16) -> String {
+    let theme = crate::ui::theme::builtin("dark").unwrap();
+    let view = View {
+        state,
+        theme: &theme,
+        window: crate::ui::view::Window {
+            from: 0.0,
+            to: 60.0,
+            end: 60.0,
+        },
+        focused: false,
+    };
+    let backend = ratatui::backend::TestBackend::new(width, height);
+    let mut terminal = ratatui::Terminal::new(backend).unwrap();
+    terminal
+        .draw(|frame| pane.draw(frame, frame.area(), &view))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    (0..buffer.area.height)
+        .map(|y| {
+            let row: String = (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect();
+            row + "\n"
+        })
+        .collect()
+}

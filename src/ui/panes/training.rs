@@ -116,36 +116,10 @@ impl Pane for Training {
 mod tests {
     use super::*;
     use crate::state::State;
-    use crate::ui::view::Window;
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     /// The pane drawn on a terminal `width` wide, as text, row after row.
     fn drawn(state: &State, width: u16) -> String {
-        let theme = crate::ui::theme::builtin("dark").unwrap();
-        let view = View {
-            state,
-            theme: &theme,
-            window: Window {
-                from: 0.0,
-                to: 60.0,
-                end: 60.0,
-            },
-            focused: false,
-        };
-        let mut terminal = Terminal::new(TestBackend::new(width, 12)).unwrap();
-        terminal
-            .draw(|frame| Training.draw(frame, frame.area(), &view))
-            .unwrap();
-        let buffer = terminal.backend().buffer();
-        (0..buffer.area.height)
-            .map(|y| {
-                let row: String = (0..buffer.area.width)
-                    .map(|x| buffer[(x, y)].symbol())
-                    .collect();
-                row + "\n"
-            })
-            .collect()
+        super::super::drawn(&mut Training, state, width, 12)
     }
 
     #[test]

@@ -166,6 +166,9 @@ def run(cfg, model, data, device, events, turns, compiler):
         epoch, position = divmod(step, per_epoch)
         if position == 0:
             order = epoch_order(cfg["seed"], epoch, split_count) if train else list(range(split_count))
+        # The step's span on CLOCK_MONOTONIC (time.monotonic_ns on Linux), the clock the CUPTI collector places its
+        # records on: from before the batch is assembled to after its loss and accuracy are read.
+        start_ns = time.monotonic_ns()
         data_start = time.perf_counter_ns()
         host_inputs, host_targets = data.batch(phase, order[position * b : (position + 1) * b], pin)
         data_ms = (time.perf_counter_ns() - data_start) / 1e6
@@ -198,6 +201,7 @@ def run(cfg, model, data, device, events, turns, compiler):
         loss_value = loss.item()
         with torch.no_grad():
             correct = correct_count(logits, targets)
+        end_ns = time.monotonic_ns()
         turns.took_step()
         tally.add(loss_value, correct, b)
         h2d_bytes = None
@@ -211,7 +215,8 @@ def run(cfg, model, data, device, events, turns, compiler):
         operators.send(events.emit)
         events.emit(dict(type="step", step=step, epoch=epoch, phase=phase, batch_size=b, data_ms=data_ms,
                          h2d_ms=h2d_ms, h2d_bytes=h2d_bytes, compute_ms=compute_ms, loss=loss_value,
-                         correct=correct, warmup=step < cfg["warmup"], profiled=profiled),
+                         correct=correct, warmup=step < cfg["warmup"], profiled=profiled,
+                         start_ns=start_ns, end_ns=end_ns),
                     hold=hold)
         if epoch_ends:
             if compiler:

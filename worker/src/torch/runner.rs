@@ -12,6 +12,7 @@ use crate::channels::emit::Emitter;
 use crate::channels::turns::Turns;
 use golow_data::epoch_order;
 use golow_protocol::channels::Grant;
+use golow_protocol::collector::monotonic_now_ns;
 use golow_protocol::config::{Mode, WorkerConfig};
 use golow_protocol::event::{Epoch, ExitStatus, Step, TurnEnd, WorkerEvent, WorkerExit};
 
@@ -136,6 +137,7 @@ impl Runner<'_> {
                     (0..split_count).collect()
                 };
             }
+            let start_ns = monotonic_now_ns();
             let data_start = Instant::now();
             let host = self.data.batch(
                 phase,
@@ -196,6 +198,8 @@ impl Runner<'_> {
                     correct: correct as u32,
                     warmup: step < config.warmup,
                     profiled,
+                    start_ns,
+                    end_ns: start_ns.and(monotonic_now_ns()),
                 }),
                 turn_end_next,
             )?;
