@@ -116,6 +116,11 @@ const COLUMNS: &[Column] = &[
         figure: |_, w| w.kernel_launches_per_step,
     },
     Column {
+        title: "GPU busy ms/step",
+        digits: 2,
+        figure: |_, w| w.gpu_busy_ms_per_step,
+    },
+    Column {
         title: "compile s",
         digits: 1,
         figure: |_, w| w.compile_ms.map(|ms| ms / 1e3),
