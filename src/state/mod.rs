@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod compile;
 pub mod conditions;
+pub mod flops;
 pub mod kernels;
 pub mod operators;
 pub mod phases;
