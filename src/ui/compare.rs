@@ -72,8 +72,30 @@ fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
 
 const MAX_FAMILIES: usize = 6;
 
-/// The same kernel families side by side: per step, launches, GPU time and the most launched grid; the ratio
-/// is of GPU time per step. Empty until a collector has sent a window.
+/// A family's share of a worker's kernel time below which its time is set beside no other: a ratio of two times
+/// of which one is next to nothing says how little the family does there, not how fast.
+const FAMILY_SHARE_FOR_A_RATIO: f64 = 0.01;
+
+/// What sets a family's times apart: their ratio where the family does real work on both sides, else on which
+/// side alone it does.
+fn family_apart(
+    (a, b): (&WorkerState, &WorkerState),
+    (ta, tb): (Option<f64>, Option<f64>),
+    (all_a, all_b): (f64, f64),
+) -> String {
+    let real =
+        |t: Option<f64>, all: f64| t.filter(|&t| all > 0.0 && t / all >= FAMILY_SHARE_FOR_A_RATIO);
+    match (real(ta, all_a), real(tb, all_b)) {
+        (Some(x), Some(y)) => plain_ratio(Some(x), Some(y)),
+        (Some(_), None) => format!("only in {}", a.name),
+        (None, Some(_)) => format!("only in {}", b.name),
+        (None, None) => "-".into(),
+    }
+}
+
+/// The same kernel families side by side: per step, launches, GPU time and the most launched grid (a shape, set
+/// beside the other's, never divided by it); the ratio is of GPU time per step, where both do real work in the
+/// family. Empty until a collector has sent a window.
 fn kernel_family_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
     if a.gpu_activity.windows == 0 && b.gpu_activity.windows == 0 {
         return None;
@@ -104,9 +126,16 @@ fn kernel_family_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
         "ratio of GPU ms",
         header,
     );
+    let all = |w: &WorkerState, families: &[crate::state::kernels::Family]| {
+        let ns = families
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.total_ns));
+        per_step(w, ns).map_or(0.0, |ns| ns / 1e6)
+    };
+    let totals = (all(a, &fa), all(b, &fb));
     for family in names.into_iter().take(MAX_FAMILIES) {
         let ((left, ta), (right, tb)) = (cell(a, &fa, family), cell(b, &fb, family));
-        table.row(family, left, plain_ratio(ta, tb), right);
+        table.row(family, left, family_apart((a, b), (ta, tb), totals), right);
     }
     Some(table)
 }
@@ -775,6 +804,129 @@ mod tests {
         let mut on_cpu = session(3, false);
         on_cpu.session.as_mut().unwrap().device = "cpu".into();
         assert_eq!(h2d(&on_cpu), "n/a: no copy on the CPU");
+    }
+
+    /// Two workers with these kernels (name, launches, ns, grid) in one collector window, over 10 steps each.
+    fn kernels_of(name: &str, kernels: &[(&str, u64, u64, [u32; 3])]) -> WorkerState {
+        let mut worker = WorkerState {
+            name: name.into(),
+            steps: 10,
+            ..Default::default()
+        };
+        let window = golow_protocol::event::KernelWindow {
+            window_start_ns: 0,
+            window_end_ns: 1_000_000_000,
+            kernels: kernels
+                .iter()
+                .map(
+                    |&(name, count, total_ns, grid)| golow_protocol::event::KernelStats {
+                        name: name.into(),
+                        count,
+                        total_ns,
+                        max_ns: total_ns,
+                        grid,
+                        block: [128, 1, 1],
+                        shapes: 1,
+                        registers_per_thread: 32,
+                        shared_bytes: 0,
+                        grid_histogram: vec![(grid, count)],
+                    },
+                )
+                .collect(),
+            copies: vec![],
+            breakdown: golow_protocol::event::Breakdown {
+                busy: 0.5,
+                copy: 0.0,
+                idle: 0.5,
+            },
+            dropped_records: 0,
+            invalid_records: 0,
+            dropped_windows: 0,
+            monotonic_start_ns: None,
+            monotonic_end_ns: None,
+        };
+        worker.gpu_activity.apply(&window, 10, None);
+        worker
+    }
+
+    /// The cudnn level's ReLU is cuDNN's generic tensor op: it sits in the elementwise row beside ATen's, grids as
+    /// shapes and a ratio of times; a family one side hardly uses gets no ratio, and Inductor's kernels a row of
+    /// their own.
+    #[test]
+    fn kernel_families_set_like_beside_like_with_a_ratio_only_where_both_work() {
+        let pytorch = kernels_of(
+            "pytorch",
+            &[
+                (
+                    "at::native::vectorized_elementwise_kernel (clamp_scalar)",
+                    490,
+                    40_000_000,
+                    [25088, 1, 1],
+                ),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    530,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+            ],
+        );
+        let cudnn = kernels_of(
+            "cudnn",
+            &[
+                ("op_generic_tensor_kernel", 650, 80_000_000, [25088, 1, 1]),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    300,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+                (
+                    "at::native::vectorized_elementwise_kernel (FillFunctor)",
+                    40,
+                    10_000,
+                    [1, 1, 1],
+                ),
+                (
+                    "triton_poi_fused__native_batch_norm_legit_no_training_relu_2",
+                    10,
+                    5_000_000,
+                    [64, 1, 1],
+                ),
+            ],
+        );
+        let table = kernel_family_rows(&pytorch, &cudnn).unwrap();
+        let row = |family: &str| table.rows.iter().find(|r| r.label == family).unwrap();
+        let elementwise = row("elementwise");
+        assert_eq!(elementwise.left, ["4.00", "49", "(25088,1,1)"]);
+        assert_eq!(elementwise.right, ["8.00", "69", "(25088,1,1)"]);
+        assert_eq!(elementwise.middle, "0.500×");
+        assert_eq!(row("Triton pointwise").middle, "only in cudnn");
+        assert!(table.rows.iter().all(|r| r.label != "other"));
+        let tiny = kernels_of(
+            "tiny",
+            &[
+                (
+                    "at::native::vectorized_elementwise_kernel (FillFunctor)",
+                    4,
+                    10_000,
+                    [1, 1, 1],
+                ),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    300,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+            ],
+        );
+        let table = kernel_family_rows(&pytorch, &tiny).unwrap();
+        let elementwise = table
+            .rows
+            .iter()
+            .find(|r| r.label == "elementwise")
+            .unwrap();
+        assert_eq!(elementwise.middle, "only in pytorch");
     }
 
     #[test]
