@@ -287,6 +287,15 @@ impl Efficiency {
         })
     }
 
+    /// A worker's figures in a state: its GPU's name as NVML gave it.
+    pub fn of_worker(state: &super::State, worker: &super::WorkerState) -> Option<Efficiency> {
+        let gpu_name = |index: u32| {
+            let device = state.gpu.devices.iter().find(|d| d.index == index)?;
+            Some(device.name.clone())
+        };
+        Efficiency::of(worker.hello.as_ref(), worker.throughput(), gpu_name)
+    }
+
     /// The achieved rate over the peak.
     pub fn share_of_peak(&self) -> Option<f64> {
         Some(self.achieved_tflops? / self.peak?.tflops)

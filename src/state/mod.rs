@@ -22,7 +22,8 @@ pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
 pub use summary::{
-    ComparisonSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+    ComparisonSummary, FlopsSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
+    WorkerSummary,
 };
 
 use golow_protocol::config::SessionConfig;

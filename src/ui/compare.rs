@@ -11,6 +11,7 @@ use super::chart::{self, Line as ChartLine};
 use super::fit;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::{Basis, MIN_SAMPLES, Pairing};
+use crate::state::flops::Efficiency;
 use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
@@ -544,6 +545,34 @@ fn phase_rows<'a>(
     rows
 }
 
+/// How far each ran from the hardware, where golow knows the model (a built-in level): achieved TFLOP/s and, on a
+/// GPU in golow's table, the share of its peak for the session's math; the ratio is of the rates.
+fn flops_row(
+    state: &State,
+    a: &WorkerState,
+    b: &WorkerState,
+) -> Option<(&'static str, String, String, String)> {
+    let (ea, eb) = (
+        Efficiency::of_worker(state, a),
+        Efficiency::of_worker(state, b),
+    );
+    if ea.is_none() && eb.is_none() {
+        return None;
+    }
+    let rate = |e: Option<Efficiency>| e.and_then(|e| e.achieved_tflops);
+    let cell = |e: Option<Efficiency>| match (rate(e), e.and_then(|e| e.share_of_peak())) {
+        (Some(tflops), Some(share)) => format!("{tflops:.1} ({:.1}%)", share * 100.0),
+        (Some(tflops), None) => format!("{tflops:.1}"),
+        _ => "-".into(),
+    };
+    Some((
+        "TFLOP/s (% of peak)",
+        cell(ea),
+        plain_ratio(rate(ea), rate(eb)),
+        cell(eb),
+    ))
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
     let inner = view.framed(frame, area, " compare ");
     let Some((a, b)) = pair(view, wanted) else {
@@ -561,9 +590,10 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         .collect();
     let mut ranked = rank_rows(a, b);
     ranked.extend(phase_rows(a, b));
+    let flops = flops_row(view.state, a, b);
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(10 + ranked.len() as u16),
+        Constraint::Length(10 + ranked.len() as u16 + u16::from(flops.is_some())),
         Constraint::Length(breakdown.iter().map(Vec::len).sum::<usize>() as u16),
         Constraint::Min(3),
     ])
@@ -625,6 +655,9 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             plain_ratio(a.throughput(), b.throughput()),
             b.throughput().map_or("-".into(), |t| format!("{t:.1}")),
         ),
+    ];
+    rows.extend(flops);
+    rows.extend([
         (
             "peak host RSS",
             bytes(a.peak_rss_bytes as f64),
@@ -643,7 +676,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             h2d_cell(view.state, a, b),
             opt_ms(b.h2d.median_ms()),
         ),
-    ];
+    ]);
     if a.compile.is_some() || b.compile.is_some() {
         let seconds = |w: &WorkerState| {
             w.compile
