@@ -73,23 +73,27 @@ fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
 
 const MAX_FAMILIES: usize = 6;
 
-/// A family's share of a worker's kernel time below which its time is set beside no other: a ratio of two times
-/// of which one is next to nothing says how little the family does there, not how fast.
+/// A family's share of a worker's kernel time below which its time is set beside no larger one: a ratio of two
+/// times of which one is next to nothing says how little the family does there, not how fast.
 const FAMILY_SHARE_FOR_A_RATIO: f64 = 0.01;
 
-/// What sets a family's times apart: their ratio where the family does real work on both sides, else on which
-/// side alone it does.
+/// What sets a family's times apart: their ratio where the family does alike work on both sides (a real share of
+/// each one's kernel time, or next to nothing on both), else on which side alone it does real work.
 fn family_apart(
     (a, b): (&WorkerState, &WorkerState),
     (ta, tb): (Option<f64>, Option<f64>),
     (all_a, all_b): (f64, f64),
 ) -> String {
-    let real =
-        |t: Option<f64>, all: f64| t.filter(|&t| all > 0.0 && t / all >= FAMILY_SHARE_FOR_A_RATIO);
-    match (real(ta, all_a), real(tb, all_b)) {
-        (Some(x), Some(y)) => plain_ratio(Some(x), Some(y)),
-        (Some(_), None) => format!("only in {}", a.name),
-        (None, Some(_)) => format!("only in {}", b.name),
+    let real = |t: f64, all: f64| all > 0.0 && t / all >= FAMILY_SHARE_FOR_A_RATIO;
+    let only_in = |w: &WorkerState| format!("only in {}", w.name);
+    match (ta, tb) {
+        (Some(x), Some(y)) => match (real(x, all_a), real(y, all_b)) {
+            (true, false) => only_in(a),
+            (false, true) => only_in(b),
+            _ => plain_ratio(Some(x), Some(y)),
+        },
+        (Some(_), None) => only_in(a),
+        (None, Some(_)) => only_in(b),
         (None, None) => "-".into(),
     }
 }
