@@ -1,5 +1,5 @@
 //! How far a built-in level is from the hardware: the model's floating-point operations per sample, worked out from
-//! its architecture at the session's image size, against the device's peak for the session's math (docs/methodology.md).
+//! its architecture at the session's image size, against the device's peak for the session's math (docs/summary-json.md).
 //!
 //! The convention: one multiply-add is two FLOPs. Convolutions and the classifier are counted; batch norm, ReLU,
 //! pooling and the residual sums are not (under 1% of ResNet-50's operations), as published counts leave them out.
@@ -302,7 +302,7 @@ impl Efficiency {
     }
 }
 
-/// Published ResNet-50 training rates per GPU, to set golow's beside (docs/methodology.md).
+/// Published ResNet-50 training rates per GPU, to set golow's beside (docs/summary-json.md).
 pub const ANCHORS: &[(&str, f64)] = &[
     // MLPerf Training's ResNet-50 results on H100 systems (closed division): about 7,000 images/s per GPU, mixed
     // precision with DALI.
