@@ -692,13 +692,7 @@ mod tests {
     /// whose model golow does not know, neither.
     #[test]
     fn a_built_in_level_serves_its_flops_and_share_of_the_peak() {
-        let mut hello = samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                Body::Hello(hello) => Some(hello),
-                _ => None,
-            })
-            .unwrap();
+        let mut hello = crate::state::flops::sample_hello();
         hello.config.device = "cuda:0".into();
         let gpu = Body::GpuInfo {
             index: 0,

@@ -313,18 +313,24 @@ pub const ANCHORS: &[(&str, f64)] = &[
     ("NVIDIA ResNet-50 v1.5 PyTorch, A100, AMP", 2470.0),
 ];
 
+/// The protocol's sample hello, for tests of what a built-in worker's hello makes of its figures.
+#[cfg(test)]
+pub(crate) fn sample_hello() -> Box<golow_protocol::event::Hello> {
+    golow_protocol::samples::every_body()
+        .into_iter()
+        .find_map(|b| match b {
+            golow_protocol::event::Body::Hello(hello) => Some(hello),
+            _ => None,
+        })
+        .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn config(model: Model, mode: Mode, resolution: u32, classes: u32) -> WorkerConfig {
-        let hello = golow_protocol::samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                golow_protocol::event::Body::Hello(h) => Some(h),
-                _ => None,
-            })
-            .unwrap();
+        let hello = sample_hello();
         WorkerConfig {
             model,
             mode,
@@ -395,13 +401,7 @@ mod tests {
 
     #[test]
     fn the_share_is_the_rate_over_the_peak_of_the_sessions_math_on_the_workers_gpu() {
-        let mut hello = golow_protocol::samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                golow_protocol::event::Body::Hello(h) => Some(h),
-                _ => None,
-            })
-            .unwrap();
+        let mut hello = sample_hello();
         hello.config = WorkerConfig {
             device: "cuda:1".into(),
             ..config(Model::Resnet50, Mode::Eval, 224, 1000)

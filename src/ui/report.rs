@@ -651,13 +651,7 @@ mod tests {
                 uuid: String::new(),
             },
         );
-        let mut hello = golow_protocol::samples::every_body()
-            .into_iter()
-            .find_map(|b| match b {
-                Body::Hello(hello) => Some(hello),
-                _ => None,
-            })
-            .unwrap();
+        let mut hello = crate::state::flops::sample_hello();
         hello.implementation = "libtorch".into();
         hello.config.device = "cuda:0".into();
         hello.config.resolution = 224;
