@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use crate::state::flops::Efficiency;
 use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, GpuDeviceState, State, WorkerState};
@@ -183,7 +184,37 @@ fn workers(out: &mut Exposition, state: &State, kernels: &mut KernelNames) {
     for (name, kind, help, of) in PER_RANK {
         per_rank(out, all, name, kind, help, of);
     }
+    flops(out, state);
     collector(out, all, kernels);
+}
+
+/// How far each built-in level runs from the hardware: its achieved FLOP/s (two per multiply-add, from the model's
+/// architecture) and their share of the device's peak for the session's math (`--cmd` workers have neither).
+fn flops(out: &mut Exposition, state: &State) {
+    let of = |pick: fn(&Efficiency) -> Option<f64>| {
+        state
+            .workers
+            .iter()
+            .filter_map(|w| {
+                let value = pick(&Efficiency::of_worker(state, w)?)?;
+                Some((vec![("worker", label(&w.name))], value))
+            })
+            .collect()
+    };
+    family(
+        out,
+        "golow_achieved_flops_per_second",
+        "gauge",
+        "A built-in level's FLOPs per sample (2 per multiply-add) times its samples per second.",
+        of(|e| Some(e.achieved_tflops? * 1e12)),
+    );
+    family(
+        out,
+        "golow_peak_flops_ratio",
+        "gauge",
+        "Achieved FLOP/s over the GPU's dense peak for the session's math (FP32, or TF32 with --tf32 on), from NVIDIA's datasheets.",
+        of(Efficiency::share_of_peak),
+    );
 }
 
 /// Durations with the labels of their series.
@@ -655,6 +686,47 @@ mod tests {
         text.lines()
             .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
             .collect()
+    }
+
+    /// A built-in level on a known GPU serves its achieved FLOP/s and their share of the peak; a `--cmd` worker,
+    /// whose model golow does not know, neither.
+    #[test]
+    fn a_built_in_level_serves_its_flops_and_share_of_the_peak() {
+        let mut hello = crate::state::flops::sample_hello();
+        hello.config.device = "cuda:0".into();
+        let gpu = Body::GpuInfo {
+            index: 0,
+            name: "NVIDIA A100-SXM4-80GB".into(),
+            memory_total_bytes: 80 << 30,
+            driver: "580".into(),
+            uuid: String::new(),
+        };
+        let mut records = vec![("libtorch", gpu), ("libtorch", Body::Hello(hello))];
+        for n in 0..4 {
+            records.push(("libtorch", step(n, 8.0)));
+            records.push((
+                "script",
+                Body::OptimizerStep(samples::optimizer_step(n, Some(9.0))),
+            ));
+        }
+        let state = state(records);
+        let text = render(&state, "node-1", &mut KernelNames::default());
+        let value = |name: &str| -> Vec<f64> {
+            samples(&text, name)
+                .iter()
+                .map(|l| {
+                    assert!(l.contains("worker=\"libtorch\""), "{l}");
+                    l.rsplit(' ').next().unwrap().parse().unwrap()
+                })
+                .collect()
+        };
+        let (achieved, share) = (
+            value("golow_achieved_flops_per_second"),
+            value("golow_peak_flops_ratio"),
+        );
+        assert_eq!((achieved.len(), share.len()), (1, 1), "{text}");
+        let tf32_peak = 156e12;
+        assert!((share[0] - achieved[0] / tf32_peak).abs() < 1e-9, "{text}");
     }
 
     #[test]

@@ -203,7 +203,15 @@ pub struct Family {
 pub fn family_of(kernel: &str) -> &'static str {
     let k = kernel.to_ascii_lowercase();
     let has = |words: &[&str]| words.iter().any(|w| k.contains(w));
-    if has(&["elementwise", "relu", "threshold"]) {
+    // Inductor names a generated kernel by its kind (pointwise; reduction, persistent or looped) and then by every
+    // operation it fused (`triton_red_fused_convolution_backward_native_batch_norm_backward_…` is a reduction): the
+    // kind says what it is.
+    if k.starts_with("triton_poi_") {
+        "Triton pointwise"
+    } else if k.starts_with("triton_per_") || k.starts_with("triton_red_") {
+        "Triton reduction"
+    } else if has(&["elementwise", "relu", "threshold", "op_generic_tensor"]) {
+        // `op_generic_tensor_kernel` is cuDNN's generic tensor operation: the cudnn level's ReLU and residual sum.
         "elementwise"
     } else if has(&[
         "conv",
@@ -212,20 +220,35 @@ pub fn family_of(kernel: &str) -> &'static str {
         "wgrad",
         "implicit_gemm",
         "winograd",
+        "cudnn::cnn::",
+        "im2col",
+        "fft",
+        "flip_filter",
+        "pointwise_mult_and_sum_complex",
     ]) {
         "convolution"
     } else if has(&["gemm", "cutlass", "cublas", "nvjet"]) {
         "GEMM"
     } else if has(&["bn_", "batch_norm", "batchnorm"]) {
         "batch norm"
-    } else if has(&["pool"]) {
+    } else if has(&["pool", "spread_mean"]) {
+        // `spread_mean` is the cudnn level's global average pool, backward.
         "pooling"
-    } else if has(&["softmax", "nll", "cross_entropy", "loss"]) {
+    } else if has(&["softmax", "nll", "cross_entropy", "loss", "mean_of"]) {
         "loss"
     } else if has(&["multi_tensor", "foreach", "sgd"]) {
         "optimiser"
-    } else if has(&["reduce", "reduction"]) {
+    } else if has(&["reduce", "reduction", "bias_diff"]) {
         "reduction"
+    } else if has(&[
+        "nchw",
+        "nhwc",
+        "converttensor",
+        "tensortransform",
+        "scalepackedtensor",
+    ]) {
+        // cuDNN's copies between memory layouts (NCHW, NHWC, folded, padded) around the kernels that want another.
+        "layout"
     } else {
         "other"
     }
@@ -413,6 +436,47 @@ mod tests {
         }
         assert_eq!(a.kernels.len(), MAX_KERNEL_NAMES);
         assert_eq!(a.breakdown(), None);
+    }
+
+    #[test]
+    /// Every level's kernels have a family: names from the shipped recordings (cudnn's generic tensor op,
+    /// Inductor's fused Triton kernels, cuDNN's layout copies and FFT convolutions, the cudnn level's own kernels).
+    #[test]
+    fn every_levels_kernels_find_a_family() {
+        for (kernel, family) in [
+            ("op_generic_tensor_kernel", "elementwise"),
+            (
+                "at::native::vectorized_elementwise_kernel (clamp_scalar)",
+                "elementwise",
+            ),
+            (
+                "triton_poi_fused__native_batch_norm_legit_functional_relu_14",
+                "Triton pointwise",
+            ),
+            ("triton_poi_fused_convolution_0", "Triton pointwise"),
+            (
+                "triton_per_fused_native_batch_norm_backward_threshold_backward_5",
+                "Triton reduction",
+            ),
+            (
+                "triton_red_fused_convolution_backward_div_expand_native_batch_n",
+                "Triton reduction",
+            ),
+            ("cudnn::engines_precompiled::nchwToNhwcKernel", "layout"),
+            ("nchwToFoldedNhwcKernel", "layout"),
+            ("tensorTransformGeneric", "layout"),
+            ("cudnn::cnn::kern_precompute_indices", "convolution"),
+            ("fft2d_r2c_32x32", "convolution"),
+            ("cudnn::engines_precompiled::im2col4d_kernel", "convolution"),
+            ("spread_mean", "pooling"),
+            ("mean_of", "loss"),
+            ("cross_entropy_grad", "loss"),
+            ("calc_bias_diff", "reduction"),
+            ("at::native::reduce_kernel", "reduction"),
+            ("cublasLt::splitKreduce_kernel", "GEMM"),
+        ] {
+            assert_eq!(family_of(kernel), family, "{kernel}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod compile;
 pub mod conditions;
+pub mod flops;
 pub mod kernels;
 pub mod operators;
 pub mod phases;
@@ -22,7 +23,8 @@ pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
 pub use summary::{
-    ComparisonSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus, WorkerSummary,
+    ComparisonSummary, FlopsSummary, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
+    WorkerSummary,
 };
 
 use golow_protocol::config::{Mode, SessionConfig};

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::compare::{Basis, Pairing};
 use super::compile::{Cache, CompileState};
+use super::flops::Efficiency;
 use super::kernels::{Activity, PerStep};
 use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
@@ -316,12 +317,48 @@ pub struct WorkerSummary {
     /// How the operators were recorded, how much of the profiled steps they explain, and what looking cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operators: Option<OperatorsSummary>,
+    /// The floating-point work of a built-in level's steps and how near the device's peak it ran (absent for a
+    /// `--cmd` worker, whose model golow does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<FlopsSummary>,
     /// Lines from the worker that golow refused (absent when none were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_errors: Option<ProtocolErrors>,
 }
 
-/// How many of a worker's lines were refused, and why the first was.
+/// FLOPs counted two per multiply-add, from the model's architecture at the session's sizes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct FlopsSummary {
+    /// Per sample of a step: the forward pass (eval), or forward and backward (train).
+    pub per_sample: f64,
+    pub forward_per_sample: f64,
+    /// `per_sample` × `throughput_samples_per_s`, in TFLOP/s.
+    pub achieved_tflops: Option<f64>,
+    /// The device's dense peak for the session's math, from NVIDIA's datasheets; `null` on the CPU or a GPU not
+    /// in golow's table.
+    pub peak_tflops: Option<f64>,
+    /// `FP32` or `TF32`, as `--tf32` set it.
+    pub peak_math: Option<String>,
+    /// The datasheet's part, e.g. `H100 SXM`.
+    pub peak_device: Option<String>,
+    /// `achieved_tflops` over `peak_tflops`.
+    pub share_of_peak: Option<f64>,
+}
+
+impl From<Efficiency> for FlopsSummary {
+    fn from(e: Efficiency) -> FlopsSummary {
+        FlopsSummary {
+            per_sample: e.model.per_sample,
+            forward_per_sample: e.model.forward,
+            achieved_tflops: e.achieved_tflops,
+            peak_tflops: e.peak.map(|p| p.tflops),
+            peak_math: e.peak.map(|p| p.math.name().to_string()),
+            peak_device: e.peak.map(|p| p.device.to_string()),
+            share_of_peak: e.share_of_peak(),
+        }
+    }
+}
+
 /// Where the CUPTI records outside a worker's measured steps lay.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct OutsideSteps {
@@ -351,6 +388,7 @@ impl OutsideSteps {
     }
 }
 
+/// How many of a worker's lines were refused, and why the first was.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ProtocolErrors {
     pub count: u64,
@@ -686,6 +724,7 @@ impl WorkerSummary {
             stragglers: w.script.as_ref().and_then(stragglers),
             top_operators: top_operators(&w.operators),
             operators: operators(&w.operators),
+            flops: Efficiency::of_worker(state, w).map(FlopsSummary::from),
             protocol_errors: w.first_protocol_error.as_ref().map(|first| ProtocolErrors {
                 count: w.protocol_errors,
                 first: first.clone(),

@@ -11,6 +11,7 @@ use super::chart::{self, Line as ChartLine};
 use super::fit;
 use super::view::{View, bytes, ms, shape};
 use crate::state::compare::{Basis, MIN_SAMPLES, Pairing};
+use crate::state::flops::Efficiency;
 use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};
 use crate::state::script::ProcessState;
@@ -72,8 +73,34 @@ fn plain_ratio(a: Option<f64>, b: Option<f64>) -> String {
 
 const MAX_FAMILIES: usize = 6;
 
-/// The same kernel families side by side: per step, launches, GPU time and the most launched grid; the ratio
-/// is of GPU time per step. Empty until a collector has sent a window.
+/// A family's share of a worker's kernel time below which its time is set beside no larger one: a ratio of two
+/// times of which one is next to nothing says how little the family does there, not how fast.
+const FAMILY_SHARE_FOR_A_RATIO: f64 = 0.01;
+
+/// What sets a family's times apart: their ratio where the family does alike work on both sides (a real share of
+/// each one's kernel time, or next to nothing on both), else on which side alone it does real work.
+fn family_apart(
+    (a, b): (&WorkerState, &WorkerState),
+    (ta, tb): (Option<f64>, Option<f64>),
+    (all_a, all_b): (f64, f64),
+) -> String {
+    let real = |t: f64, all: f64| all > 0.0 && t / all >= FAMILY_SHARE_FOR_A_RATIO;
+    let only_in = |w: &WorkerState| format!("only in {}", w.name);
+    match (ta, tb) {
+        (Some(x), Some(y)) => match (real(x, all_a), real(y, all_b)) {
+            (true, false) => only_in(a),
+            (false, true) => only_in(b),
+            _ => plain_ratio(Some(x), Some(y)),
+        },
+        (Some(_), None) => only_in(a),
+        (None, Some(_)) => only_in(b),
+        (None, None) => "-".into(),
+    }
+}
+
+/// The same kernel families side by side: per step, launches, GPU time and the most launched grid (a shape, set
+/// beside the other's, never divided by it); the ratio is of GPU time per step, where both do real work in the
+/// family. Empty until a collector has sent a window.
 fn kernel_family_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
     if a.gpu_activity.windows == 0 && b.gpu_activity.windows == 0 {
         return None;
@@ -104,9 +131,16 @@ fn kernel_family_rows(a: &WorkerState, b: &WorkerState) -> Option<SideBySide> {
         "ratio of GPU ms",
         header,
     );
+    let all = |w: &WorkerState, families: &[crate::state::kernels::Family]| {
+        let ns = families
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.total_ns));
+        per_step(w, ns).map_or(0.0, |ns| ns / 1e6)
+    };
+    let totals = (all(a, &fa), all(b, &fb));
     for family in names.into_iter().take(MAX_FAMILIES) {
         let ((left, ta), (right, tb)) = (cell(a, &fa, family), cell(b, &fb, family));
-        table.row(family, left, plain_ratio(ta, tb), right);
+        table.row(family, left, family_apart((a, b), (ta, tb), totals), right);
     }
     Some(table)
 }
@@ -515,6 +549,34 @@ fn phase_rows<'a>(
     rows
 }
 
+/// How far each ran from the hardware, where golow knows the model (a built-in level): achieved TFLOP/s and, on a
+/// GPU in golow's table, the share of its peak for the session's math; the ratio is of the rates.
+fn flops_row(
+    state: &State,
+    a: &WorkerState,
+    b: &WorkerState,
+) -> Option<(&'static str, String, String, String)> {
+    let (ea, eb) = (
+        Efficiency::of_worker(state, a),
+        Efficiency::of_worker(state, b),
+    );
+    if ea.is_none() && eb.is_none() {
+        return None;
+    }
+    let rate = |e: Option<Efficiency>| e.and_then(|e| e.achieved_tflops);
+    let cell = |e: Option<Efficiency>| match (rate(e), e.and_then(|e| e.share_of_peak())) {
+        (Some(tflops), Some(share)) => format!("{tflops:.1} ({:.1}%)", share * 100.0),
+        (Some(tflops), None) => format!("{tflops:.1}"),
+        _ => "-".into(),
+    };
+    Some((
+        "TFLOP/s (% of peak)",
+        cell(ea),
+        plain_ratio(rate(ea), rate(eb)),
+        cell(eb),
+    ))
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String, String)>) {
     let inner = view.framed(frame, area, " compare ");
     let Some((a, b)) = pair(view, wanted) else {
@@ -532,9 +594,10 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
         .collect();
     let mut ranked = rank_rows(a, b);
     ranked.extend(phase_rows(a, b));
+    let flops = flops_row(view.state, a, b);
     let [title, table, kernels, charts] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(10 + ranked.len() as u16),
+        Constraint::Length(10 + ranked.len() as u16 + u16::from(flops.is_some())),
         Constraint::Length(breakdown.iter().map(Vec::len).sum::<usize>() as u16),
         Constraint::Min(3),
     ])
@@ -596,6 +659,9 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             plain_ratio(a.throughput(), b.throughput()),
             b.throughput().map_or("-".into(), |t| format!("{t:.1}")),
         ),
+    ];
+    rows.extend(flops);
+    rows.extend([
         (
             "peak host RSS",
             bytes(a.peak_rss_bytes as f64),
@@ -614,7 +680,7 @@ pub fn draw(frame: &mut Frame, area: Rect, view: &View, wanted: Option<&(String,
             h2d_cell(view.state, a, b),
             opt_ms(b.h2d.median_ms()),
         ),
-    ];
+    ]);
     if a.compile.is_some() || b.compile.is_some() {
         let seconds = |w: &WorkerState| {
             w.compile
@@ -777,6 +843,130 @@ mod tests {
         let mut on_cpu = session(3, false);
         on_cpu.session.as_mut().unwrap().device = "cpu".into();
         assert_eq!(h2d(&on_cpu), "n/a: no copy on the CPU");
+    }
+
+    /// Two workers with these kernels (name, launches, ns, grid) in one collector window, over 10 steps each.
+    fn kernels_of(name: &str, kernels: &[(&str, u64, u64, [u32; 3])]) -> WorkerState {
+        let mut worker = WorkerState {
+            name: name.into(),
+            steps: 10,
+            ..Default::default()
+        };
+        let window = golow_protocol::event::KernelWindow {
+            window_start_ns: 0,
+            window_end_ns: 1_000_000_000,
+            kernels: kernels
+                .iter()
+                .map(
+                    |&(name, count, total_ns, grid)| golow_protocol::event::KernelStats {
+                        name: name.into(),
+                        count,
+                        total_ns,
+                        max_ns: total_ns,
+                        grid,
+                        block: [128, 1, 1],
+                        shapes: 1,
+                        registers_per_thread: 32,
+                        shared_bytes: 0,
+                        grid_histogram: vec![(grid, count)],
+                    },
+                )
+                .collect(),
+            copies: vec![],
+            breakdown: golow_protocol::event::Breakdown {
+                busy: 0.5,
+                copy: 0.0,
+                idle: 0.5,
+            },
+            dropped_records: 0,
+            invalid_records: 0,
+            dropped_windows: 0,
+            monotonic_start_ns: None,
+            monotonic_end_ns: None,
+            timeline: None,
+        };
+        worker.gpu_activity.apply(&window, None);
+        worker
+    }
+
+    /// The cudnn level's ReLU is cuDNN's generic tensor op: it sits in the elementwise row beside ATen's, grids as
+    /// shapes and a ratio of times; a family one side hardly uses gets no ratio, and Inductor's kernels a row of
+    /// their own.
+    #[test]
+    fn kernel_families_set_like_beside_like_with_a_ratio_only_where_both_work() {
+        let pytorch = kernels_of(
+            "pytorch",
+            &[
+                (
+                    "at::native::vectorized_elementwise_kernel (clamp_scalar)",
+                    490,
+                    40_000_000,
+                    [25088, 1, 1],
+                ),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    530,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+            ],
+        );
+        let cudnn = kernels_of(
+            "cudnn",
+            &[
+                ("op_generic_tensor_kernel", 650, 80_000_000, [25088, 1, 1]),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    300,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+                (
+                    "at::native::vectorized_elementwise_kernel (FillFunctor)",
+                    40,
+                    10_000,
+                    [1, 1, 1],
+                ),
+                (
+                    "triton_poi_fused__native_batch_norm_legit_no_training_relu_2",
+                    10,
+                    5_000_000,
+                    [64, 1, 1],
+                ),
+            ],
+        );
+        let table = kernel_family_rows(&pytorch, &cudnn).unwrap();
+        let row = |family: &str| table.rows.iter().find(|r| r.label == family).unwrap();
+        let elementwise = row("elementwise");
+        assert_eq!(elementwise.left, ["4.00", "49", "(25088,1,1)"]);
+        assert_eq!(elementwise.right, ["8.00", "69", "(25088,1,1)"]);
+        assert_eq!(elementwise.middle, "0.500×");
+        assert_eq!(row("Triton pointwise").middle, "only in cudnn");
+        assert!(table.rows.iter().all(|r| r.label != "other"));
+        let tiny = kernels_of(
+            "tiny",
+            &[
+                (
+                    "at::native::vectorized_elementwise_kernel (FillFunctor)",
+                    4,
+                    10_000,
+                    [1, 1, 1],
+                ),
+                (
+                    "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32",
+                    300,
+                    70_000_000,
+                    [132, 1, 1],
+                ),
+            ],
+        );
+        let table = kernel_family_rows(&pytorch, &tiny).unwrap();
+        let elementwise = table
+            .rows
+            .iter()
+            .find(|r| r.label == "elementwise")
+            .unwrap();
+        assert_eq!(elementwise.middle, "only in pytorch");
     }
 
     #[test]

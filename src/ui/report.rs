@@ -4,8 +4,8 @@ use super::view::bytes;
 use crate::state::regression::{Row, Unit, Verdict};
 use crate::state::script::SamplesFrom;
 use crate::state::{
-    ComparisonSummary, Percentiles, ScriptSummary, Summary, SummaryConfig, WorkerStatus,
-    WorkerSummary,
+    ComparisonSummary, FlopsSummary, Percentiles, ScriptSummary, Summary, SummaryConfig,
+    WorkerStatus, WorkerSummary,
 };
 use golow_protocol::text::printable;
 
@@ -146,6 +146,9 @@ pub fn table(summary: &Summary) -> String {
     if let Some(machine) = &summary.machine {
         out.push_str(&format!("machine: {}\n", machine.describe()));
     }
+    if let Some(line) = flops_line(summary) {
+        out.push_str(&line);
+    }
     for w in &summary.workers {
         if let Some(rejected) = &w.protocol_errors {
             out.push_str(&golow_protocol::text::printable(&format!(
@@ -181,6 +184,70 @@ pub fn table(summary: &Summary) -> String {
         }
     }
     out
+}
+
+/// How far the built-in levels ran from the hardware: the model's FLOPs per sample, each level's achieved rate and
+/// its share of the device's peak; for a ResNet-50 training session, the published rates to set them beside.
+fn flops_line(summary: &Summary) -> Option<String> {
+    let counted: Vec<(&WorkerSummary, &FlopsSummary)> = summary
+        .workers
+        .iter()
+        .filter_map(|w| Some((w, w.flops.as_ref()?)))
+        .collect();
+    let (_, first) = counted.first()?;
+    let train = first.per_sample > first.forward_per_sample;
+    let mut line = format!(
+        "flops: {} GFLOP per sample ({}; 2 FLOPs per multiply-add)",
+        number(first.per_sample / 1e9, 2),
+        if train {
+            "forward + backward"
+        } else {
+            "forward"
+        }
+    );
+    // One session, one device and one math: the first level's peak is every level's.
+    if let (Some(peak), Some(math), Some(device)) =
+        (first.peak_tflops, &first.peak_math, &first.peak_device)
+    {
+        line.push_str(&format!(
+            " against the {device}'s {} TFLOP/s {math} peak",
+            number(peak, 1)
+        ));
+    }
+    let rates: Vec<String> = counted
+        .iter()
+        .filter_map(|(w, f)| {
+            let rate = format!(
+                "{} {} TFLOP/s",
+                w.implementation,
+                number(f.achieved_tflops?, 1)
+            );
+            Some(match f.share_of_peak {
+                Some(share) => format!("{rate} ({}%)", number(share * 100.0, 1)),
+                None => rate,
+            })
+        })
+        .collect();
+    if !rates.is_empty() {
+        line.push_str(&format!(": {}", rates.join(", ")));
+    }
+    line.push('\n');
+    let resnet50 = summary
+        .config
+        .as_ref()
+        .and_then(|c| c.builtin.as_ref())
+        .is_some_and(|b| b.model == golow_protocol::config::Model::Resnet50);
+    if train && resnet50 {
+        let anchors: Vec<String> = crate::state::flops::ANCHORS
+            .iter()
+            .map(|(what, rate)| format!("{what} {rate:.0}"))
+            .collect();
+        line.push_str(&format!(
+            "published ResNet-50 training, images/s per GPU: {}\n",
+            anchors.join("; ")
+        ));
+    }
+    Some(line)
 }
 
 /// Two workers of the session as the compare view judges them: the verdict, and the ratio it rests on.
@@ -551,6 +618,80 @@ mod tests {
         assert!(
             stepped.contains("x: optimizer: 1 steps, median - ms; torch threads 4\n"),
             "{stepped}"
+        );
+    }
+
+    /// A built-in level on a GPU in the table gets its FLOPs, rate and share of the peak in the summary and a line of
+    /// the table, with the published rates beside a ResNet-50 training session; a `--cmd` worker gets none.
+    #[test]
+    fn built_in_levels_say_how_far_from_the_gpus_peak_they_ran() {
+        use golow_protocol::event::{Body, Record};
+        let mut state = crate::state::State::default();
+        let mut apply = |worker: Option<&str>, body: Body| {
+            state.apply(&Record::new(0.0, worker.map(Into::into), body));
+        };
+        let Some(Body::SessionStart(session)) =
+            golow_protocol::samples::every_body().into_iter().next()
+        else {
+            unreachable!()
+        };
+        let session = golow_protocol::config::SessionConfig {
+            model: golow_protocol::config::Model::Resnet50,
+            mode: golow_protocol::config::Mode::Train,
+            ..*session
+        };
+        apply(None, Body::SessionStart(Box::new(session)));
+        apply(
+            None,
+            Body::GpuInfo {
+                index: 0,
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_total_bytes: 80 << 30,
+                driver: "580".into(),
+                uuid: String::new(),
+            },
+        );
+        let mut hello = crate::state::flops::sample_hello();
+        hello.implementation = "libtorch".into();
+        hello.config.device = "cuda:0".into();
+        hello.config.resolution = 224;
+        apply(Some("libtorch"), Body::Hello(hello));
+        for n in 0..5 {
+            // 8 samples in 8 ms: 1,000 samples/s.
+            apply(
+                Some("libtorch"),
+                Body::Step(golow_protocol::samples::step(n, 8.0, false)),
+            );
+            apply(
+                Some("train"),
+                Body::OptimizerStep(golow_protocol::samples::optimizer_step(n, Some(9.0))),
+            );
+        }
+        let summary = crate::state::Summary::from_state(&state);
+        let flops = summary.workers[0].flops.as_ref().unwrap();
+        let achieved = flops.achieved_tflops.unwrap();
+        let rate = summary.workers[0].throughput_samples_per_s.unwrap();
+        assert!((rate - 1000.0).abs() < 1.0, "{rate}");
+        assert!((achieved - flops.per_sample * rate / 1e12).abs() < 1e-9);
+        assert!(flops.per_sample > 2.9 * flops.forward_per_sample);
+        assert_eq!(flops.peak_tflops, Some(494.5));
+        assert_eq!(flops.peak_math.as_deref(), Some("TF32"));
+        assert_eq!(flops.share_of_peak, Some(achieved / 494.5));
+        assert_eq!(summary.workers[1].flops, None);
+        let json = serde_json::to_value(&summary).unwrap();
+        assert!(json["workers"][1].get("flops").is_none(), "{json}");
+        let table = super::table(&summary);
+        let line = table.lines().find(|l| l.starts_with("flops: ")).unwrap();
+        assert!(
+            line.contains(
+                "against the H100 SXM's 494.5 TFLOP/s TF32 peak: libtorch 24.3 TFLOP/s (4.9%)"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("train "), "{line}");
+        assert!(
+            table.contains("published ResNet-50 training, images/s per GPU: "),
+            "{table}"
         );
     }
 

@@ -218,21 +218,26 @@ impl Pane for Kernels {
             .iter()
             .map(|w| breakdown_line(view, w, room))
             .collect();
-        let rows_each = (usize::from(inner.height).saturating_sub(lines.len() + 1 + grids.len())
-            / workers.len())
-        .saturating_sub(1);
-        lines.extend(top_kernels(view, &workers, rows_each, room));
+        let rows = usize::from(inner.height).saturating_sub(lines.len() + 1 + grids.len());
+        lines.extend(top_kernels(view, &workers, rows, room));
         lines.extend(grids);
         fit::lines(frame, inner, &lines);
     }
 }
 
-/// Each worker's top kernels, `rows_each` of them, under a header, in `room` columns: the name takes what the
-/// columns that fit leave; without a row to show, a line that says why instead of a header over nothing.
+/// How many of `rows` each worker's top kernels get: an equal share, the first workers one more each while rows
+/// are left, so that a pane of a few lines still names the kernels that take the most time.
+fn rows_per_worker(rows: usize, workers: usize) -> impl Iterator<Item = usize> {
+    let (each, more) = (rows / workers.max(1), rows % workers.max(1));
+    (0..workers).map(move |i| each + usize::from(i < more))
+}
+
+/// Each worker's top kernels in `rows` lines under a header, in `room` columns: the name takes what the columns that
+/// fit leave; without a row to show, a line that says why instead of a header over nothing.
 fn top_kernels<'a>(
     view: &View,
     workers: &[&WorkerState],
-    rows_each: usize,
+    rows: usize,
     room: usize,
 ) -> Vec<Line<'a>> {
     if workers.iter().all(|w| w.gpu_activity.kernels.is_empty()) {
@@ -241,7 +246,7 @@ fn top_kernels<'a>(
             view.muted(),
         )];
     }
-    if rows_each == 0 {
+    if rows == 0 {
         return vec![Line::styled("6 shows the top kernels", view.muted())];
     }
     let widths: Vec<usize> = COLUMNS.iter().map(|&(_, w)| w).collect();
@@ -264,8 +269,8 @@ fn top_kernels<'a>(
         ),
         view.muted(),
     )];
-    for w in workers {
-        for (kernel, t) in w.gpu_activity.top().into_iter().take(rows_each) {
+    for (w, rows) in workers.iter().zip(rows_per_worker(rows, workers.len())) {
+        for (kernel, t) in w.gpu_activity.top().into_iter().take(rows) {
             let mean_us = t.total_ns as f64 / t.count.max(1) as f64 / 1e3;
             let cells = [
                 format!("{:.2}", t.total_ns as f64 / 1e6),

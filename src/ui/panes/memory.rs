@@ -1,4 +1,5 @@
-//! Memory: the GPU's used/total, each worker's GPU memory (NVML, per process) and host RSS (/proc).
+//! Memory: the GPU's used/total, each worker's host RSS (/proc) and GPU memory (NVML, per process), each beside its
+//! peak.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -63,13 +64,13 @@ impl Pane for Memory {
             .collect();
         chart::draw(frame, plot, view, &lines, bytes, None);
         let room = fit::room(inner.width).saturating_sub(12);
-        let widths = [10, 10, 10];
+        let widths = [10, 10, 10, 10];
         // Once a worker has exited, its columns hold what it was last seen holding.
         let ended = workers.iter().any(|w| w.process_end.is_some());
         let header = if ended {
-            ["last RSS", "peak RSS", "last GPU"]
+            ["last RSS", "peak RSS", "last GPU", "peak GPU"]
         } else {
-            ["RSS", "peak RSS", "GPU"]
+            ["RSS", "peak RSS", "GPU", "peak GPU"]
         };
         let mut text = vec![Line::styled(
             format!("{:<12}{}", "", fit::cells(&widths, &header, room)),
@@ -82,6 +83,8 @@ impl Pane for Memory {
                 last(&w.series.rss_bytes),
                 peak.unwrap_or_else(|| "-".into()),
                 last(&w.series.gpu_memory_bytes),
+                w.peak_gpu_memory_bytes
+                    .map_or("-".into(), |peak| bytes(peak as f64)),
             ];
             text.push(Line::from(vec![
                 name(view, &w.name, 12),
