@@ -5,7 +5,8 @@
 //! sessions are repeated, swapping which goes first, and the medians and spreads reported.
 //!
 //! Target: `aten`'s median peak ≤ `libtorch`'s in every case. `GOLOW_BENCH_RUNS` (default 5) and
-//! `GOLOW_BENCH_STEPS` (default 6, of which 1 warm-up) scale it. `GOLOW_BENCH_BASELINE=PATH` names another build's
+//! `GOLOW_BENCH_STEPS` (default 6, of which 1 warm-up) scale it; `GOLOW_BENCH_CASES` (e.g. `train:128,eval:32`)
+//! keeps those cases. `GOLOW_BENCH_BASELINE=PATH` names another build's
 //! `golow` (its `golow-worker` beside it): each run then measures that build's session at the same time as this
 //! one's (a peak of resident memory does not depend on how fast the steps go), for before-and-after figures from
 //! one run. The process exits non-zero when this build misses the target.
@@ -107,9 +108,17 @@ fn main() {
         "Peak RSS (VmHWM) of the aten and libtorch workers, ResNet-50, 32 px, CPU; {runs} runs of {steps} steps \
          (1 warm-up) each, the two workers alternating step by step; medians (ranges)"
     );
+    let cases = std::env::var("GOLOW_BENCH_CASES").ok();
     let mut missed = false;
     for mode in ["train", "eval"] {
         for batch in [32, 128] {
+            let case = format!("{mode}:{batch}");
+            if cases
+                .as_ref()
+                .is_some_and(|c| !c.split(',').any(|kept| kept == case))
+            {
+                continue;
+            }
             let mut peaks: Vec<Peaks> = builds.iter().map(|_| Peaks::default()).collect();
             for run in 0..runs {
                 let first_aten = run % 2 == 0;
