@@ -12,54 +12,51 @@
 //! one run. The process exits non-zero when this build misses the target.
 
 mod common;
+#[path = "common/headless.rs"]
+mod headless;
 
 use common::{env_or, median, spread};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const MIB: f64 = (1 << 20) as f64;
 
 /// Peak RSS of each worker of one session, in MiB: (aten, libtorch).
 fn session(golow: &Path, mode: &str, batch: u32, first_aten: bool, steps: u32) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("bench dir");
-    let dir = dir.path();
-    let summary = dir.join("summary.json");
     let impls = if first_aten {
         "aten,libtorch"
     } else {
         "libtorch,aten"
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let status = Command::new(golow)
-        .current_dir(dir)
-        .args([
-            "run",
-            "--headless",
-            "--model",
-            "resnet50",
-            "--resolution",
-            "32",
-        ])
-        .args(["--batch-size", &batch.to_string(), "--mode", mode])
-        .args(["--impl", impls, "--schedule", "alternate"])
-        .args(["--steps", &steps.to_string(), "--warmup", "1"])
-        .args(["--threads", &threads.to_string(), "--no-ops"])
-        .arg("--summary-json")
-        .arg(&summary)
-        .stderr(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("golow runs");
-    assert!(status.success(), "golow run failed: {status}");
-    let text = std::fs::read_to_string(&summary).expect("summary written");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("summary is JSON");
+    let args = [
+        "--model",
+        "resnet50",
+        "--resolution",
+        "32",
+        "--batch-size",
+        &batch.to_string(),
+        "--mode",
+        mode,
+        "--impl",
+        impls,
+        "--schedule",
+        "alternate",
+        "--steps",
+        &steps.to_string(),
+        "--warmup",
+        "1",
+        "--threads",
+        &threads.to_string(),
+        "--no-ops",
+    ]
+    .map(String::from);
+    let json = headless::summary(golow, dir.path(), &args);
     let peak = |name: &str| {
-        json["workers"]
-            .as_array()
-            .and_then(|ws| ws.iter().find(|w| w["impl"] == name))
-            .and_then(|w| w["peak_host_rss_bytes"].as_f64())
-            .unwrap_or_else(|| panic!("no peak RSS for {name}: {text}"))
+        headless::worker(&json, name)["peak_host_rss_bytes"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no peak RSS for {name}: {json}"))
             / MIB
     };
     (peak("aten"), peak("libtorch"))
