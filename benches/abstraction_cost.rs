@@ -12,10 +12,12 @@
 //! `GOLOW_BENCH_ONLY=NAME` keeps the comparisons that involve that implementation.
 
 mod common;
+#[path = "common/headless.rs"]
+mod headless;
 
 use common::{env_or, median, spread};
 
-use std::process::Command;
+use std::path::Path;
 
 struct Comparison {
     mode: &'static str,
@@ -39,57 +41,35 @@ struct Measured {
 fn run_once(c: &Comparison, first: &str, second: &str, steps: u32, threads: usize) -> Measured {
     let dir = std::env::temp_dir().join(format!("golow-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("bench dir");
-    let summary = dir.join("summary.json");
-    // Recordings go to the bench's directory, not the repository's recordings/.
-    let status = Command::new(env!("CARGO_BIN_EXE_golow"))
-        .current_dir(&dir)
-        .args([
-            "run",
-            "--headless",
-            "--model",
-            "resnet50",
-            "--resolution",
-            "32",
-            "--batch-size",
-            "16",
-        ])
-        .args([
-            "--mode",
-            c.mode,
-            "--impl",
-            &format!("{first},{second}"),
-            "--schedule",
-            "alternate",
-        ])
-        .args([
-            "--steps",
-            &steps.to_string(),
-            "--warmup",
-            "5",
-            "--threads",
-            &threads.to_string(),
-            // The levels themselves, not what recording their operators costs each (benches/operators.rs).
-            "--no-ops",
-        ])
-        .arg("--summary-json")
-        .arg(&summary)
-        .stderr(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("golow runs");
-    assert!(status.success(), "golow run failed: {status}");
-    let text = std::fs::read_to_string(&summary).expect("summary written");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("summary is JSON");
-    let worker = |name: &str| {
-        json["workers"]
-            .as_array()
-            .and_then(|ws| ws.iter().find(|w| w["impl"] == name))
-            .unwrap_or_else(|| panic!("no worker {name}: {text}"))
-    };
+    let args = [
+        "--model",
+        "resnet50",
+        "--resolution",
+        "32",
+        "--batch-size",
+        "16",
+        "--mode",
+        c.mode,
+        "--impl",
+        &format!("{first},{second}"),
+        "--schedule",
+        "alternate",
+        "--steps",
+        &steps.to_string(),
+        "--warmup",
+        "5",
+        "--threads",
+        &threads.to_string(),
+        // The levels themselves, not what recording their operators costs each (benches/operators.rs).
+        "--no-ops",
+    ]
+    .map(String::from);
+    let json = headless::summary(Path::new(env!("CARGO_BIN_EXE_golow")), &dir, &args);
+    let worker = |name: &str| headless::worker(&json, name);
     let throughput = |name: &str| {
         worker(name)["throughput_samples_per_s"]
             .as_f64()
-            .unwrap_or_else(|| panic!("no throughput for {name}: {text}"))
+            .unwrap_or_else(|| panic!("no throughput for {name}: {json}"))
     };
     let compiled = [c.a, c.b]
         .into_iter()

@@ -79,22 +79,23 @@ char *golow_cross_entropy_backward(const at::Tensor *logits, const at::Tensor *t
 }
 
 // One SGD step over each of `count` parameters (torch::optim::SGD's arithmetic, dampening 0, not Nesterov),
-// leaving the gradients as they are; `first` starts the momentum buffers. Each weight-decayed direction goes into
-// `directions[i]`, a tensor the size of the parameter kept between steps, where torch's `grad.add(param, wd)`
-// allocates one anew each step.
+// leaving the gradients as they are; `first` makes the momentum buffers, each a copy of its first direction, as
+// torch does. Each weight-decayed direction goes into the front of `scratch` (as many values as the largest
+// parameter; null without weight decay) in turn, where torch's `grad.add(param, wd)` allocates one anew each time.
 char *golow_sgd_step(at::Tensor *const *params, at::Tensor *const *grads, at::Tensor *const *momentum_buffers,
-                     at::Tensor *const *directions, size_t count, double lr, double momentum, double weight_decay,
+                     at::Tensor *scratch, size_t count, double lr, double momentum, double weight_decay,
                      bool first) {
     try {
         for (size_t i = 0; i < count; ++i) {
             at::Tensor step = *grads[i];
             if (weight_decay != 0) {
-                at::add_out(*directions[i], *grads[i], *params[i], weight_decay);
-                step = *directions[i];
+                at::Tensor direction = scratch->narrow(0, 0, params[i]->numel()).view(params[i]->sizes());
+                at::add_out(direction, *grads[i], *params[i], weight_decay);
+                step = direction;
             }
             if (momentum != 0) {
                 if (first) {
-                    momentum_buffers[i]->copy_(step);
+                    *momentum_buffers[i] = step.clone();
                 } else {
                     momentum_buffers[i]->mul_(momentum).add_(step);
                 }

@@ -8,8 +8,10 @@
 //! flat buffer made oneDNN's CPU convolutions 10% slower (a ResNet-50 training step at 32 px, batch 16: 187 ms
 //! against 155 with the same kernels on tensors of their own), and a gradient returned by a backward kernel is
 //! kept, not copied into place. libtorch's kernels return new tensors (on the CPU, convolution and batch norm have no
-//! kernel that writes into a given one), so here the program's buffers name values rather than memory; the `cudnn`
-//! backend allocates them once, in the plan's flat layout.
+//! kernel that writes into a given one), so here the program's buffers name values rather than memory, and each is
+//! dropped once the op that reads it last has run (`Program::last_uses`), as autograd frees what it saved once the
+//! backward pass has used it; the `cudnn` backend lays them out in one arena. Like libtorch's, a gradient exists
+//! once a backward pass has made it and a momentum buffer once SGD has stepped, so evaluation holds neither.
 
 use std::collections::HashMap;
 use std::ffi::c_char;
@@ -17,7 +19,7 @@ use std::ffi::c_char;
 use tch::{Device, Kind, Tensor};
 use torch_sys::C_tensor;
 
-use super::plan::Plan;
+use super::plan::{Param, Plan};
 use super::program::{Buf, Op, Program};
 use super::weights::Weights;
 use crate::shim::{check, owned};
@@ -59,7 +61,7 @@ unsafe extern "C" {
         params: *const *mut C_tensor,
         grads: *const *mut C_tensor,
         momentum_buffers: *const *mut C_tensor,
-        directions: *const *mut C_tensor,
+        scratch: *mut C_tensor,
         count: usize,
         lr: f64,
         momentum: f64,
@@ -134,13 +136,27 @@ fn batch_norm_backward(
     (a, b, c)
 }
 
-/// A trainable parameter's value, its last gradient, SGD's momentum buffer for it and the weight-decayed direction
-/// SGD computes into (kept between steps rather than allocated in each), each a tensor of its own.
+/// A trainable parameter's value, its last gradient and SGD's momentum buffer for it, each a tensor of its own (the
+/// last two undefined until a backward pass and an update make them).
 struct Trainable {
     value: Tensor,
     grad: Tensor,
     momentum: Tensor,
-    direction: Tensor,
+}
+
+/// A program and, for each of its ops, the values to drop once it has run.
+struct Step {
+    program: Program,
+    last_uses: Vec<Vec<Buf>>,
+}
+
+impl Step {
+    fn new(program: Program) -> Step {
+        Step {
+            last_uses: program.last_uses(),
+            program,
+        }
+    }
 }
 
 /// A layer's parameters, as indices into the trainable ones, and its running statistics (views into one buffer).
@@ -155,11 +171,14 @@ struct LayerParams {
 pub struct AtenNet {
     plan: Plan,
     optimiser: Optimiser,
-    train: Option<Program>,
+    train: Option<Step>,
     /// Evaluation steps by batch size: the training batch, and the last, partial one of a pass over the test split.
-    eval: HashMap<usize, Program>,
+    eval: HashMap<usize, Step>,
     /// In the plan's order of trainable parameters.
     trainable: Vec<Trainable>,
+    /// Where SGD writes each parameter's weight-decayed direction in turn, as large as the largest parameter: made
+    /// at the first update and kept, where torch's `grad.add(param, wd)` allocates one anew for every parameter.
+    direction: Option<Tensor>,
     statistics: Tensor,
     stepped: bool,
     layers: Vec<LayerParams>,
@@ -168,30 +187,35 @@ pub struct AtenNet {
     values: Vec<Option<Tensor>>,
 }
 
+fn dims(shape: &[usize]) -> Vec<i64> {
+    shape.iter().map(|&d| d as i64).collect()
+}
+
 fn view(flat: &Tensor, offset: usize, shape: &[usize]) -> Tensor {
     let elements: usize = shape.iter().product();
-    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
     flat.narrow(0, offset as i64, elements as i64)
-        .view(&shape[..])
+        .view(&dims(shape)[..])
+}
+
+/// A trainable parameter's value, copied once from the weights into a tensor of its own on `device`.
+fn parameter_value(weights: &Weights, p: &Param, device: Device) -> Tensor {
+    Tensor::from_slice(&weights.trainable[p.offset..p.offset + p.elements()])
+        .view(&dims(&p.shape)[..])
+        .to_device(device)
 }
 
 impl AtenNet {
     /// The network of `plan` (its batch size is the training step's) with `weights`, on `device`.
     pub fn new(plan: Plan, weights: &Weights, optimiser: Optimiser, device: Device) -> AtenNet {
-        let flat = Tensor::from_slice(&weights.trainable);
         let statistics = Tensor::from_slice(&weights.statistics).to_device(device);
         let trainable_params: Vec<&super::plan::Param> =
             plan.params.iter().filter(|p| p.trainable).collect();
         let trainable: Vec<Trainable> = trainable_params
             .iter()
-            .map(|p| {
-                let value = view(&flat, p.offset, &p.shape).to_device(device).copy();
-                Trainable {
-                    grad: value.zeros_like(),
-                    momentum: value.zeros_like(),
-                    direction: value.zeros_like(),
-                    value,
-                }
+            .map(|p| Trainable {
+                value: parameter_value(weights, p, device),
+                grad: Tensor::new(),
+                momentum: Tensor::new(),
             })
             .collect();
         let index = |offset: usize| {
@@ -218,11 +242,12 @@ impl AtenNet {
         let head_weight = index(train.head.weight);
         let head_bias = index(train.head.bias);
         AtenNet {
-            eval: HashMap::from([(plan.input.n, Program::eval(&plan))]),
+            eval: HashMap::from([(plan.input.n, Step::new(Program::eval(&plan)))]),
             plan,
             optimiser,
-            train: Some(train),
+            train: Some(Step::new(train)),
             trainable,
+            direction: None,
             statistics,
             stepped: false,
             layers,
@@ -234,29 +259,29 @@ impl AtenNet {
 
     /// One training step: its mean loss and logits; every parameter updated.
     pub fn train_step(&mut self, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
-        let program = self.train.take().expect("the training step is planned");
-        let out = self.run(&program, images, targets);
-        self.train = Some(program);
+        let step = self.train.take().expect("the training step is planned");
+        let out = self.run(&step, images, targets);
+        self.train = Some(step);
         out
     }
 
     /// Batch norm on running statistics, nothing kept for a backward pass: mean loss and logits.
     pub fn evaluate(&mut self, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
         let n = images.size()[0] as usize;
-        let program = match self.eval.remove(&n) {
-            Some(p) => p,
-            None => Program::eval(&self.plan.with_batch(n)),
+        let step = match self.eval.remove(&n) {
+            Some(step) => step,
+            None => Step::new(Program::eval(&self.plan.with_batch(n))),
         };
-        let out = self.run(&program, images, targets);
-        self.eval.insert(n, program);
+        let out = self.run(&step, images, targets);
+        self.eval.insert(n, step);
         out
     }
 
     /// The gradient of the last training step of a trainable parameter named as torchvision names it: what the
-    /// comparisons with libtorch's autograd (and, on a GPU, with the cudnn backend) read.
+    /// comparisons with libtorch's autograd (and, on a GPU, with the cudnn backend) read. None before the first.
     pub fn gradient(&self, name: &str) -> Option<Tensor> {
-        let i = self.trainable_index(name)?;
-        Some(self.trainable[i].grad.shallow_clone())
+        let grad = &self.trainable[self.trainable_index(name)?].grad;
+        grad.defined().then(|| grad.shallow_clone())
     }
 
     /// A trainable parameter's value, or a running statistic's.
@@ -280,18 +305,17 @@ impl AtenNet {
     /// A training step begun (its batch loaded) but none of its ops run: the GPU tests run them one by one.
     #[cfg(test)]
     pub fn start_training(&mut self, images: &Tensor) {
-        let program = self.train.take().expect("the training step is planned");
-        self.start(&program, images);
-        self.train = Some(program);
+        let step = self.train.take().expect("the training step is planned");
+        self.start(&step.program, images);
+        self.train = Some(step);
     }
 
     /// Runs op `index` of the training step begun by `start_training`.
     #[cfg(test)]
     pub fn run_training_op(&mut self, index: usize, targets: &Tensor) {
-        let program = self.train.take().expect("the training step is planned");
-        let op = program.ops[index];
-        self.execute(&program, &op, targets);
-        self.train = Some(program);
+        let step = self.train.take().expect("the training step is planned");
+        self.run_op(&step, index, targets);
+        self.train = Some(step);
     }
 
     /// A buffer's value in the step being run, if written.
@@ -320,14 +344,32 @@ impl AtenNet {
         self.set(program.images, images.shallow_clone());
     }
 
-    fn run(&mut self, program: &Program, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
-        self.start(program, images);
-        for op in &program.ops {
-            self.execute(program, op, targets);
+    fn run(&mut self, step: &Step, images: &Tensor, targets: &Tensor) -> (Tensor, Tensor) {
+        self.start(&step.program, images);
+        for index in 0..step.program.ops.len() {
+            self.run_op(step, index, targets);
         }
-        let loss = self.value(program.loss).shallow_clone();
-        let logits = self.value(program.logits).shallow_clone();
-        (loss, logits)
+        let program = &step.program;
+        let taken = |values: &mut Vec<Option<Tensor>>, buf: Buf| {
+            values[buf.0]
+                .take()
+                .expect("the step's last op keeps its outputs")
+        };
+        (
+            taken(&mut self.values, program.loss),
+            taken(&mut self.values, program.logits),
+        )
+    }
+
+    /// Runs op `index` of `step`, then drops the values it was the last to use, but the step's outputs.
+    fn run_op(&mut self, step: &Step, index: usize, targets: &Tensor) {
+        let program = &step.program;
+        self.execute(program, &program.ops[index], targets);
+        for &buf in &step.last_uses[index] {
+            if buf != program.loss && buf != program.logits {
+                self.values[buf.0] = None;
+            }
+        }
     }
 
     fn execute(&mut self, program: &Program, op: &Op, targets: &Tensor) {
@@ -523,27 +565,39 @@ impl AtenNet {
     /// libtorch's SGD (torch::optim::SGD, as tch runs it for the other levels), parameter by parameter with its
     /// arithmetic: d = g + wd·p; the momentum buffer starts as d, then b = m·b + d; p -= lr·b.
     fn sgd(&mut self) {
-        let o = &self.optimiser;
+        let o = self.optimiser;
+        if o.weight_decay != 0.0 && self.direction.is_none() {
+            let largest = self.trainable.iter().map(|t| t.value.numel()).max();
+            let value = &self.trainable[0].value;
+            self.direction = Some(Tensor::empty(
+                [largest.unwrap_or(0) as i64],
+                (value.kind(), value.device()),
+            ));
+        }
         let pointers = |f: fn(&Trainable) -> &Tensor| -> Vec<*mut C_tensor> {
             self.trainable
                 .iter()
                 .map(|t| f(t).as_ptr() as *mut C_tensor)
                 .collect()
         };
-        let (params, grads, momentum, directions) = (
+        let (params, grads, momentum) = (
             pointers(|t| &t.value),
             pointers(|t| &t.grad),
             pointers(|t| &t.momentum),
-            pointers(|t| &t.direction),
         );
-        // SAFETY: four arrays of `count` handles to this network's own tensors, alive for the call; the shim
-        // writes into the values, momentum buffers and directions, which no other handle reads meanwhile.
+        let scratch = self
+            .direction
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |t| t.as_ptr() as *mut C_tensor);
+        // SAFETY: three arrays of `count` handles to this network's own tensors, and the direction's (or null
+        // without weight decay), alive for the call; the shim writes into the values, the momentum buffers (made
+        // at the first step) and the direction, which no other handle reads meanwhile.
         check(unsafe {
             golow_sgd_step(
                 params.as_ptr(),
                 grads.as_ptr(),
                 momentum.as_ptr(),
-                directions.as_ptr(),
+                scratch,
                 params.len(),
                 o.lr,
                 o.momentum,

@@ -59,15 +59,15 @@ impl DeviceMemory {
         Ok(values)
     }
 
-    /// Overwrites the allocation's first values with `values`, after the work queued before has finished.
+    /// Overwrites the values from `offset` (in elements) with `values`, after the work queued before has finished.
     #[cfg(test)]
-    pub fn write(&self, values: &[f32]) -> Result<(), String> {
+    pub fn write(&self, offset: usize, values: &[f32]) -> Result<(), String> {
         assert!(
-            std::mem::size_of_val(values) <= self.bytes,
+            4 * offset + std::mem::size_of_val(values) <= self.bytes,
             "write past the allocation"
         );
         // SAFETY: the range lies inside the allocation (checked above).
-        unsafe { result::memcpy_htod_sync(self.ptr, values) }
+        unsafe { result::memcpy_htod_sync(self.at(offset), values) }
             .map_err(|e| format!("cuMemcpyHtoD: {e:?}"))
     }
 }

@@ -7,6 +7,7 @@ pub mod algorithms;
 pub mod aten;
 pub mod descriptors;
 pub mod kernels;
+pub mod layout;
 pub mod libraries;
 pub mod memory;
 pub mod native;

@@ -1,9 +1,10 @@
 //! The `cudnn` backend: the framework-free program on cuDNN (convolutions with algorithms searched once per shape,
 //! batch norm, ReLU, pooling, tensor addition), cuBLAS (the fully connected layer) and NVRTC kernels (softmax
 //! cross-entropy and its gradient, the average pool's gradient, the fused SGD update), through cudarc. Every
-//! buffer a step names is allocated when the step is first planned, never inside a step; parameters, gradients and
-//! SGD's momentum are each one allocation in the plan's layout. All work goes to the legacy default stream, the
-//! one libtorch copies the batches on and the worker's CUDA events time.
+//! buffer a step names lies in one arena that all steps share (`layout`: buffers never live at once share bytes),
+//! sized when a step is first planned, never inside a step; parameters, gradients and SGD's momentum are each one
+//! allocation in the plan's layout, the last two made when the session first trains. All work goes to the legacy
+//! default stream, the one libtorch copies the batches on and the worker's CUDA events time.
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
@@ -19,17 +20,18 @@ use cudarc::driver::{CudaContext, result as driver};
 use super::algorithms::{self, Choice, ConvAlgos, ConvKey, SearchOperands};
 use super::descriptors::{Descriptors, TensorDesc, check};
 use super::kernels::{self, Kernel, SAMPLE_THREADS};
+use super::layout::{Layout, Region};
 use super::memory::DeviceMemory;
 use super::operations::OperationTimes;
 use super::plan::{Param, Plan};
-use super::program::{Buf, BufferKind, Op, Program};
+use super::program::{Buf, Op, Program};
 use super::weights::Weights;
 use golow_protocol::config::{GpuPolicy, Optimiser};
 
 /// torchvision's (and tch's) batch norm.
 const MOMENTUM: f64 = 0.1;
 const EPS: f64 = 1e-5;
-/// The most workspace an algorithm search may offer cuDNN.
+/// The most workspace an algorithm search may offer cuDNN (benchmarking searches within the arena's room besides).
 const SEARCH_WORKSPACE_CAP: usize = 1 << 30;
 /// Threads per block of the element-wise kernels, and the most blocks they launch (they stride over the rest).
 const THREADS: u32 = 256;
@@ -161,17 +163,28 @@ fn blocks(count: usize) -> u32 {
         .clamp(1, MAX_BLOCKS) as u32
 }
 
-/// A program with everything it runs on: its descriptors, its buffers, each layer's algorithms.
+/// A program with everything it runs on: its descriptors, where its buffers lie in the arena, each layer's
+/// algorithms.
 struct Step {
     program: Program,
     descs: Descriptors,
-    buffers: Vec<DeviceMemory>,
+    layout: Layout,
+    /// The arena's address when the step was last taken out to run (`CudnnNet::ready`): it moves when it grows.
+    base: CUdeviceptr,
     algos: Vec<ConvAlgos>,
 }
 
 impl Step {
+    fn region(&self, buf: Buf) -> Region {
+        self.layout.regions[buf.0]
+    }
+
     fn at(&self, buf: Buf) -> CUdeviceptr {
-        self.buffers[buf.0].ptr()
+        self.at_offset(self.region(buf).offset)
+    }
+
+    fn at_offset(&self, offset: usize) -> CUdeviceptr {
+        self.base + offset as u64
     }
 
     fn desc(&self, buf: Buf) -> &TensorDesc {
@@ -180,16 +193,6 @@ impl Step {
 
     fn batch(&self) -> usize {
         self.program.input.n
-    }
-}
-
-/// Device bytes of a buffer: max-pool indices take none, cuDNN's pooling backward reads the input and output.
-fn bytes(kind: &BufferKind) -> usize {
-    match kind {
-        BufferKind::Tensor(s) => 4 * s.elements(),
-        BufferKind::Indices(_) => 0,
-        BufferKind::Channels(c) => 4 * c,
-        BufferKind::Scalar => 4,
     }
 }
 
@@ -210,8 +213,11 @@ pub struct CudnnNet {
     choice: Choice,
     trainable: DeviceMemory,
     statistics: DeviceMemory,
+    /// Empty until the first training step is planned: a session that only evaluates holds neither.
     grads: DeviceMemory,
     momentum: DeviceMemory,
+    /// Every step's buffers, at the offsets of its layout; as large as the largest step planned.
+    arena: DeviceMemory,
     workspace: DeviceMemory,
     /// Each sample's loss, before the mean.
     losses: DeviceMemory,
@@ -292,8 +298,6 @@ impl CudnnNet {
         let gpu = Gpu::new(ordinal, policy.tf32)?;
         let trainable = DeviceMemory::from_host(&weights.trainable)?;
         let statistics = DeviceMemory::from_host(&weights.statistics)?;
-        let grads = DeviceMemory::zeroed(trainable.bytes())?;
-        let momentum = DeviceMemory::zeroed(trainable.bytes())?;
         Ok(CudnnNet {
             losses: DeviceMemory::zeroed(0)?,
             plan,
@@ -307,8 +311,9 @@ impl CudnnNet {
             },
             trainable,
             statistics,
-            grads,
-            momentum,
+            grads: DeviceMemory::zeroed(0)?,
+            momentum: DeviceMemory::zeroed(0)?,
+            arena: DeviceMemory::zeroed(0)?,
             workspace: DeviceMemory::zeroed(0)?,
             stepped: false,
             timed: false,
@@ -325,10 +330,7 @@ impl CudnnNet {
         images: CUdeviceptr,
         targets: CUdeviceptr,
     ) -> Result<Outputs, String> {
-        let step = match self.train.take() {
-            Some(step) => step,
-            None => self.plan_step(Program::train(&self.plan))?,
-        };
+        let step = self.training_step()?;
         let out = self.run(&step, images, targets);
         self.train = Some(step);
         out
@@ -342,7 +344,7 @@ impl CudnnNet {
         n: usize,
     ) -> Result<Outputs, String> {
         let step = match self.eval.remove(&n) {
-            Some(step) => step,
+            Some(step) => self.ready(step),
             None => self.plan_step(Program::eval(&self.plan.with_batch(n)))?,
         };
         let out = self.run(&step, images, targets);
@@ -350,8 +352,26 @@ impl CudnnNet {
         out
     }
 
-    /// The last training step's gradient of a trainable parameter, named as torchvision names it.
+    /// The training step, planned when first asked for.
+    fn training_step(&mut self) -> Result<Step, String> {
+        match self.train.take() {
+            Some(step) => Ok(self.ready(step)),
+            None => self.plan_step(Program::train(&self.plan)),
+        }
+    }
+
+    /// `step` pointed at the arena where it is now.
+    fn ready(&self, mut step: Step) -> Step {
+        step.base = self.arena.ptr();
+        step
+    }
+
+    /// The last training step's gradient of a trainable parameter, named as torchvision names it (none before
+    /// the first).
     pub fn gradient(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
+        if self.grads.bytes() == 0 {
+            return Ok(None);
+        }
         match self.param(name).filter(|p| p.trainable) {
             Some(p) => self.grads.read(p.offset, p.elements()).map(Some),
             None => Ok(None),
@@ -374,10 +394,7 @@ impl CudnnNet {
     /// A training step begun (its batch loaded) but none of its ops run: the GPU tests run them one by one.
     #[cfg(test)]
     pub fn start_training(&mut self, images: CUdeviceptr) -> Result<(), String> {
-        let step = match self.train.take() {
-            Some(step) => step,
-            None => self.plan_step(Program::train(&self.plan))?,
-        };
+        let step = self.training_step()?;
         let loaded = self.load_images(&step, images);
         self.train = Some(step);
         loaded
@@ -396,46 +413,51 @@ impl CudnnNet {
     /// A buffer of the training step, as f32 values.
     #[cfg(test)]
     pub fn training_buffer(&self, buf: Buf) -> Result<Vec<f32>, String> {
-        let memory = self.training_memory(buf);
-        memory.read(0, memory.bytes() / 4)
+        let region = self.training_region(buf);
+        self.arena.read(region.offset / 4, region.bytes / 4)
     }
 
     /// Sets a buffer of the training step to `values` (f32), so that a test can give an operation aten's inputs.
     #[cfg(test)]
     pub fn set_training_buffer(&self, buf: Buf, values: &[f32]) -> Result<(), String> {
-        let memory = self.training_memory(buf);
-        if 4 * values.len() != memory.bytes() {
+        let region = self.training_region(buf);
+        if 4 * values.len() != region.bytes {
             return Err(format!(
                 "{} values for a buffer of {} bytes",
                 values.len(),
-                memory.bytes()
+                region.bytes
             ));
         }
-        memory.write(values)
+        self.arena.write(region.offset / 4, values)
     }
 
-    /// Where a buffer of the training step begun by `start_training` lives.
+    /// Where a buffer of the training step begun by `start_training` lies in the arena.
     #[cfg(test)]
-    fn training_memory(&self, buf: Buf) -> &DeviceMemory {
-        let step = self
-            .train
+    fn training_region(&self, buf: Buf) -> Region {
+        self.train
             .as_ref()
-            .expect("start_training planned the step");
-        &step.buffers[buf.0]
+            .expect("start_training planned the step")
+            .region(buf)
     }
 
     fn param(&self, name: &str) -> Option<&Param> {
         self.plan.params.iter().find(|p| p.name == name)
     }
 
-    /// Descriptors, buffers and the algorithms of every convolution (searched for shapes not seen before).
+    /// Descriptors, the buffers' layout (the arena grown to hold it) and the algorithms of every convolution
+    /// (searched for shapes not seen before). A training step first makes the gradients and momentum.
     fn plan_step(&mut self, program: Program) -> Result<Step, String> {
         let descs = Descriptors::new(&program)?;
-        let buffers = program
-            .buffers
-            .iter()
-            .map(|kind| DeviceMemory::zeroed(bytes(kind)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let layout = Layout::of(&program);
+        if self.arena.bytes() < layout.bytes {
+            // Freed before the larger one is made: what the old one held was read when its step ended.
+            self.arena = DeviceMemory::zeroed(0)?;
+            self.arena = DeviceMemory::zeroed(layout.bytes)?;
+        }
+        if program.train && self.grads.bytes() == 0 {
+            self.grads = DeviceMemory::zeroed(self.trainable.bytes())?;
+            self.momentum = DeviceMemory::zeroed(self.trainable.bytes())?;
+        }
         let n = program.input.n;
         if self.losses.bytes() < 4 * n {
             self.losses = DeviceMemory::zeroed(4 * n)?;
@@ -443,10 +465,10 @@ impl CudnnNet {
         let mut step = Step {
             program,
             descs,
-            buffers,
+            layout,
+            base: self.arena.ptr(),
             algos: Vec::new(),
         };
-        let mut scratch: Option<(DeviceMemory, usize)> = None;
         let mut needed = 0;
         for (index, layer) in step.program.layers.iter().enumerate() {
             let key = ConvKey::of(&layer.conv, n);
@@ -468,17 +490,11 @@ impl CudnnNet {
             let found = match self.algorithms.get(&key) {
                 Some(found) if found.backward.is_some() || !train => *found,
                 _ => {
-                    if scratch.is_none() {
-                        let (free, _) =
-                            driver::mem_get_info().map_err(|e| format!("cuMemGetInfo: {e:?}"))?;
-                        let size = SEARCH_WORKSPACE_CAP.min(free / 4);
-                        scratch = Some((DeviceMemory::zeroed(size)?, size));
-                    }
-                    let (memory, size) = scratch.as_ref().expect("allocated above");
+                    let (scratch, size) = self.search_scratch(&step, input, output)?;
                     descs.forward.set_math(self.choice.search_math())?;
                     // SAFETY: the handle is this network's; the operands are this step's buffers and the flat
                     // parameter and gradient allocations at the layer's offsets, each of its descriptor's size; the
-                    // scratch is `size` bytes.
+                    // scratch is `size` bytes of the arena that neither operand occupies.
                     let found = unsafe {
                         algorithms::search(
                             self.gpu.cudnn,
@@ -489,8 +505,8 @@ impl CudnnNet {
                                 dw: train.then(|| self.grads.at(layer.weight)),
                                 conv: &descs.forward,
                             },
-                            memory.ptr(),
-                            *size,
+                            scratch,
+                            size,
                             self.choice,
                         )
                     }
@@ -513,11 +529,33 @@ impl CudnnNet {
             needed = needed.max(workspace);
             step.algos.push(found);
         }
-        drop(scratch);
         if self.workspace.bytes() < needed {
             self.workspace = DeviceMemory::zeroed(needed)?;
         }
         Ok(step)
+    }
+
+    /// Where a convolution's algorithm search may write, and how much: benchmarking runs every candidate within the
+    /// largest range of the arena its operands leave (nothing else in it is read before the step writes it), so a
+    /// search allocates nothing beyond the step's own buffers; heuristics run nothing and rank what would fit the
+    /// device's memory.
+    fn search_scratch(
+        &self,
+        step: &Step,
+        input: Buf,
+        output: Buf,
+    ) -> Result<(CUdeviceptr, usize), String> {
+        if self.choice.benchmark {
+            let room = step
+                .layout
+                .largest_free(&[step.region(input), step.region(output)]);
+            return Ok((
+                step.at_offset(room.offset),
+                room.bytes.min(SEARCH_WORKSPACE_CAP),
+            ));
+        }
+        let (free, _) = driver::mem_get_info().map_err(|e| format!("cuMemGetInfo: {e:?}"))?;
+        Ok((0, SEARCH_WORKSPACE_CAP.min(free / 4)))
     }
 
     fn run(
@@ -555,9 +593,10 @@ impl CudnnNet {
     }
 
     fn load_images(&self, step: &Step, images: CUdeviceptr) -> Result<(), String> {
-        let dst = &step.buffers[step.program.images.0];
+        let dst = step.program.images;
+        let bytes = step.region(dst).bytes;
         // SAFETY: both ranges hold the batch's images (the caller's tensor is N×C×H×W f32 of the step's shape).
-        unsafe { driver::memcpy_dtod_async(dst.ptr(), images, dst.bytes(), std::ptr::null_mut()) }
+        unsafe { driver::memcpy_dtod_async(step.at(dst), images, bytes, std::ptr::null_mut()) }
             .map_err(|e| format!("cuMemcpyDtoD: {e:?}"))
     }
 

@@ -1,12 +1,12 @@
 //! The training and evaluation step of the framework-free ResNet as an explicit program: every forward operation,
 //! the hand-written backward of each in reverse order (gradients added where the residual branches join), and the
-//! SGD update. It is worked out once from the shape plan for one batch size; the buffers it names are planned
-//! here too: activations a training step needs again in its backward pass are kept, every other buffer is reused
-//! as soon as its last reader has run, so a backend allocates them all once and never inside a step.
+//! SGD update. It is worked out once from the shape plan for one batch size. Each value it computes has a buffer of
+//! its own (in-place operations write over their operand's); when each buffer is first written and last read is
+//! `Program::lifetimes`, from which a backend frees a value after its last reader (`aten`) or lays the buffers out
+//! in one allocation, overlapping those never live at once (`layout`, for `cudnn`). In evaluation batch norm
+//! writes over its input, as nothing reads the convolution's output again.
 //!
 //! Two backends run the same program: `aten` (libtorch's CPU and CUDA kernels without autograd) and `cudnn`.
-
-use std::collections::HashMap;
 
 use super::plan::{Conv, Param, Plan, Shape};
 
@@ -14,7 +14,7 @@ use super::plan::{Conv, Param, Plan, Shape};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Buf(pub usize);
 
-/// What a buffer holds; buffers of one kind are interchangeable, so the planner reuses them.
+/// What a buffer holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BufferKind {
     /// f32, N×C×H×W (features are N×C×1×1, logits N×classes×1×1).
@@ -35,16 +35,19 @@ impl BufferKind {
             BufferKind::Channels(_) | BufferKind::Scalar => None,
         }
     }
+}
 
-    /// Bytes on a device that stores indices as i64 and everything else as f32.
-    #[cfg(test)]
-    fn bytes(&self) -> usize {
-        match self {
-            BufferKind::Tensor(s) => 4 * s.elements(),
-            BufferKind::Indices(s) => 8 * s.elements(),
-            BufferKind::Channels(c) => 4 * c,
-            BufferKind::Scalar => 4,
-        }
+/// When a buffer is in use: from the op that first writes it to the op that last reads it, as indices into
+/// `Program::ops` (the batch is loaded before the first op; the logits and loss are read after the last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    pub first: usize,
+    pub last: usize,
+}
+
+impl Lifetime {
+    pub fn overlaps(&self, other: &Lifetime) -> bool {
+        self.first <= other.last && other.first <= self.last
     }
 }
 
@@ -152,8 +155,7 @@ pub struct Saved {
     pub invstd: Buf,
 }
 
-/// What each op reads and writes: the tests check the buffer plan with them.
-#[cfg(test)]
+/// What each op reads and writes: the buffers' lifetimes come from them.
 impl Op {
     /// The buffers the op reads (in-place operands included).
     pub fn reads(&self) -> Vec<Buf> {
@@ -253,34 +255,55 @@ impl Program {
 
     /// A training step (forward, backward, update) for `plan`'s batch size.
     pub fn train(plan: &Plan) -> Program {
-        Builder::new(plan, true, true).build()
+        Builder::new(plan, true).build()
     }
 
     /// An evaluation step: forward with batch norm on running statistics, and the loss.
     pub fn eval(plan: &Plan) -> Program {
-        Builder::new(plan, false, true).build()
+        Builder::new(plan, false).build()
     }
 
-    /// The same step with a buffer of its own for every value: what the planned reuse is checked against.
-    #[cfg(test)]
-    fn without_reuse(plan: &Plan, train: bool) -> Program {
-        Builder::new(plan, train, false).build()
+    /// Each buffer's lifetime, by `Buf` index.
+    pub fn lifetimes(&self) -> Vec<Lifetime> {
+        let end = self.ops.len().saturating_sub(1);
+        let mut spans: Vec<Option<Lifetime>> = vec![None; self.buffers.len()];
+        let mut touch = |buf: Buf, at: usize| {
+            let span = spans[buf.0].get_or_insert(Lifetime {
+                first: at,
+                last: at,
+            });
+            span.first = span.first.min(at);
+            span.last = span.last.max(at);
+        };
+        for (at, op) in self.ops.iter().enumerate() {
+            for buf in op.reads().into_iter().chain(op.writes()) {
+                touch(buf, at);
+            }
+        }
+        touch(self.images, 0);
+        touch(self.logits, end);
+        touch(self.loss, end);
+        spans
+            .into_iter()
+            .map(|span| span.expect("every buffer of a program is written and read"))
+            .collect()
     }
 
-    /// Bytes of every buffer together (parameters, gradients and momentum not included).
-    #[cfg(test)]
-    fn buffer_bytes(&self) -> usize {
-        self.buffers.iter().map(BufferKind::bytes).sum()
+    /// For each op, the buffers it reads or writes for the last time: what may be freed once it has run.
+    pub fn last_uses(&self) -> Vec<Vec<Buf>> {
+        let mut after = vec![Vec::new(); self.ops.len()];
+        for (i, lifetime) in self.lifetimes().iter().enumerate() {
+            after[lifetime.last].push(Buf(i));
+        }
+        after
     }
 }
 
 struct Builder<'a> {
     plan: &'a Plan,
     train: bool,
-    reuse: bool,
     layers: Vec<Layer>,
     buffers: Vec<BufferKind>,
-    free: HashMap<BufferKind, Vec<Buf>>,
     ops: Vec<Op>,
 }
 
@@ -309,7 +332,7 @@ fn param<'p>(plan: &'p Plan, name: &str) -> &'p Param {
 }
 
 impl<'a> Builder<'a> {
-    fn new(plan: &'a Plan, train: bool, reuse: bool) -> Builder<'a> {
+    fn new(plan: &'a Plan, train: bool) -> Builder<'a> {
         let layers = plan
             .convs()
             .map(|conv| {
@@ -328,34 +351,15 @@ impl<'a> Builder<'a> {
         Builder {
             plan,
             train,
-            reuse,
             layers,
             buffers: Vec::new(),
-            free: HashMap::new(),
             ops: Vec::new(),
         }
     }
 
     fn take(&mut self, kind: BufferKind) -> Buf {
-        if let Some(buf) = self.free.get_mut(&kind).and_then(Vec::pop) {
-            return buf;
-        }
         self.buffers.push(kind);
         Buf(self.buffers.len() - 1)
-    }
-
-    /// `buf`'s value has been read for the last time.
-    fn release(&mut self, buf: Buf) {
-        if self.reuse {
-            self.free.entry(self.buffers[buf.0]).or_default().push(buf);
-        }
-    }
-
-    /// Releases a forward value in evaluation, where no backward pass reads it again.
-    fn release_after_forward(&mut self, buf: Buf) {
-        if !self.train {
-            self.release(buf);
-        }
     }
 
     fn tensor(&mut self, shape: Shape) -> Buf {
@@ -368,7 +372,8 @@ impl<'a> Builder<'a> {
             .expect("gradients are taken only of tensors")
     }
 
-    /// Convolution then batch norm (then ReLU when `relu`); the input is not released.
+    /// Convolution then batch norm (then ReLU when `relu`). In evaluation batch norm writes over the convolution's
+    /// output, which only a training step's backward pass reads again.
     fn conv_bn(&mut self, layer: usize, input: Buf, relu: bool) -> ConvTrace {
         let output = self.layers[layer].conv.output;
         let conv_out = self.tensor(output);
@@ -377,7 +382,11 @@ impl<'a> Builder<'a> {
             input,
             output: conv_out,
         });
-        let normalised = self.tensor(output);
+        let normalised = if self.train {
+            self.tensor(output)
+        } else {
+            conv_out
+        };
         let saved = self.train.then(|| Saved {
             mean: self.take(BufferKind::Channels(output.c)),
             invstd: self.take(BufferKind::Channels(output.c)),
@@ -388,7 +397,6 @@ impl<'a> Builder<'a> {
             output: normalised,
             saved,
         });
-        self.release_after_forward(conv_out);
         if relu {
             self.ops.push(Op::Relu { data: normalised });
         }
@@ -415,7 +423,6 @@ impl<'a> Builder<'a> {
             output: pooled,
             indices,
         });
-        self.release_after_forward(stem.normalised);
         let mut layer = 1;
         let mut x = pooled;
         let mut traces = Vec::with_capacity(plan.blocks.len());
@@ -426,9 +433,6 @@ impl<'a> Builder<'a> {
                 let last = i + 1 == block.convs.len();
                 let trace = self.conv_bn(layer, x, !last);
                 layer += 1;
-                if i > 0 {
-                    self.release_after_forward(x);
-                }
                 x = trace.normalised;
                 convs.push(trace);
             }
@@ -439,11 +443,6 @@ impl<'a> Builder<'a> {
             });
             let shortcut = downsample.as_ref().map_or(input, |d| d.normalised);
             self.ops.push(Op::AddRelu { data: x, shortcut });
-            // The shortcut's normalised output is read by nothing after the sum.
-            if let Some(d) = &downsample {
-                self.release(d.normalised);
-            }
-            self.release_after_forward(input);
             traces.push(BlockTrace {
                 input,
                 convs,
@@ -459,7 +458,6 @@ impl<'a> Builder<'a> {
             input: x,
             output: features,
         });
-        self.release_after_forward(x);
         let logits = self.tensor(Shape {
             n: plan.input.n,
             c: plan.classes,
@@ -470,7 +468,6 @@ impl<'a> Builder<'a> {
             input: features,
             output: logits,
         });
-        self.release_after_forward(features);
         let loss = self.take(BufferKind::Scalar);
         self.ops.push(Op::Loss { logits, loss });
         if self.train {
@@ -518,13 +515,11 @@ impl<'a> Builder<'a> {
             input: features,
             grad_input: grad_features,
         });
-        self.release(grad_logits);
         let mut grad = self.tensor(self.shape(last_output));
         self.ops.push(Op::AvgPoolBackward {
             grad_output: grad_features,
             grad_input: grad,
         });
-        self.release(grad_features);
         for block in blocks.iter().rev() {
             grad = self.block_backward(block, grad);
         }
@@ -537,13 +532,11 @@ impl<'a> Builder<'a> {
             indices: indices.expect("a training step keeps the max pool's indices"),
             grad_input: grad_stem,
         });
-        self.release(grad);
         self.ops.push(Op::ReluBackward {
             grad: grad_stem,
             output: stem.normalised,
         });
         let grad_conv = self.norm_backward(stem, grad_stem);
-        self.release(grad_stem);
         self.ops.push(Op::ConvBackward {
             layer: stem.layer,
             grad_output: grad_conv,
@@ -551,7 +544,6 @@ impl<'a> Builder<'a> {
             grad_input: None,
             accumulate: false,
         });
-        self.release(grad_conv);
     }
 
     /// Batch norm's backward: the gradient at its convolution's output, in a new buffer.
@@ -567,7 +559,7 @@ impl<'a> Builder<'a> {
         grad_input
     }
 
-    /// From the gradient at a block's output to the gradient at its input (a new buffer); `grad` is released.
+    /// From the gradient at a block's output to the gradient at its input (a new buffer).
     fn block_backward(&mut self, block: &BlockTrace, grad: Buf) -> Buf {
         let last = block.convs.last().expect("a block has convolutions");
         // Through the ReLU after the sum: from here `grad` is the gradient of both branches' outputs.
@@ -585,9 +577,6 @@ impl<'a> Builder<'a> {
                 });
             }
             let grad_conv = self.norm_backward(trace, grad_here);
-            if grad_here != grad {
-                self.release(grad_here);
-            }
             let grad_in = self.tensor(self.shape(trace.input));
             self.ops.push(Op::ConvBackward {
                 layer: trace.layer,
@@ -596,7 +585,6 @@ impl<'a> Builder<'a> {
                 grad_input: Some(grad_in),
                 accumulate: false,
             });
-            self.release(grad_conv);
             if i == 0 {
                 grad_input = Some(grad_in);
             } else {
@@ -615,14 +603,12 @@ impl<'a> Builder<'a> {
                     grad_input: Some(grad_input),
                     accumulate: true,
                 });
-                self.release(grad_conv);
             }
             None => self.ops.push(Op::Accumulate {
                 into: grad_input,
                 from: grad,
             }),
         }
-        self.release(grad);
         grad_input
     }
 }
@@ -640,53 +626,57 @@ mod tests {
         ]
     }
 
-    /// Runs `program` over symbolic values: each write makes a new value, and each read must find the value the
-    /// same read finds in the program without reuse. A buffer reused too early shows up as a read of a value
-    /// written since.
-    fn values_read(program: &Program) -> Vec<Vec<usize>> {
-        let mut current: HashMap<Buf, usize> = HashMap::new();
-        let mut next = 0;
-        let mut reads = Vec::new();
-        current.insert(program.images, usize::MAX);
-        for op in &program.ops {
-            reads.push(
-                op.reads()
-                    .iter()
-                    .map(|b| {
-                        *current
-                            .get(b)
-                            .unwrap_or_else(|| panic!("{op:?} reads {b:?} unwritten"))
-                    })
-                    .collect(),
-            );
-            for b in op.writes() {
-                // An in-place op (it reads what it writes) keeps the value's identity: what follows reads its result.
-                current.insert(b, next);
-                next += 1;
-            }
-        }
-        reads
+    fn programs() -> Vec<Program> {
+        plans()
+            .iter()
+            .flat_map(|plan| [Program::train(plan), Program::eval(plan)])
+            .collect()
     }
 
     #[test]
-    fn reuse_never_hands_an_op_a_value_written_since() {
-        for plan in plans() {
-            for train in [true, false] {
-                let planned = if train {
-                    Program::train(&plan)
-                } else {
-                    Program::eval(&plan)
-                };
-                let apart = Program::without_reuse(&plan, train);
-                assert_eq!(planned.ops.len(), apart.ops.len());
-                assert_eq!(
-                    values_read(&planned),
-                    values_read(&apart),
-                    "train {train}, {:?}",
-                    plan.input
-                );
-                assert!(planned.buffers.len() < apart.buffers.len());
+    fn every_read_finds_a_value_written_before_within_the_buffer_s_lifetime() {
+        for program in programs() {
+            let lifetimes = program.lifetimes();
+            let mut written = vec![false; program.buffers.len()];
+            written[program.images.0] = true;
+            for (at, op) in program.ops.iter().enumerate() {
+                for b in op.reads() {
+                    assert!(written[b.0], "op {at} {op:?} reads {b:?} unwritten");
+                }
+                for b in op.reads().into_iter().chain(op.writes()) {
+                    let l = lifetimes[b.0];
+                    assert!(l.first <= at && at <= l.last, "op {at} {op:?}: {b:?} {l:?}");
+                }
+                for b in op.writes() {
+                    written[b.0] = true;
+                }
             }
+            let end = program.ops.len() - 1;
+            assert_eq!(lifetimes[program.images.0].first, 0);
+            assert_eq!(
+                (
+                    lifetimes[program.logits.0].last,
+                    lifetimes[program.loss.0].last
+                ),
+                (end, end)
+            );
+        }
+    }
+
+    #[test]
+    fn each_buffer_is_freed_once_after_its_last_use() {
+        for program in programs() {
+            let mut freed = vec![0; program.buffers.len()];
+            for (at, bufs) in program.last_uses().iter().enumerate() {
+                for &b in bufs {
+                    freed[b.0] += 1;
+                    let later = program.ops[at + 1..]
+                        .iter()
+                        .any(|op| op.reads().contains(&b) || op.writes().contains(&b));
+                    assert!(!later, "{b:?} used after op {at}");
+                }
+            }
+            assert!(freed.iter().all(|&n| n == 1), "{freed:?}");
         }
     }
 
@@ -790,7 +780,7 @@ mod tests {
     }
 
     #[test]
-    fn evaluation_keeps_nothing_for_a_backward_pass_and_needs_less() {
+    fn evaluation_keeps_nothing_for_a_backward_pass_and_normalises_in_place() {
         let plan = Plan::new(Model::Resnet50, 3, 1000, 32, 224).unwrap();
         let eval = Program::eval(&plan);
         assert!(eval.ops.iter().all(|op| match op {
@@ -801,11 +791,10 @@ mod tests {
             _ => false,
         }));
         assert!(!eval.ops.iter().any(|op| matches!(op, Op::Sgd)));
-        let train = Program::train(&plan);
-        // Evaluation holds a few activations of each shape at a time (buffers are reused by shape, not by size);
-        // training keeps what its backward pass reads, the same order as the plan's estimate.
-        assert!(eval.buffer_bytes() * 3 < train.buffer_bytes());
-        let kept = train.buffer_bytes() as f64 / plan.activation_bytes() as f64;
-        assert!((0.8..1.6).contains(&kept), "{kept}");
+        // Batch norm writes over the convolution's output, which nothing reads again.
+        assert!(eval.ops.iter().all(|op| match op {
+            Op::BatchNorm { input, output, .. } => input == output,
+            _ => true,
+        }));
     }
 }
