@@ -31,7 +31,15 @@ fn commit_of(dir: &Path) -> Option<String> {
     }
     let head = git(dir, &["rev-parse", "HEAD"])?;
     rerun_when_it_changes(dir);
-    let dirty = !git(dir, &["status", "--porcelain", "--untracked-files=no"])?.is_empty();
+    // Without optional locks, `git status` leaves the index as it found it: rewritten, the index would run this
+    // script again on every build.
+    let status = [
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+    ];
+    let dirty = !git(dir, &status)?.is_empty();
     Some(if dirty { format!("{head}-dirty") } else { head })
 }
 
@@ -41,10 +49,12 @@ fn rerun_when_it_changes(dir: &Path) {
     let mut watched = vec!["HEAD".to_string(), "index".into(), "packed-refs".into()];
     watched.extend(git(dir, &["symbolic-ref", "-q", "HEAD"]));
     for name in watched {
-        if let Some(path) = git(
+        // A path that does not exist (no packed-refs yet, a branch only packed) would make every build rerun it.
+        let path = git(
             dir,
             &["rev-parse", "--path-format=absolute", "--git-path", &name],
-        ) {
+        );
+        if let Some(path) = path.filter(|p| Path::new(p).exists()) {
             println!("cargo:rerun-if-changed={path}");
         }
     }
