@@ -80,10 +80,10 @@ gpu-test: build
 	NVIDIA_TF32_OVERRIDE=0 cargo test --release -p golow-worker --lib -- --ignored --test-threads 1
 
 # Everything a GPU machine needs and nothing else, within the 64 MiB the device carries: the binaries stripped, the
-# GPU tests built, the runner (gpu/run) as the one entry point.
+# GPU tests built, the wheel, the runner (gpu/run) as the one entry point with its scripts.
 BUNDLE := gpu-bundle
 BUNDLE_LIMIT := 67108864
-gpu-bundle: build
+gpu-bundle: build wheel
 	@command -v patchelf >/dev/null || (apt-get update -qq && apt-get install -y -qq patchelf)
 	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)
 	strip -o $(BUNDLE)/golow target/release/golow
@@ -99,6 +99,10 @@ gpu-bundle: build
 		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
 	patchelf --remove-rpath $(BUNDLE)/gpu-worker-tests
 	cp gpu/run gpu/figures.py $(BUNDLE)/
+	@# The --cmd scripts the runner measures, and the wheel it installs as a user would.
+	mkdir -p $(BUNDLE)/scripts $(BUNDLE)/wheel
+	cp gpu/scripts/*.py $(BUNDLE)/scripts/
+	cp target/wheels/golow-$$(cargo pkgid -p golow | sed 's/.*[#@]//')-*-$(WHEEL_PLATFORM).whl $(BUNDLE)/wheel/
 	@size=$$(du -sb $(BUNDLE) | cut -f1); echo "$(BUNDLE)/: $$size bytes (the device carries $(BUNDLE_LIMIT))"; \
 		if [ $$size -ge $(BUNDLE_LIMIT) ]; then echo "$(BUNDLE)/ is too large for the device"; exit 1; fi
 
@@ -113,6 +117,7 @@ gpu-bundle-check: gpu-bundle
 		! readelf -d $(BUNDLE)/$$binary | grep -qE 'RUNPATH|RPATH' \
 			|| { echo "the bundle's $$binary carries a RUNPATH"; exit 1; }; \
 	done
+	@test "$$(ls $(BUNDLE)/wheel/*.whl | wc -l)" = 1 || { echo "the bundle must carry one wheel"; exit 1; }
 	@out=$$(mktemp -d) && for plan in first second more last; do \
 		$(BUNDLE)/run --dry-run --plan $$plan $$out/$$plan >/dev/null \
 		&& grep -q "would run" $$out/$$plan/report.md && test -s $$out/$$plan/logs-and-summaries.tar.gz \

@@ -22,6 +22,8 @@ TOP_KERNELS = 8
 # `at::native::vectorized_elementwise_kernel (clamp_scalar)`, so ReLU shows under any of these words.
 RELU_WORDS = ("relu", "clamp", "threshold", "activation")
 GRIDS_SHOWN = 8
+# The levels' losses at a step agree when within this relative difference.
+AGREE = 0.01
 
 
 def num(value):
@@ -97,23 +99,108 @@ def measured(summaries):
                   f"| {number(obj(w.get('h2d_ms')).get('p50'), 3)} | {shares} |")
 
 
+def spread(values, digits):
+    """Median (min–max) of the finite values, or '-'."""
+    values = [v for v in values if num(v) is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
 def overhead(summaries):
-    with_cupti, without = {}, {}
+    """The collector's alternating pairs: the ratio of each pair, and each side's throughput and sample time."""
+    sides = {"cupti": {}, "nocupti": {}}
     for name, summary in summaries:
         parts = name.split("-", 2)
-        if len(parts) != 3 or parts[0] != "overhead":
+        if len(parts) != 3 or parts[0] != "overhead" or parts[2] not in sides:
             continue
         workers = items(obj(summary).get("workers"))
-        throughput = num(obj(workers[0]).get("throughput_samples_per_s")) if workers else None
-        if throughput:
-            (with_cupti if parts[2] == "cupti" else without)[parts[1]] = throughput
-    ratios = [with_cupti[r] / without[r] for r in with_cupti if r in without]
+        if workers and num(obj(workers[0]).get("throughput_samples_per_s")):
+            sides[parts[2]][parts[1]] = obj(workers[0])
+    with_cupti, without = sides["cupti"], sides["nocupti"]
+    pairs = sorted(r for r in with_cupti if r in without)
+    ratios = [with_cupti[r]["throughput_samples_per_s"] / without[r]["throughput_samples_per_s"] for r in pairs]
     print("\n## Figures: the collector's overhead\n")
     if not ratios:
         print("No pair of runs finished.")
         return
     print(f"libtorch throughput with the collector / without, {len(ratios)} alternating pairs: median "
-          f"{statistics.median(ratios):.3f} (range {min(ratios):.3f}–{max(ratios):.3f}; target ≥ 0.97)")
+          f"{statistics.median(ratios):.3f} (range {min(ratios):.3f}–{max(ratios):.3f}; target ≥ 0.97); "
+          f"each pair: {', '.join(f'{r:.3f}' for r in ratios)}.\n")
+    print("| side | sessions | samples/s median (min–max) | ms/sample p50 median (min–max) "
+          "| ms/sample p90 median (min–max) |")
+    print("| --- | --- | --- | --- | --- |")
+    for side, label in (("cupti", "with the collector"), ("nocupti", "--no-cupti")):
+        runs = [sides[side][r] for r in pairs]
+        print(f"| {label} | {len(runs)} | {spread([w.get('throughput_samples_per_s') for w in runs], 1)} "
+              f"| {spread([obj(w.get('sample_time_ms')).get('p50') for w in runs], 3)} "
+              f"| {spread([obj(w.get('sample_time_ms')).get('p90') for w in runs], 3)} |")
+
+
+def repeated(summaries):
+    """Sessions run several times over (golow run --repeat: NAME-1 … NAME-N), by NAME, in order."""
+    groups = {}
+    for name, summary in summaries:
+        base, _, run = name.rpartition("-")
+        if name.startswith("measure-") and run.isdigit() and base:
+            groups.setdefault(base, []).append((int(run), summary))
+    return {base: [s for _, s in sorted(runs, key=lambda r: r[0])] for base, runs in groups.items() if len(runs) > 1}
+
+
+FIELDS = (
+    ("samples/s", lambda w: w.get("throughput_samples_per_s"), 1),
+    ("ms/sample p50", lambda w: obj(w.get("sample_time_ms")).get("p50"), 3),
+    ("peak GPU MiB", lambda w: (num(w.get("peak_gpu_mem_bytes")) or math.nan) / 2**20, 0),
+    ("launches/step", lambda w: w.get("kernel_launches_per_step"), 1),
+    ("SM %", lambda w: w.get("gpu_sm_percent_mean"), 1),
+)
+
+
+def spreads(summaries):
+    groups = repeated(summaries)
+    if not groups:
+        return
+    print("\n## Figures: spreads across repeated sessions\n")
+    print("Each figure as its median over the sessions (min–max); against libtorch: each session's ratio to its own "
+          "libtorch, so that a slower or faster session moves both.\n")
+    print("| sessions | impl | runs | " + " | ".join(f[0] for f in FIELDS) + " | samples/s / libtorch |")
+    print("| --- | --- | --- | " + " | ".join("---" for _ in FIELDS) + " | --- |")
+    for base, runs in sorted(groups.items()):
+        per_impl = {}
+        for summary in runs:
+            workers = {w.get("impl"): w for w in map(obj, items(obj(summary).get("workers")))}
+            reference = num(obj(workers.get("libtorch")).get("throughput_samples_per_s"))
+            for impl, w in workers.items():
+                ratio = num(w.get("throughput_samples_per_s"))
+                per_impl.setdefault(impl, []).append((w, ratio / reference if ratio and reference else None))
+        for impl, seen in per_impl.items():
+            cells = [spread([num(get(w)) for w, _ in seen], digits) for _, get, digits in FIELDS]
+            print(f"| {base} | {text(impl)} | {len(seen)} | {' | '.join(cells)} "
+                  f"| {spread([r for _, r in seen], 3)} |")
+
+
+def scripts(summaries):
+    """The --cmd workers: their steps, losses and where a typical step's time goes."""
+    rows = [(name, w) for name, summary in summaries for w in map(obj, items(obj(summary).get("workers")))
+            if isinstance(w.get("script"), dict)]
+    if not rows:
+        return
+    print("\n## Figures: your own scripts (--cmd)\n")
+    print("| session | worker | status | steps | loss first / last | step ms p50 | data / forward / backward / "
+          "optimizer / other ms p50 | launches/step | H2D bytes/step (CUPTI) | peak GPU MiB | notice |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, w in rows:
+        phases = obj(obj(w["script"]).get("phases"))
+        shares = " / ".join(number(obj(phases.get(p)).get("p50_ms"), 2)
+                            for p in ("data", "forward", "backward", "optimizer", "other")) if phases else "-"
+        loss = obj(w.get("loss"))
+        print(f"| {name} | {text(w.get('impl'))} | {text(w.get('status'))} | {text(w.get('steps'))} "
+              f"| {number(loss.get('first'), 4)} / {number(loss.get('last'), 4)} "
+              f"| {number(obj(w.get('step_time_ms')).get('p50'), 2)} | {shares} "
+              f"| {number(w.get('kernel_launches_per_step'), 1)} | {number(w.get('cupti_h2d_bytes_per_step'), 0)} "
+              f"| {mib(w.get('peak_gpu_mem_bytes'))} | {text(w.get('notice'))} |")
 
 
 class Session:
@@ -311,6 +398,85 @@ def nvml(sessions):
                 print(f"\n{s.name}: {what} unavailable: {text(s.reason(kind))}")
 
 
+def step_losses(session):
+    """Per worker, each step's loss by step number (a step's first report)."""
+    losses = {}
+    for r in session.of("step"):
+        worker, step, loss = r.get("worker"), num(r.get("step")), num(r.get("loss"))
+        if isinstance(worker, str) and step is not None and loss is not None:
+            losses.setdefault(worker, {}).setdefault(int(step), loss)
+    return losses
+
+
+def relative(value, reference):
+    return abs(value - reference) / max(abs(reference), 1e-12)
+
+
+def loss_agreement(sessions):
+    """Each level's loss at each step against the reference level's (libtorch where it ran) in the same session: the
+    largest relative difference and the first step beyond AGREE; and, for sessions run several times over, how far a
+    level's loss at a step moves from one run to the next (nonzero: its kernels are not deterministic)."""
+    compared = [(s, step_losses(s)) for s in sessions]
+    compared = [(s, losses) for s, losses in compared if len(losses) > 1]
+    if not compared:
+        return
+    print("\n## Figures: the levels' losses step by step\n")
+    print(f"Each level's loss at every step both ran, against the reference level's in the same session (same "
+          f"weights, same batches); agreement: within {AGREE:.0%} relative at every step.\n")
+    print("| session | impl | against | steps | largest difference (step) | first step beyond "
+          f"{AGREE:.0%} | last step: loss / reference |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    verdicts = []
+    for s, losses in compared:
+        reference = "libtorch" if "libtorch" in losses else next(iter(losses))
+        parted = []
+        for worker, by_step in losses.items():
+            if worker == reference:
+                continue
+            steps = sorted(set(by_step) & set(losses[reference]))
+            if not steps:
+                print(f"| {s.name} | {text(worker)} | {text(reference)} | 0 | - | - | - |")
+                continue
+            gaps = [(relative(by_step[k], losses[reference][k]), k) for k in steps]
+            largest, at = max(gaps)
+            beyond = next((k for gap, k in gaps if gap > AGREE), None)
+            if beyond is not None:
+                parted.append(f"{worker} at step {beyond}")
+            last = steps[-1]
+            print(f"| {s.name} | {text(worker)} | {text(reference)} | {len(steps)} | {largest:.2%} ({at}) "
+                  f"| {'-' if beyond is None else beyond} | {by_step[last]:.4f} / {losses[reference][last]:.4f} |")
+        verdicts.append(f"- {s.name}: " + (f"every level within {AGREE:.0%} of {reference} at every step"
+                                           if not parted else f"parts from {reference}: {', '.join(parted)}"))
+    print("\n" + "\n".join(verdicts))
+    run_to_run(compared)
+
+
+def run_to_run(compared):
+    groups = {}
+    for s, losses in compared:
+        base, _, run = s.name.rpartition("-")
+        if run.isdigit() and base:
+            groups.setdefault(base, []).append(losses)
+    groups = {base: runs for base, runs in groups.items() if len(runs) > 1}
+    if not groups:
+        return
+    print("\nThe same level from one session to the next (same weights, batches and settings): a loss that moves "
+          "between runs comes from kernels that are not deterministic (cuDNN's benchmark may pick another algorithm "
+          "in each run, or one that accumulates with atomics).\n")
+    print("| sessions | impl | runs | steps | largest run-to-run difference (step) | the same in every run |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for base, runs in sorted(groups.items()):
+        for worker in dict.fromkeys(w for losses in runs for w in losses):
+            seen = [losses[worker] for losses in runs if worker in losses]
+            steps = sorted(set.intersection(*(set(by_step) for by_step in seen)))
+            if len(seen) < 2 or not steps:
+                continue
+            moves = [(relative(max(b[k] for b in seen), min(b[k] for b in seen)), k) for k in steps]
+            largest, at = max(moves)
+            print(f"| {base} | {text(worker)} | {len(seen)} | {len(steps)} | {largest:.2%} ({at}) "
+                  f"| {'yes' if largest == 0 else 'no'} |")
+
+
 def load(path):
     """The JSON at `path`, and why it could not be read (None when it could)."""
     try:
@@ -353,11 +519,14 @@ def main():
         else:
             summaries.append((base[: -len(".json")], summary))
     measured(summaries)
+    spreads(summaries)
+    scripts(summaries)
     overhead(summaries)
     sessions, missing = recorded(folder, summaries, unreadable)
     if missing:
         print(f"\nNo records export (NAME{RECORDS}) for {', '.join(missing)}: no kernel, copy or NVML figures.")
     if sessions:
+        loss_agreement(sessions)
         top_kernels(sessions)
         relu_grids(sessions)
         h2d(sessions)

@@ -42,7 +42,8 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 #[derive(Parser)]
 #[command(
     name = "golow",
-    version,
+    // The commit too (build.rs), so that a report saying `golow --version` says which code ran.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GOLOW_COMMIT"), ")"),
     about = "A terminal profiler and live monitor for deep-learning training: what each level of abstraction costs \
              (ResNet-50 in PyTorch, torch.compile, TorchScript, AOTInductor, LibTorch, ATen and cuDNN, side by side), \
              and where your own PyTorch script's time goes (golow run --cmd)",

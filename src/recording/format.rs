@@ -40,6 +40,10 @@ pub struct Header {
     pub format: String,
     pub version: u32,
     pub golow_version: String,
+    /// The commit golow was built from (`-dirty` with uncommitted changes, `unknown` outside a git checkout);
+    /// absent from recordings made before golow said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub golow_commit: Option<String>,
     /// The event schema version of the records that follow.
     pub schema_version: u32,
     pub created_utc: String,

@@ -30,6 +30,7 @@ impl Header {
             format: FORMAT_NAME.into(),
             version: FORMAT_VERSION,
             golow_version: env!("CARGO_PKG_VERSION").into(),
+            golow_commit: Some(env!("GOLOW_COMMIT").into()),
             schema_version: SCHEMA_VERSION,
             created_utc: utc(SystemTime::now()),
             machine,

@@ -895,3 +895,32 @@ fn a_reader_of_the_store_finds_a_replay_between_its_frames() {
         "the store was locked through every advance"
     );
 }
+
+/// A recording names the commit golow was built from, as git names this checkout's HEAD (the tree may have been
+/// clean or dirty at build time, and has changed since, so only `-dirty` may differ).
+#[test]
+fn a_recording_carries_the_commit_golow_was_built_from() {
+    let (_dir, path, _) = recorded(1, 100);
+    let commit = Recording::open(&path).unwrap().header.golow_commit;
+    let head = std::process::Command::new("git")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
+    let expected = head.unwrap_or_else(|| "unknown".into());
+    let commit = commit.expect("the header names a commit");
+    assert_eq!(commit.trim_end_matches("-dirty"), expected, "{commit}");
+}
+
+/// Recordings made before headers named a commit still open, with no commit and everything else as it was.
+#[test]
+fn a_recording_without_a_commit_still_loads() {
+    let old = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("recordings/20261126-h100-levels-train-b32.golow");
+    let recording = Recording::open(&old).unwrap();
+    assert_eq!(recording.header.golow_commit, None);
+    assert_eq!(recording.header.golow_version, "0.1.0");
+    assert!(recording.closed_cleanly);
+}

@@ -257,6 +257,88 @@ class FiguresTest(unittest.TestCase):
         self.assertNotIn("top kernels", markdown)
 
 
+def losses_session(workers_losses):
+    """A records export in which each worker reports the given loss at steps 0, 1, 2…"""
+    records = [record(0, "session_start", device="cuda")]
+    for worker, losses in workers_losses.items():
+        records += [record(10 + n, "step", worker, step=n, epoch=0, phase="train", batch_size=32, loss=loss)
+                    for n, loss in enumerate(losses)]
+    return {"header": {}, "records": records}
+
+
+def worker(impl, throughput, p50, **more):
+    return {"impl": impl, "status": "ok", "throughput_samples_per_s": throughput, "sample_time_ms": {"p50": p50}} | more
+
+
+class SpreadsTest(unittest.TestCase):
+    """Constructed summaries and records of repeated sessions, the collector's pairs and a --cmd session: the
+    arithmetic of the levels' agreement, the spreads and the pairs' medians."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.folder = tempfile.TemporaryDirectory()
+        folder = cls.folder.name
+        # Run 1: aten 0.5% from libtorch at step 1; run 2: aten 5% off at step 2, libtorch the same in both.
+        write(folder, "measure-levels-train-b32-1.records.json",
+              losses_session({"libtorch": [2.0, 1.0, 0.5], "aten": [2.0, 1.005, 0.5]}))
+        write(folder, "measure-levels-train-b32-2.records.json",
+              losses_session({"libtorch": [2.0, 1.0, 0.5], "aten": [2.0, 1.0, 0.525]}))
+        for run, (libtorch, aten) in enumerate([(100, 90), (120, 96), (110, 110)], start=1):
+            write(folder, f"measure-levels-eval-b32-{run}.json",
+                  {"workers": [worker("libtorch", libtorch, 1.0), worker("aten", aten, 2.0 * run)]})
+        for pair, (cupti, nocupti) in enumerate([(97, 100), (90, 100), (99, 100), (95, 100), (100, 100)], start=1):
+            write(folder, f"overhead-{pair}-cupti.json", {"workers": [worker("libtorch", cupti, 0.3)]})
+            write(folder, f"overhead-{pair}-nocupti.json", {"workers": [worker("libtorch", nocupti, 0.2)]})
+        phases = {p: {"p50_ms": ms, "share": 0.2} for p, ms in
+                  zip(("data", "forward", "backward", "optimizer", "other"), (1, 2, 3, 4, 5))}
+        write(folder, "measure-cmd-scripts.json", {"workers": [
+            worker("loop", 500, 0.1, steps=60, loss={"first": 2.3, "last": 0.4}, step_time_ms={"p50": 15.0},
+                   script={"phases": phases}),
+            worker("lightning", 400, 0.1, steps=60, loss={"first": 2.3, "last": "nan"}, script={"phases": None}),
+        ]})
+        cls.markdown = figures(folder)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.folder.cleanup()
+
+    def test_each_levels_loss_is_set_against_libtorchs_at_every_step(self):
+        self.assertEqual(rows(self.markdown, "the levels' losses step by step", "measure-levels-train-b32-1"),
+                         [["aten", "libtorch", "3", "0.50% (1)", "-", "0.5000 / 0.5000"]])
+        self.assertEqual(rows(self.markdown, "the levels' losses step by step", "measure-levels-train-b32-2"),
+                         [["aten", "libtorch", "3", "5.00% (2)", "2", "0.5250 / 0.5000"]])
+        self.assertIn("- measure-levels-train-b32-1: every level within 1% of libtorch at every step", self.markdown)
+        self.assertIn("- measure-levels-train-b32-2: parts from libtorch: aten at step 2", self.markdown)
+
+    def test_a_level_whose_loss_moves_between_runs_is_named(self):
+        self.assertEqual(rows(self.markdown, "the levels' losses step by step", "measure-levels-train-b32"), [
+            ["libtorch", "2", "3", "0.00% (2)", "yes"],
+            ["aten", "2", "3", "5.00% (2)", "no"],
+        ])
+
+    def test_repeated_sessions_give_medians_and_ranges(self):
+        spread = rows(self.markdown, "spreads across repeated sessions", "measure-levels-eval-b32")
+        self.assertEqual([r[:4] for r in spread], [
+            ["libtorch", "3", "110.0 (100.0–120.0)", "1.000 (1.000–1.000)"],
+            ["aten", "3", "96.0 (90.0–110.0)", "4.000 (2.000–6.000)"],
+        ])
+        # Each run against its own libtorch: 0.9, 0.8 and 1.0.
+        self.assertEqual([r[-1] for r in spread], ["1.000 (1.000–1.000)", "0.900 (0.800–1.000)"])
+
+    def test_the_collectors_pairs_give_their_median_spread_and_each_side(self):
+        overhead = section(self.markdown, "the collector's overhead")
+        self.assertIn("5 alternating pairs: median 0.970 (range 0.900–1.000; target ≥ 0.97); "
+                      "each pair: 0.970, 0.900, 0.990, 0.950, 1.000.", overhead)
+        self.assertIn("| with the collector | 5 | 97.0 (90.0–100.0) | 0.300 (0.300–0.300) | - |", overhead)
+        self.assertIn("| --no-cupti | 5 | 100.0 (100.0–100.0) | 0.200 (0.200–0.200) | - |", overhead)
+
+    def test_scripts_show_their_steps_losses_and_phases(self):
+        self.assertEqual(rows(self.markdown, "your own scripts (--cmd)", "measure-cmd-scripts"), [
+            ["loop", "ok", "60", "2.3000 / 0.4000", "15.00", "1.00 / 2.00 / 3.00 / 4.00 / 5.00", "-", "-", "-", "-"],
+            ["lightning", "ok", "60", "2.3000 / -", "-", "-", "-", "-", "-", "-"],
+        ])
+
+
 class RealRecordingTest(unittest.TestCase):
     """A real CPU recording, exported by golow itself: figures.py must read the schema golow writes, and a run
     without a GPU must read as one, not crash."""
@@ -298,6 +380,40 @@ class RealRecordingTest(unittest.TestCase):
         self.assertEqual([r[:2] for r in h2d], [["libtorch", "none recorded"]])
         self.assertEqual(rows(markdown, "NVML readings", "record-cpu")[0], ["libtorch", "0", "none recorded",
                                                                            "none recorded"])
+
+
+class RealLevelsTest(unittest.TestCase):
+    """Two levels, twice over, on this CPU, recorded and exported by golow itself: libtorch and aten agree bitwise
+    here, so the losses table must find them within 1% at every step and the same in every run."""
+
+    @classmethod
+    def setUpClass(cls):
+        RealRecordingTest.setUpClass()
+
+    def test_levels_on_the_cpu_agree_at_every_step_and_in_every_run(self):
+        with tempfile.TemporaryDirectory() as folder:
+            run = subprocess.run(
+                [GOLOW, "run", "--headless", "--impl", "libtorch,aten", "--device", "cpu", "--model", "resnet18",
+                 "--dataset", "synthetic", "--resolution", "32", "--batch-size", "4", "--steps", "4", "--warmup", "1",
+                 "--no-ops", "--repeat", "2", "--record", os.path.join(folder, "measure-levels.golow"),
+                 "--summary-json", os.path.join(folder, "measure-levels.json")],
+                cwd=folder, capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            for n in (1, 2):
+                export = subprocess.run(
+                    [GOLOW, "export", "--format", "json", "--output",
+                     os.path.join(folder, f"measure-levels-{n}.records.json"),
+                     os.path.join(folder, f"measure-levels-{n}.golow")], capture_output=True, text=True, timeout=60)
+                self.assertEqual(export.returncode, 0, export.stderr)
+            markdown = figures(folder)
+        title = "the levels' losses step by step"
+        for n in (1, 2):
+            self.assertEqual([r[:5] for r in rows(markdown, title, f"measure-levels-{n}")],
+                             [["aten", "libtorch", "4", "0.00% (3)", "-"]])
+        self.assertEqual(rows(markdown, title, "measure-levels"), [
+            ["libtorch", "2", "4", "0.00% (3)", "yes"], ["aten", "2", "4", "0.00% (3)", "yes"]])
+        self.assertEqual([r[:2] for r in rows(markdown, "spreads across repeated sessions", "measure-levels")],
+                         [["libtorch", "2"], ["aten", "2"]])
 
 
 if __name__ == "__main__":
