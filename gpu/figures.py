@@ -306,59 +306,50 @@ def relu_grids(sessions):
             print(f"| {s.name} | {text(worker)} | {code(name)} | {k['count']:.0f} | {shown or '-'} |")
 
 
-def h2d_per_step(session):
-    """Per worker: the steps counted and the host-to-device bytes and nanoseconds by source memory, by the rule
-    golow's summary follows for `cupti_h2d_bytes_per_step`. A window before the worker's first step holds the
-    start-up's copies (the weights' upload), so the tally starts at the first window after a step and divides by
-    the steps run since that window."""
-    steps, first, counted, copies = {}, {}, {}, {}
+def h2d_by_source(session):
+    """Per worker: the host-to-device bytes and nanoseconds CUPTI saw over the whole session, by source memory."""
+    copies = {}
     for r in session.records:
         worker = r.get("worker")
-        if not isinstance(worker, str):
+        if not isinstance(worker, str) or r.get("type") != "kernels":
             continue
-        if r.get("type") in ("step", "optimizer_step"):
-            steps[worker] = steps.get(worker, 0) + 1
-        elif r.get("type") == "kernels" and steps.get(worker):
-            if worker not in first:
-                first[worker] = steps[worker]
+        by_source = copies.setdefault(worker, {})
+        for c in map(obj, items(r.get("copies"))):
+            if c.get("kind") != "host_to_device":
                 continue
-            counted[worker] = steps[worker] - first[worker]
-            by_source = copies.setdefault(worker, {})
-            for c in map(obj, items(r.get("copies"))):
-                if c.get("kind") != "host_to_device":
-                    continue
-                t = by_source.setdefault(c.get("src") if c.get("src") in ("pageable", "pinned") else "other", [0, 0])
-                t[0] += num(c.get("bytes")) or 0
-                t[1] += num(c.get("total_ns")) or 0
-    return {w: (n, copies.get(w, {})) for w, n in counted.items() if n > 0}
+            t = by_source.setdefault(c.get("src") if c.get("src") in ("pageable", "pinned") else "other", [0, 0])
+            t[0] += num(c.get("bytes")) or 0
+            t[1] += num(c.get("total_ns")) or 0
+    return copies
 
 
 def h2d(sessions):
     print("\n## Figures: host-to-device copies per step (CUPTI)\n")
-    print("What CUPTI saw copied to the GPU per step, by source memory (windows after the first that follows a "
-          "step, as the summary counts them), beside the bytes per measured step the worker says it copies. The "
-          "seed paper claims PyTorch copies 2×: compare CUPTI / worker, and the implementations' bytes.\n")
-    print("| session | impl | steps | pageable bytes/step | pageable ms/step | pinned bytes/step | pinned ms/step "
-          "| CUPTI bytes/step | worker bytes/step | CUPTI / worker |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("CUPTI's host-to-device bytes per measured step, its records placed on the steps whose spans hold them "
+          "(golow's summary, `cupti_h2d_bytes_per_step`), beside the bytes the worker says it copies a step; what lay "
+          "outside the measured steps apart (start-up: the weights' upload; evaluation passes); and the session's "
+          "copies by source memory. The seed paper claims PyTorch copies 2×: compare CUPTI / worker, and the "
+          "implementations' bytes.\n")
+    print("| session | impl | CUPTI bytes/step | worker bytes/step | CUPTI / worker | start-up bytes | evaluation bytes "
+          "| pageable bytes, ms (session) | pinned bytes, ms (session) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in sessions:
-        tallies = h2d_per_step(s)
+        by_worker = h2d_by_source(s)
         for worker in s.workers:
-            reported = num(obj(s.summaries.get(worker)).get("h2d_bytes_per_step"))
-            if worker not in tallies:
-                print(f"| {s.name} | {text(worker)} | none recorded | - | - | - | - | - "
-                      f"| {number(reported, 0)} | - |")
-                continue
-            n, by_source = tallies[worker]
-            cells = []
+            summary = obj(s.summaries.get(worker))
+            reported = num(summary.get("h2d_bytes_per_step"))
+            cupti = num(summary.get("cupti_h2d_bytes_per_step"))
+            outside = obj(summary.get("cupti_outside_steps"))
+            ratio = number(cupti / reported, 3) if cupti is not None and reported else "-"
+            placed = "none recorded" if worker not in by_worker and cupti is None else number(cupti, 0)
+            sources = []
             for source in ("pageable", "pinned"):
-                total_bytes, total_ns = by_source.get(source, (None, None))
-                cells += [number(total_bytes / n if total_bytes is not None else None, 0),
-                          number(total_ns / n / 1e6 if total_ns is not None else None, 3)]
-            cupti = sum(b for b, _ in by_source.values()) / n
-            ratio = number(cupti / reported, 2) if reported else "-"
-            print(f"| {s.name} | {text(worker)} | {n} | {' | '.join(cells)} | {cupti:.0f} "
-                  f"| {number(reported, 0)} | {ratio} |")
+                total_bytes, total_ns = by_worker.get(worker, {}).get(source, (None, None))
+                sources.append(f"{number(total_bytes, 0)}, "
+                               f"{number(total_ns / 1e6 if total_ns is not None else None, 1)}")
+            print(f"| {s.name} | {text(worker)} | {placed} | {number(reported, 0)} | {ratio} "
+                  f"| {number(num(obj(outside.get('start_up')).get('h2d_bytes')), 0)} "
+                  f"| {number(num(obj(outside.get('evaluation')).get('h2d_bytes')), 0)} | {' | '.join(sources)} |")
 
 
 def nvml(sessions):

@@ -124,8 +124,11 @@ def libtorch_records():
 
 
 def summary(*workers):
-    return {"golow_summary": 1, "config": {"device": "cuda"},
-            "workers": [{"impl": name, "status": "ok", "h2d_bytes_per_step": h2d} for name, h2d in workers]}
+    """Each worker as (name, the bytes it says it copies a step[, CUPTI's bytes per placed step, the start-up's])."""
+    def worker(name, h2d, cupti=None, start_up=None):
+        return {"impl": name, "status": "ok", "h2d_bytes_per_step": h2d, "cupti_h2d_bytes_per_step": cupti,
+                "cupti_outside_steps": None if start_up is None else {"start_up": {"h2d_bytes": start_up}}}
+    return {"golow_summary": 1, "config": {"device": "cuda"}, "workers": [worker(*w) for w in workers]}
 
 
 class FiguresTest(unittest.TestCase):
@@ -146,7 +149,7 @@ class FiguresTest(unittest.TestCase):
             record(980, "gpu_pcie", index=0, rx_bytes_per_s=1_000_000_000, tx_bytes_per_s=None),
             record(990, "gpu_pcie", index=0, rx_bytes_per_s=3_000_000_000, tx_bytes_per_s=None),
         ]
-        write(folder, "measure-train-b32.json", summary(("pytorch", 350), ("libtorch", 350)))
+        write(folder, "measure-train-b32.json", summary(("pytorch", 350, 350.0, 100_000_000), ("libtorch", 350)))
         write(folder, "measure-train-b32.records.json", {"header": {}, "records": records})
         # A session in a container: NVML names no process of its own, and no device reading came.
         write(folder, "record-eval-all.json", summary(("pytorch", None)))
@@ -181,15 +184,15 @@ class FiguresTest(unittest.TestCase):
             ["libtorch", "none recorded", "-", "-"],
         ])
 
-    def test_h2d_per_step_leaves_out_start_up_and_sets_the_worker_bytes_beside(self):
+    def test_h2d_per_step_is_the_summarys_placed_figure_beside_the_workers_and_the_sessions_sources(self):
         h2d = rows(self.markdown, "host-to-device copies per step (CUPTI)", "measure-train-b32")
         self.assertEqual(h2d, [
-            # Windows over steps 1-4: 2400 pageable and 400 pinned bytes, 2 and 0.2 ms.
-            ["pytorch", "4", "600", "0.500", "100", "0.050", "700", "350", "2.00"],
-            ["libtorch", "2", "-", "-", "350", "0.050", "350", "350", "1.00"],
+            # Every window's copies by source: the upload's 100 MB and three pageable copies, one pinned.
+            ["pytorch", "350", "350", "1.000", "100000000", "-", "100003400, 53.0", "400, 0.2"],
+            ["libtorch", "-", "350", "-", "-", "-", "-, -", "700, 0.1"],
         ])
         self.assertEqual(rows(self.markdown, "host-to-device copies per step (CUPTI)", "record-eval-all"),
-                         [["pytorch", "none recorded", "-", "-", "-", "-", "-", "-", "-"]])
+                         [["pytorch", "none recorded", "-", "-", "-", "-", "-, -", "-, -"]])
 
     def test_nvml_means_per_worker_and_device_and_none_recorded(self):
         nvml = rows(self.markdown, "NVML readings", "measure-train-b32")
