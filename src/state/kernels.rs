@@ -438,7 +438,6 @@ mod tests {
         assert_eq!(a.breakdown(), None);
     }
 
-    #[test]
     /// Every level's kernels have a family: names from the shipped recordings (cudnn's generic tensor op,
     /// Inductor's fused Triton kernels, cuDNN's layout copies and FFT convolutions, the cudnn level's own kernels).
     #[test]
