@@ -293,10 +293,11 @@ impl GpuActivity {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use golow_protocol::event::{CopyStats, KernelStats};
 
+    /// A collector window of these kernels (name, launches, ns, grid) and a pinned copy, its GPU busy for `busy`.
     pub(crate) fn window(
         start: u64,
         kernels: &[(&str, u64, u64, [u32; 3])],

@@ -852,39 +852,7 @@ mod tests {
             steps: 10,
             ..Default::default()
         };
-        let window = golow_protocol::event::KernelWindow {
-            window_start_ns: 0,
-            window_end_ns: 1_000_000_000,
-            kernels: kernels
-                .iter()
-                .map(
-                    |&(name, count, total_ns, grid)| golow_protocol::event::KernelStats {
-                        name: name.into(),
-                        count,
-                        total_ns,
-                        max_ns: total_ns,
-                        grid,
-                        block: [128, 1, 1],
-                        shapes: 1,
-                        registers_per_thread: 32,
-                        shared_bytes: 0,
-                        grid_histogram: vec![(grid, count)],
-                    },
-                )
-                .collect(),
-            copies: vec![],
-            breakdown: golow_protocol::event::Breakdown {
-                busy: 0.5,
-                copy: 0.0,
-                idle: 0.5,
-            },
-            dropped_records: 0,
-            invalid_records: 0,
-            dropped_windows: 0,
-            monotonic_start_ns: None,
-            monotonic_end_ns: None,
-            timeline: None,
-        };
+        let window = crate::state::kernels::tests::window(0, kernels, 0.5);
         worker.gpu_activity.apply(&window, None);
         worker
     }
