@@ -86,6 +86,16 @@ const COLUMNS: &[Column] = &[
         figure: |_, w| w.sample_time_ms.map(|p| p.p90),
     },
     Column {
+        title: "TFLOP/s",
+        digits: 2,
+        figure: |_, w| w.flops.as_ref().and_then(|f| f.achieved_tflops),
+    },
+    Column {
+        title: "% of peak",
+        digits: 1,
+        figure: |_, w| w.flops.as_ref().and_then(|f| f.share_of_peak).map(|s| s * 100.0),
+    },
+    Column {
         title: "peak GPU MiB",
         digits: 0,
         figure: |_, w| w.peak_gpu_mem_bytes.map(|b| b as f64 / MIB),
