@@ -300,11 +300,15 @@ fn ctrl_z_suspends_the_live_view_and_not_its_workers() {
     closed_and_stopped(tmp.path(), &tmp.path().join("summary.json"));
 }
 
-/// A headless run keeps SIGTSTP's default: it stops, and carries on at SIGCONT.
+/// A headless run keeps SIGTSTP's default: it stops, and carries on at SIGCONT. golow runs in a process group of
+/// its own whose parent, this test, is in the same session: the kernel discards SIGTSTP in an orphaned process group,
+/// which the test's own group becomes when whatever started the tests has exited before them.
 #[test]
 fn sigtstp_stops_a_headless_run_as_its_default_does() {
+    use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
     let mut child = common::golow_command(tmp.path())
+        .process_group(0)
         .args(["run", "--headless", "--no-record", "--cmd", "nap=sleep 600"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
