@@ -93,7 +93,12 @@ const COLUMNS: &[Column] = &[
     Column {
         title: "% of peak",
         digits: 1,
-        figure: |_, w| w.flops.as_ref().and_then(|f| f.share_of_peak).map(|s| s * 100.0),
+        figure: |_, w| {
+            w.flops
+                .as_ref()
+                .and_then(|f| f.share_of_peak)
+                .map(|s| s * 100.0)
+        },
     },
     Column {
         title: "peak GPU MiB",
