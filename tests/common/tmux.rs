@@ -20,22 +20,31 @@ impl Tmux {
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let session = format!("golow-test-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                &width.to_string(),
-                "-y",
-                &height.to_string(),
-            ])
-            .args(argv)
-            .status()
-            .expect("tmux is installed (make test installs it)");
-        assert!(status.success());
-        Tmux { session }
+        // Tests that start the first sessions at once each start a tmux server, and all but one of those clients
+        // may fail with "server exited unexpectedly": the one that won is running by then, so try again.
+        let mut failures = Vec::new();
+        while failures.len() < 5 {
+            let out = Command::new("tmux")
+                .args([
+                    "new-session",
+                    "-d",
+                    "-s",
+                    &session,
+                    "-x",
+                    &width.to_string(),
+                    "-y",
+                    &height.to_string(),
+                ])
+                .args(argv)
+                .output()
+                .expect("tmux is installed (make test installs it)");
+            if out.status.success() {
+                return Tmux { session };
+            }
+            failures.push(String::from_utf8_lossy(&out.stderr).trim().to_string());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("tmux could not start a session: {failures:?}");
     }
 
     pub fn tmux(&self, args: &[&str]) -> String {
