@@ -56,12 +56,8 @@ fn blocks(page: &str, text: &str) -> Vec<Block> {
 
 /// What `golow report ARGS` prints, as a block's body holds it: blank lines around it.
 fn report(args: &[String]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_golow"))
-        .current_dir(root())
-        .arg("report")
-        .args(args)
-        .output()
-        .unwrap();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = golow_report(root(), &args);
     assert!(
         out.status.success(),
         "golow report {}: {}",
