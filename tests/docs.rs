@@ -2,6 +2,8 @@
 //! line, every relative link and anchor to the file and heading it names, the README to its size, and the README's
 //! picture to the live view as it draws a real recording.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -133,19 +135,6 @@ fn the_guide_names_every_subcommand_and_flag_and_no_other() {
 }
 
 // Links and anchors.
-
-/// README.md, ARCHITECTURE.md and every page of the guide.
-fn pages() -> Vec<PathBuf> {
-    let mut pages = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
-    let mut guide: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|e| e == "md"))
-        .collect();
-    guide.sort();
-    pages.extend(guide);
-    pages
-}
 
 /// The text with fenced code blocks and inline code blanked out, newlines kept, so that what looks like a link or a
 /// heading inside code is neither, and byte offsets still give line numbers.
@@ -294,7 +283,7 @@ fn slugs_are_githubs() {
 fn every_relative_link_and_anchor_resolves() {
     let mut anchors_of: HashMap<PathBuf, BTreeSet<String>> = HashMap::new();
     let mut problems = Vec::new();
-    for page in pages() {
+    for page in common::documentation_pages() {
         let text = read(&page);
         for (line, target) in links(&text) {
             if target.contains("://") || target.starts_with("mailto:") {

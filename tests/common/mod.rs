@@ -155,3 +155,17 @@ pub fn idx_file(magic: u32, dims: &[u32], payload: &[u8]) -> Vec<u8> {
     bytes.extend_from_slice(payload);
     bytes
 }
+
+/// README.md, ARCHITECTURE.md and every page of the guide (docs/*.md), by path from the repository's root.
+pub fn documentation_pages() -> Vec<std::path::PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    let mut guide: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    guide.sort();
+    pages.extend(guide);
+    pages
+}
