@@ -49,7 +49,7 @@ monitor-alone:
 
 # `cargo install golow` one step from real: the monitor and the crates it depends on package and build as crates.io
 # would take them (versions on every path dependency, a licence, only the files they need).
-PUBLISHED := -p golow-protocol -p golow-data -p golow
+PUBLISHED := -p golow-exec-variables -p golow-protocol -p golow-data -p golow
 publish-check:
 	@# The dry run serves golow's crates from a local registry, and cargo takes a registry crate's version as its
 	@# content: it unpacks it once (in CARGO_HOME, under the local registry's "-<hash>" name) and builds it once (in

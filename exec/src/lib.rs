@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
 use environment::{Environment, Gaps, Wanted};
-use golow_protocol::script::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
+use golow_exec_variables::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
 use memory::ThreadMemory;
 
 type Envp = *const *const c_char;

@@ -17,12 +17,8 @@ pub const SOCKET_ENV: &str = "GOLOW_EVENT_SOCKET";
 pub const OPS_EVERY_ENV: &str = "GOLOW_OPS_EVERY";
 pub const OPS_WARMUP_ENV: &str = "GOLOW_OPS_WARMUP";
 
-/// The directory of the step hook (`sitecustomize.py` and what it loads), which every program a `--cmd` worker starts
-/// gets first on PYTHONPATH from golow's exec interposer (`libgolow_exec.so`, on LD_PRELOAD).
-pub const HOOK_DIR_ENV: &str = "GOLOW_HOOK_DIR";
-/// The names (`:`-separated) of the variables golow set for a `--cmd` worker, which the exec interposer puts back
-/// into the environment of any program started without them.
-pub const EXEC_KEEP_ENV: &str = "GOLOW_EXEC_KEEP";
+/// The variables through which golow tells its exec interposer what every program a `--cmd` worker starts keeps.
+pub use golow_exec_variables::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
 
 /// Processes of one `--cmd` worker the monitor listens to at most; later ones are refused.
 pub const MAX_PROCESSES: u32 = 256;
