@@ -24,7 +24,7 @@ pub fn write_atomically(
             format!("it is {kind}; golow writes only to a regular file or a new path"),
         ));
     }
-    let _catching = crate::termination::catch(None);
+    let _catching = crate::termination::catch();
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".{}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);

@@ -8,6 +8,7 @@ pub mod files;
 pub mod metrics;
 pub mod recording;
 pub mod session;
+pub mod signals;
 pub mod state;
 pub mod store;
 pub mod suspension;

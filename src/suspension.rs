@@ -12,7 +12,6 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
 use crate::contracts::Bell;
 
@@ -24,37 +23,31 @@ static HANDLED: AtomicBool = AtomicBool::new(false);
 /// The open view's bell.
 static VIEW: Mutex<Option<Bell>> = Mutex::new(None);
 
-/// Starts listening for SIGTSTP and SIGCONT, once per process, on a thread of its own.
+/// Listens for SIGTSTP and SIGCONT on golow's signal listener (`signals`), once per process.
 fn install() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
-        if crate::termination::ignored(libc::SIGTSTP) {
-            return;
+        if crate::signals::listen(libc::SIGTSTP, on_signal) {
+            HANDLED.store(true, Ordering::SeqCst);
+            crate::signals::listen(libc::SIGCONT, on_signal);
         }
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([libc::SIGTSTP, libc::SIGCONT])
-        else {
-            return;
-        };
-        HANDLED.store(true, Ordering::SeqCst);
-        let _ = std::thread::Builder::new()
-            .name("golow-job-control".into())
-            .spawn(move || {
-                for signal in signals.forever() {
-                    let view = VIEW.lock().ok().and_then(|view| view.clone());
-                    match (signal, view) {
-                        (libc::SIGTSTP, None) => stop_job(),
-                        (libc::SIGTSTP, Some(bell)) => {
-                            ASKED.store(true, Ordering::SeqCst);
-                            bell.ring();
-                        }
-                        (_, view) => {
-                            CONTINUED.fetch_add(1, Ordering::SeqCst);
-                            view.iter().for_each(Bell::ring);
-                        }
-                    }
-                }
-            });
     });
+}
+
+/// SIGTSTP or SIGCONT, on the listener thread.
+fn on_signal(signal: i32) {
+    let view = VIEW.lock().ok().and_then(|view| view.clone());
+    match (signal, view) {
+        (libc::SIGTSTP, None) => stop_job(),
+        (libc::SIGTSTP, Some(bell)) => {
+            ASKED.store(true, Ordering::SeqCst);
+            bell.ring();
+        }
+        (_, view) => {
+            CONTINUED.fetch_add(1, Ordering::SeqCst);
+            view.iter().for_each(Bell::ring);
+        }
+    }
 }
 
 /// While held, SIGTSTP and SIGCONT are the view's to act on; its bell rings when one comes.
@@ -98,30 +91,5 @@ pub fn stop_job() {
     if !possible() {
         return;
     }
-    // SAFETY: swaps SIGTSTP's action for the default and back, with structs sigaction fills or that it filled; the
-    // handler put back is signal-hook's own, as it was.
-    unsafe {
-        let mut default: libc::sigaction = std::mem::zeroed();
-        default.sa_sigaction = libc::SIG_DFL;
-        let mut handler: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGTSTP, &default, &mut handler) != 0 {
-            return;
-        }
-        libc::kill(0, libc::SIGTSTP);
-        // Whichever of golow's threads takes the signal, it takes it under the default action, which stops them all:
-        // the handler goes back only once the signal is no longer pending.
-        while pending(libc::SIGTSTP) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        libc::sigaction(libc::SIGTSTP, &handler, std::ptr::null_mut());
-    }
-}
-
-/// Whether `signal` is pending for golow (the calling thread or the whole process).
-fn pending(signal: i32) -> bool {
-    // SAFETY: sigpending fills the zeroed set it is given; sigismember reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signal) == 1
-    }
+    crate::signals::raise_with_default_action(libc::SIGTSTP);
 }

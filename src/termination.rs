@@ -6,73 +6,47 @@
 //! 128 + its number once everything is closed. With nothing catching (while a session is being prepared, say), a
 //! signal ends golow at once, as its default would.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-
-use crate::contracts::Bell;
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The signals that end golow as an interrupt does.
 pub const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
-/// Which of [`SIGNALS`] golow handles: one ignored when golow started (`nohup` ignores SIGHUP, a shell without job
-/// control SIGINT in a background job) stays ignored.
-static HANDLED: [AtomicBool; 3] = [const { AtomicBool::new(false) }; 3];
 static CATCHING: AtomicUsize = AtomicUsize::new(0);
-static NEXT_BELL: AtomicU64 = AtomicU64::new(0);
-/// Views to wake when a signal comes: each rings its own loop, which then sees [`received`].
-static BELLS: Mutex<Vec<(u64, Bell)>> = Mutex::new(Vec::new());
+static NEXT_CATCHER: AtomicU64 = AtomicU64::new(0);
+/// Who to tell when a signal comes: a view rings its own loop, which then sees [`received`]; a session's hub hears
+/// which signal it was.
+static CATCHERS: Mutex<Vec<(u64, Tell)>> = Mutex::new(Vec::new());
 
-/// Starts listening for [`SIGNALS`], once per process, on a thread of its own (a signal handler may do almost
-/// nothing; the thread may do the rest). Done by the first [`catch`]: until something catches them the signals keep
-/// their default, and the thread is started after `--monitor-cpu` has pinned golow, so that it is pinned too.
+type Tell = Arc<dyn Fn(i32) + Send + Sync>;
+
+/// Listens for [`SIGNALS`] on golow's signal listener (`signals`), once per process. Done by the first [`catch`]:
+/// until something catches them the signals keep their default, and the listener is started after `--monitor-cpu`
+/// has pinned golow, so that it is pinned too.
 fn install() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
-        let mut handled = Vec::new();
-        for (signal, flag) in SIGNALS.iter().zip(&HANDLED) {
-            if !ignored(*signal) {
-                flag.store(true, Ordering::SeqCst);
-                handled.push(*signal);
-            }
+        // One ignored when golow started (`nohup` ignores SIGHUP, a shell without job control SIGINT in a
+        // background job) stays ignored.
+        for signal in SIGNALS {
+            crate::signals::listen(signal, on_signal);
         }
-        let Ok(mut signals) = signal_hook::iterator::Signals::new(handled) else {
-            return;
-        };
-        let _ = std::thread::Builder::new()
-            .name("golow-signals".into())
-            .spawn(move || {
-                for signal in signals.forever() {
-                    let _ =
-                        RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-                    if CATCHING.load(Ordering::SeqCst) == 0 {
-                        let _ = signal_hook::low_level::emulate_default_handler(signal);
-                    }
-                    if let Ok(bells) = BELLS.lock() {
-                        bells.iter().for_each(|(_, bell)| bell.ring());
-                    }
-                }
-            });
     });
 }
 
-/// Whether `signal` was set to be ignored when golow started, as `nohup` sets SIGHUP.
-pub fn ignored(signal: i32) -> bool {
-    // SAFETY: reads the current action into a zeroed struct; sets nothing.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(signal, std::ptr::null(), &mut action) == 0
-            && action.sa_sigaction == libc::SIG_IGN
+/// One of [`SIGNALS`], on the listener thread: remembered if first, golow's end if nothing catches it, else told to
+/// whoever catches.
+fn on_signal(signal: i32) {
+    let _ = RECEIVED.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+    if CATCHING.load(Ordering::SeqCst) == 0 {
+        let _ = signal_hook::low_level::emulate_default_handler(signal);
     }
-}
-
-/// Whether golow handles `signal` (one of [`SIGNALS`]): false for one it found ignored, which it leaves so, and
-/// before anything has caught them.
-pub fn handles(signal: i32) -> bool {
-    SIGNALS
-        .iter()
-        .zip(&HANDLED)
-        .any(|(s, flag)| *s == signal && flag.load(Ordering::SeqCst))
+    let catchers: Vec<Tell> = CATCHERS
+        .lock()
+        .map(|catchers| catchers.iter().map(|(_, tell)| tell.clone()).collect())
+        .unwrap_or_default();
+    catchers.iter().for_each(|tell| tell(signal));
 }
 
 /// The first terminating signal received, if any.
@@ -95,27 +69,33 @@ pub fn exit_code() -> Option<i32> {
     received().map(|signal| 128 + signal)
 }
 
-/// While held, a terminating signal is golow's to handle rather than its end; the bell, if any, rings when one comes.
+/// While held, a terminating signal is golow's to handle rather than its end.
 pub struct Catching {
-    bell: Option<u64>,
+    catcher: Option<u64>,
 }
 
-pub fn catch(bell: Option<Bell>) -> Catching {
+/// Catches [`SIGNALS`] while the result is held, with nobody to tell: what holds it checks [`received`] itself.
+pub fn catch() -> Catching {
     install();
     CATCHING.fetch_add(1, Ordering::SeqCst);
-    let bell = bell.and_then(|bell| {
-        let id = NEXT_BELL.fetch_add(1, Ordering::Relaxed);
-        let mut bells = BELLS.lock().ok()?;
-        bells.push((id, bell));
-        Some(id)
-    });
-    Catching { bell }
+    Catching { catcher: None }
+}
+
+/// Catches [`SIGNALS`] while the result is held, calling `tell` with each one that comes, on the listener thread.
+pub fn catch_telling(tell: impl Fn(i32) + Send + Sync + 'static) -> Catching {
+    let mut catching = catch();
+    let id = NEXT_CATCHER.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut catchers) = CATCHERS.lock() {
+        catchers.push((id, Arc::new(tell)));
+        catching.catcher = Some(id);
+    }
+    catching
 }
 
 impl Drop for Catching {
     fn drop(&mut self) {
-        if let (Some(id), Ok(mut bells)) = (self.bell, BELLS.lock()) {
-            bells.retain(|(other, _)| *other != id);
+        if let (Some(id), Ok(mut catchers)) = (self.catcher, CATCHERS.lock()) {
+            catchers.retain(|(other, _)| *other != id);
         }
         CATCHING.fetch_sub(1, Ordering::SeqCst);
     }

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::launcher::{self, Incoming, Launched, WorkerCommand};
@@ -25,6 +24,8 @@ use golow_protocol::event::{Body, Name, Record, Stream};
 
 /// What may wait for the hub from workers, collectors and samplers together.
 const INCOMING_CAPACITY: usize = 4096;
+/// Terminating signals that may wait for the hub: a second interrupt is all it acts on past the first.
+const SIGNALS_PENDING: usize = 8;
 
 struct Hub<'a> {
     start: Instant,
@@ -92,18 +93,13 @@ async fn run(
         observer,
     };
     // Listening from before the first worker starts: an interrupt must never find golow deaf and end it with its
-    // workers' recordings unclosed.
-    let mut interrupts = signal(SignalKind::interrupt()).ok();
-    // SIGTERM and SIGHUP stop the workers as an interrupt does, with the same grace; golow then exits with
-    // 128 + the signal (`termination`).
-    let _catching = crate::termination::catch(None);
-    let listen = |signal_number: i32, kind: SignalKind| {
-        crate::termination::handles(signal_number)
-            .then(|| signal(kind).ok())
-            .flatten()
-    };
-    let mut terminations = listen(libc::SIGTERM, SignalKind::terminate());
-    let mut hangups = listen(libc::SIGHUP, SignalKind::hangup());
+    // workers' recordings unclosed. SIGTERM and SIGHUP stop the workers as an interrupt does, with the same grace;
+    // golow then exits with 128 + the signal (`termination`). A flood of signals beyond what the hub has yet to read
+    // is one signal too many to act on twice: dropped.
+    let (signals_tx, mut signals) = mpsc::channel::<i32>(SIGNALS_PENDING);
+    let _catching = crate::termination::catch_telling(move |signal| {
+        let _ = signals_tx.try_send(signal);
+    });
     let mut scheduler = Scheduler::new(session.schedule, workers.len());
     hub.publish(None, Body::SessionStart(Box::new(session)));
 
@@ -237,18 +233,15 @@ async fn run(
                     hub.publish(None, body);
                 }
             }
-            Some(()) = next_signal(&mut interrupts) => {
-                // A second interrupt does not wait for the grace period.
+            Some(signal) = signals.recv() => {
+                // A second interrupt does not wait for the grace period; a terminating signal is not a person
+                // asking twice, and never cuts the grace short (whoever sent it kills golow itself when its own
+                // grace is up, as `timeout -k` and `docker stop` do).
                 if std::mem::replace(&mut stopping, true) {
-                    kill_all(&mut launched);
+                    if signal == libc::SIGINT {
+                        kill_all(&mut launched);
+                    }
                 } else {
-                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
-                }
-            }
-            // Not a person asking twice: a terminating signal never cuts the grace short (whoever sent it kills
-            // golow itself when its own grace is up, as `timeout -k` and `docker stop` do).
-            Some(()) = next_termination(&mut terminations, &mut hangups) => {
-                if !std::mem::replace(&mut stopping, true) {
                     stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
                 }
             }
@@ -292,26 +285,6 @@ fn stop_all(
     }
     for worker in launched.iter_mut().flatten() {
         worker.stop();
-    }
-}
-
-/// The next of these signals; never, where they could not be listened for.
-async fn next_signal(signals: &mut Option<Signal>) -> Option<()> {
-    match signals {
-        Some(signal) => signal.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The next SIGTERM or SIGHUP.
-async fn next_termination(
-    terminations: &mut Option<Signal>,
-    hangups: &mut Option<Signal>,
-) -> Option<()> {
-    tokio::select! {
-        Some(()) = next_signal(terminations) => Some(()),
-        Some(()) = next_signal(hangups) => Some(()),
-        else => std::future::pending().await,
     }
 }
 

@@ -60,12 +60,8 @@ impl Drop for Keeper {
 
 /// The keeper's whole life: wait for the pipe to close, then end what carries the mark and remove the directory.
 pub fn keep(mark: &str, dir: &Path) -> i32 {
-    // SAFETY: signal(2) with SIG_IGN; the keeper must outlive a hang-up or interrupt that ends golow.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
-        libc::signal(libc::SIGHUP, libc::SIG_IGN);
-        libc::signal(libc::SIGTERM, libc::SIG_IGN);
-    }
+    // The keeper must outlive a hang-up or interrupt that ends golow.
+    crate::signals::ignore(&crate::termination::SIGNALS);
     let mut sink = [0u8; 64];
     while std::io::stdin().read(&mut sink).is_ok_and(|n| n > 0) {}
     end_marked(mark);

@@ -121,7 +121,7 @@ pub fn run(
         .map_err(|e| format!("cannot create {}: {e}", sweep.dir.join("cells").display()))?;
     save(&sweep.dir, results)?;
     // Between cells too, SIGTERM and SIGHUP end the sweep as q does, not golow at once.
-    let _catching = crate::termination::catch(None);
+    let _catching = crate::termination::catch();
     for cell in todo(sweep, results) {
         if stop.requested() || crate::termination::received().is_some() {
             return Ok(Outcome::Interrupted);

@@ -99,7 +99,8 @@ impl Wakes {
 pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Result<()> {
     let (guard, mut terminal) = terminal::open()?;
     let _following = input::follow(wakes.sender.clone())?;
-    let _catching = crate::termination::catch(Some(wakes.bell()));
+    let bell = wakes.bell();
+    let _catching = crate::termination::catch_telling(move |_| bell.ring());
     let _watching = crate::suspension::watch(wakes.bell());
     let mut continued = crate::suspension::continued();
     let mut dirty = true;
