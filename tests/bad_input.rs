@@ -927,25 +927,11 @@ fn arguments_that_are_not_utf8_are_paths_or_one_line() {
     use std::os::unix::ffi::OsStrExt;
     let tmp = tempfile::tempdir().unwrap();
     let recording = tmp.path().join(OsStr::from_bytes(b"run-\xff.golow"));
-    let out = headless(
-        tmp.path(),
-        &[
-            "--impl",
-            "libtorch",
-            "--model",
-            "resnet18",
-            "--resolution",
-            "32",
-            "--batch-size",
-            "4",
-            "--steps",
-            "4",
-        ],
-    )
-    .arg("--record")
-    .arg(&recording)
-    .output()
-    .unwrap();
+    let out = headless(tmp.path(), &common::small_run("libtorch", "4"))
+        .arg("--record")
+        .arg(&recording)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(recording.is_file());
     let replayed = common::golow_command(tmp.path())

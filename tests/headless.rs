@@ -155,26 +155,10 @@ fn evaluation_by_epochs_reports_accuracy_for_every_implementation() {
     );
 }
 
-/// Pids of the processes whose command line (arguments joined by spaces) satisfies `wanted`.
-fn processes_where(wanted: impl Fn(&str) -> bool) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && wanted(&text(&cmdline).replace('\0', " "))
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// Pids of this test's Rust workers: their config lives in the test's own TMPDIR.
 fn worker_pids(tmp: &std::path::Path, implementation: &str) -> Vec<i32> {
     let tmp = tmp.display().to_string();
-    processes_where(|cmdline| {
+    common::processes_where(|cmdline| {
         cmdline.contains(&format!("run --impl {implementation} --config "))
             && cmdline.contains(&tmp)
     })
@@ -642,7 +626,7 @@ fn the_default_learning_rate_makes_the_loss_fall() {
 
 /// Pids of processes whose command line contains `marker`, golow's own (which names it in `--cmd`) left out.
 fn processes_with(marker: &str) -> Vec<i32> {
-    processes_where(|cmdline| cmdline.contains(marker) && !cmdline.contains("--cmd"))
+    common::processes_where(|cmdline| cmdline.contains(marker) && !cmdline.contains("--cmd"))
 }
 
 /// A `--cmd` worker that ignores SIGTERM (as do the children it starts), interrupted `interrupts` times half a
@@ -747,7 +731,9 @@ fn nothing_a_session_started_outlives_a_kill_9_of_golow() {
             .count()
     };
     let keepers = || {
-        processes_where(|c| c.contains(" __keep ") && c.contains(&tmp.path().display().to_string()))
+        common::processes_where(|c| {
+            c.contains(" __keep ") && c.contains(&tmp.path().display().to_string())
+        })
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -1025,19 +1011,10 @@ fn endless_run(tmp: &std::path::Path, ignore_hangups: bool) -> (std::process::Ch
     let mut command = headless(
         tmp,
         &[
-            "--impl",
-            "libtorch",
-            "--model",
-            "resnet18",
-            "--resolution",
-            "32",
-            "--batch-size",
-            "4",
-            "--steps",
-            "100000",
-            "--record",
-            "run.golow",
-        ],
+            common::small_run("libtorch", "100000"),
+            vec!["--record", "run.golow"],
+        ]
+        .concat(),
     );
     let hangups = if ignore_hangups {
         libc::SIG_IGN

@@ -114,21 +114,10 @@ fn no_ops_records_no_operators() {
     let out = headless(
         tmp.path(),
         &[
-            "--impl",
-            "libtorch,pytorch",
-            "--model",
-            "resnet18",
-            "--resolution",
-            "32",
-            "--batch-size",
-            "4",
-            "--steps",
-            "4",
-            "--warmup",
-            "0",
-            "--no-ops",
-            "--no-record",
-        ],
+            common::small_run("libtorch,pytorch", "4"),
+            vec!["--warmup", "0", "--no-ops", "--no-record"],
+        ]
+        .concat(),
     )
     .output()
     .unwrap();

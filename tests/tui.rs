@@ -383,25 +383,11 @@ fn a_closed_terminal_ends_the_live_session_cleanly() {
     let summary = tmp.path().join("summary.json").display().to_string();
     let golow = env!("CARGO_BIN_EXE_golow");
     let argv = [
-        "-c",
-        &dir,
-        "env",
-        &tmpdir,
-        golow,
-        "run",
-        "--impl",
-        "libtorch",
-        "--model",
-        "resnet18",
-        "--resolution",
-        "32",
-        "--batch-size",
-        "4",
-        "--steps",
-        "100000",
-        "--summary-json",
-        &summary,
-    ];
+        vec!["-c", &dir, "env", &tmpdir, golow, "run"],
+        common::small_run("libtorch", "100000"),
+        vec!["--summary-json", &summary],
+    ]
+    .concat();
     close_the_terminal_under(Tmux::start_argv(&argv, 160, 48), tmp.path());
 
     let behind_a_shell = tempfile::tempdir().unwrap();

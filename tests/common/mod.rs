@@ -55,6 +55,36 @@ pub fn headless_succeeds(tmp: &Path, args: &[&str]) -> Output {
     out
 }
 
+/// The arguments of the smallest real session: `implementations` training ResNet-18 at 32 px, batch 4, for `steps`
+/// steps (a run to interrupt gives many).
+pub fn small_run<'a>(implementations: &'a str, steps: &'a str) -> Vec<&'a str> {
+    vec![
+        "--impl",
+        implementations,
+        "--model",
+        "resnet18",
+        "--resolution",
+        "32",
+        "--batch-size",
+        "4",
+        "--steps",
+        steps,
+    ]
+}
+
+/// Pids of the processes whose command line (arguments joined by spaces) satisfies `wanted`.
+pub fn processes_where(wanted: impl Fn(&str) -> bool) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_string_lossy().parse::<i32>().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            wanted(&text(&cmdline).replace('\0', " ")).then_some(pid)
+        })
+        .collect()
+}
+
 /// The summary a `headless` run wrote.
 pub fn summary_of(tmp: &Path) -> serde_json::Value {
     summary(&tmp.join("summary.json"))
