@@ -86,7 +86,7 @@ impl Served {
         let mut answer = String::new();
         stream.read_to_string(&mut answer).map_err(failed)?;
         match answer.split_once("\r\n\r\n") {
-            Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+            Some((head, body)) if head.starts_with("HTTP/1.0 200") => Ok(body.to_string()),
             _ => Err(format!("not an answer: {answer}")),
         }
     }

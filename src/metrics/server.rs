@@ -1,36 +1,49 @@
-//! The endpoint: a listener on its own thread that answers `GET /metrics` with the exposition of the store it was
-//! given, which the session's hub (or a replay's player) folds into as it goes. Connections are served concurrently on the thread's own async runtime, up to
-//! `MAX_CONNECTIONS`; past it the oldest is dropped for the newest, so a crowd of idle or trickling clients (a
-//! slowloris, a port scanner, a stuck proxy) cannot keep a real scrape waiting. Each connection has 2 s in all to
-//! send its request and take the answer. A scrape locks the store only to render it; the answer is written after.
+//! The endpoint: hyper serving `GET /metrics` (HTTP/1) on a thread of its own, from the store it was given, which
+//! the session's hub (or a replay's player) folds into as it goes. The thread runs its own single-threaded runtime,
+//! like the hub's and the ticker's, so that nothing a scraper does reaches the session's threads. Hostile clients
+//! are bounded: a request's head must arrive whole within `HEADER_READ_TIMEOUT` (a slowloris is cut off then, however
+//! slowly it trickles) and be at most `MAX_REQUEST_BYTES`; a connection lives `CONNECTION_DEADLINE` at most (a
+//! scraper that never reads its answer); at most `MAX_CONNECTIONS` are served at once, past which the oldest is
+//! dropped for the newest, so a crowd of idle clients cannot keep a real scrape waiting nor grow golow's memory. A
+//! scrape locks the store only to render it; the answer is written after.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::oneshot;
 
 use super::exposition::{self, KernelNames};
 use crate::store::Store;
 
-/// How long a scraper may take, in all, to send its request and take the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a client may take to send its request's head, however it trickles it.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Connections served at once: a few KB each, and well within the open files a session leaves the endpoint.
+/// How long a connection lives in all: its request, then its answer taken (a client that never reads is dropped).
+const CONNECTION_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Connections served at once: a few KB each. Past it the oldest is dropped for the newest.
 const MAX_CONNECTIONS: usize = 256;
 
 /// After a failed accept (out of descriptors, say), the listener waits this long before the next, rather than spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// A request's head longer than this is not a scrape.
+/// A request's head longer than this is not a scrape (431).
 const MAX_REQUEST_BYTES: usize = 8 * 1024;
 
 /// The text format's media type (Prometheus's 0.0.4, which OpenMetrics scrapers accept).
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+const CONTENT_TYPE: HeaderValue =
+    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8");
 
 /// `--metrics-addr`: `HOST:PORT`, or a port alone (or `:PORT`) on the loopback interface, so that nothing is exposed
 /// beyond this machine unless asked.
@@ -53,7 +66,8 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 /// The endpoint, serving until dropped.
 pub struct Endpoint {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the listener.
+    stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -62,28 +76,28 @@ impl Endpoint {
     pub fn start(addr: SocketAddr, hostname: String, store: Store) -> Result<Endpoint, String> {
         let listener = TcpListener::bind(addr).map_err(|e| bind_error(addr, &e))?;
         let addr = listener.local_addr().map_err(|e| bind_error(addr, &e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| bind_error(addr, &e))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the metrics endpoint: {e}"))?;
         let served = Arc::new(Served {
             store,
+            hostname: hostname.into(),
             kernels: Mutex::default(),
         });
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let stop = stop.clone();
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the metrics endpoint: {e}"))?;
-            listener
-                .set_nonblocking(true)
-                .map_err(|e| bind_error(addr, &e))?;
-            std::thread::Builder::new()
-                .name("golow-metrics".into())
-                .spawn(move || runtime.block_on(serve(listener, served, stop, hostname.into())))
-                .map_err(|e| format!("cannot start the metrics endpoint's thread: {e}"))?
-        };
+        make_room_for_connections();
+        let (stop, stopped) = oneshot::channel();
+        // The runtime ends with the thread, and every connection's task with it.
+        let thread = std::thread::Builder::new()
+            .name("golow-metrics".into())
+            .spawn(move || runtime.block_on(serve(listener, served, stopped)))
+            .map_err(|e| format!("cannot start the metrics endpoint's thread: {e}"))?;
         Ok(Endpoint {
             addr,
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
@@ -96,9 +110,7 @@ impl Endpoint {
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // The listener waits in accept: a connection of our own wakes it to see the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, CLIENT_TIMEOUT);
+        drop(self.stop.take());
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -119,15 +131,43 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
     format!("--metrics-addr {addr}: cannot listen: {why}")
 }
 
-/// What a scrape renders: the store's state, and the kernels its scrapes named since the store's state was last
-/// started afresh (a counter's series must not come and go between scrapes of one session).
+/// Raises golow's soft limit on open files by `MAX_CONNECTIONS`, as far as the hard limit allows, so that the
+/// endpoint's connections do not take the descriptors the session counted on (its share was set before the endpoint
+/// starts).
+fn make_room_for_connections() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through a valid pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit
+            .rlim_cur
+            .saturating_add(MAX_CONNECTIONS as u64)
+            .min(limit.rlim_max),
+        ..limit
+    };
+    // SAFETY: setrlimit reads one rlimit through a valid pointer; raising the soft limit up to the hard one is always
+    // permitted, and a failure leaves the limit as it was.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
+    }
+}
+
+/// What a scrape renders: the store's state, labelled with the host's name, and the kernels its scrapes named since
+/// the store's state was last started afresh (a counter's series must not come and go between scrapes of one
+/// session).
 struct Served {
     store: Store,
+    hostname: Box<str>,
     kernels: Mutex<(u64, KernelNames)>,
 }
 
 impl Served {
-    fn render(&self, hostname: &str) -> String {
+    fn render(&self) -> String {
         let folded = self.store.lock();
         let mut kernels = self.kernels.lock().unwrap_or_else(PoisonError::into_inner);
         let (generation, names) = &mut *kernels;
@@ -135,27 +175,23 @@ impl Served {
             *generation = folded.generation();
             *names = KernelNames::default();
         }
-        exposition::render(&folded, hostname, names)
+        exposition::render(&folded, &self.hostname, names)
     }
 }
 
-async fn serve(
-    listener: TcpListener,
-    served: Arc<Served>,
-    stop: Arc<AtomicBool>,
-    hostname: Arc<str>,
-) {
+/// Accepts connections until `stopped`, serving up to `MAX_CONNECTIONS` at once.
+async fn serve(listener: TcpListener, served: Arc<Served>, mut stopped: oneshot::Receiver<()>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
+    let http = http1_server();
     // Oldest first: when full, the connection that has waited longest makes room.
     let mut open: VecDeque<tokio::task::JoinHandle<()>> = VecDeque::new();
     loop {
-        let accepted = listener.accept().await;
-        if stop.load(Ordering::SeqCst) {
-            open.iter().for_each(tokio::task::JoinHandle::abort);
-            return;
-        }
+        let accepted = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => accepted,
+        };
         let Ok((stream, _)) = accepted else {
             tokio::time::sleep(ACCEPT_BACKOFF).await;
             continue;
@@ -166,92 +202,59 @@ async fn serve(
         {
             oldest.abort();
         }
-        let (served, hostname) = (served.clone(), hostname.clone());
+        let served = served.clone();
+        let scrape = service_fn(move |request| {
+            let response = answer(&request, &served);
+            async move { Ok::<_, Infallible>(response) }
+        });
+        let connection = http.serve_connection(TokioIo::new(stream), scrape);
         open.push_back(tokio::spawn(async move {
-            let _ = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &served, &hostname)).await;
+            let _ = tokio::time::timeout(CONNECTION_DEADLINE, connection).await;
         }));
     }
 }
 
-/// One connection: its request read and its answer written (within `CLIENT_TIMEOUT` in all, which the caller
-/// keeps), then closed.
-async fn answer(
-    mut stream: tokio::net::TcpStream,
-    served: &Served,
-    hostname: &str,
-) -> io::Result<()> {
-    let route = match read_head(&mut stream).await? {
-        Some(head) => route(&head),
-        None => Route::TooLong,
-    };
-    let (status, body) = match route {
-        Route::Metrics { .. } => {
-            // The store is locked only to render; the answer is written after.
-            let text = served.render(hostname);
-            ("200 OK", text)
-        }
-        Route::NotFound => ("404 Not Found", "golow serves /metrics only\n".into()),
-        Route::BadMethod => ("405 Method Not Allowed", "GET /metrics\n".into()),
-        Route::BadRequest => ("400 Bad Request", String::new()),
-        Route::TooLong => ("431 Request Header Fields Too Large", String::new()),
-    };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    if route != (Route::Metrics { head_only: true }) {
-        stream.write_all(body.as_bytes()).await?;
-    }
-    stream.shutdown().await
+/// HTTP/1 as a scrape needs it: one request a connection (the answer says `Connection: close`); the head within
+/// `HEADER_READ_TIMEOUT` and `MAX_REQUEST_BYTES` (431 past it, 400 for what is not HTTP); a client that shuts its
+/// sending side once it has asked still gets its answer.
+fn http1_server() -> http1::Builder {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_header_size(MAX_REQUEST_BYTES)
+        .keep_alive(false)
+        .half_close(true);
+    http
 }
 
-/// The request's head, up to its blank line (or the client's end of sending); `None` past `MAX_REQUEST_BYTES`.
-async fn read_head(stream: &mut tokio::net::TcpStream) -> io::Result<Option<Vec<u8>>> {
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > MAX_REQUEST_BYTES {
-            return Ok(None);
-        }
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&chunk[..n]);
-    }
-    Ok(Some(head))
-}
-
-#[derive(Debug, PartialEq)]
-enum Route {
-    Metrics { head_only: bool },
-    NotFound,
-    BadMethod,
-    BadRequest,
-    TooLong,
-}
-
-fn route(head: &[u8]) -> Route {
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let Ok(line) = std::str::from_utf8(line) else {
-        return Route::BadRequest;
+/// The answer to one request: the exposition for a GET (or HEAD, whose body hyper leaves out) of /metrics, 404
+/// elsewhere, 405 for any other method.
+fn answer(request: &Request<Incoming>, served: &Served) -> Response<String> {
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
+    let (status, body) = match (read, request.uri().path()) {
+        (true, "/metrics") => (StatusCode::OK, served.render()),
+        (true, _) => (StatusCode::NOT_FOUND, "golow serves /metrics only\n".into()),
+        (false, _) => (StatusCode::METHOD_NOT_ALLOWED, "GET /metrics\n".into()),
     };
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
-        return Route::BadRequest;
-    };
-    let path = target.split('?').next().unwrap_or_default();
-    match (method, path) {
-        ("GET", "/metrics") => Route::Metrics { head_only: false },
-        ("HEAD", "/metrics") => Route::Metrics { head_only: true },
-        ("GET" | "HEAD", _) => Route::NotFound,
-        _ => Route::BadMethod,
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, CONTENT_TYPE);
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        headers.insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
     }
+    response
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Instant;
+
+    use golow_protocol::event::{Body, Record};
+    use golow_protocol::samples;
+
     use super::*;
 
     #[test]
@@ -266,24 +269,168 @@ mod tests {
         }
     }
 
+    /// An endpoint on a port the system chose, serving three steps of one worker.
+    fn endpoint() -> Endpoint {
+        let store = Store::default();
+        for n in 0..3 {
+            let step = Body::Step(samples::step(n, 10.0, n == 0));
+            store
+                .lock()
+                .apply(&Record::new(n as f64, Some("libtorch".into()), step));
+        }
+        Endpoint::start("127.0.0.1:0".parse().unwrap(), "node-1".into(), store).unwrap()
+    }
+
+    /// What golow answers to `request`, sent as it is: the head and the body.
+    fn exchange(addr: SocketAddr, request: &[u8]) -> (String, String) {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.write_all(request).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        (head.to_string(), body.to_string())
+    }
+
+    fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+        head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+
     #[test]
     fn only_a_get_or_head_of_metrics_is_a_scrape() {
-        let route = |head: &str| route(head.as_bytes());
+        let endpoint = endpoint();
+        let ask = |request: &str| exchange(endpoint.addr(), request.as_bytes());
+        let status = |request: &str| ask(request).0.lines().next().unwrap().to_string();
+
+        let (head, body) = ask("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\n\r\n");
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
         assert_eq!(
-            route("GET /metrics HTTP/1.1\r\nAccept: text/plain\r\n\r\n"),
-            Route::Metrics { head_only: false }
+            header(&head, "content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
         );
+        assert_eq!(header(&head, "connection"), Some("close"));
+        assert!(
+            body.contains(r#"golow_steps_total{worker="libtorch"} 3"#),
+            "{body}"
+        );
+        let length = body.len().to_string();
+        assert_eq!(header(&head, "content-length"), Some(length.as_str()));
+
         assert_eq!(
-            route("GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
-            Route::Metrics { head_only: false }
+            status("GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            "HTTP/1.0 200 OK"
         );
+        let (head, nothing) = ask("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert_eq!(header(&head, "content-length"), Some(length.as_str()));
+        assert_eq!(nothing, "");
+
+        let (head, body) = ask("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
+        assert_eq!(body, "golow serves /metrics only\n");
+        let (head, body) = ask("POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+        assert!(
+            head.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{head}"
+        );
+        assert_eq!(header(&head, "allow"), Some("GET, HEAD"));
+        assert_eq!(body, "GET /metrics\n");
+        assert_eq!(status("\u{1b}[2J\r\n\r\n"), "HTTP/1.1 400 Bad Request");
+        let endless = format!(
+            "GET /metrics HTTP/1.1\r\nX: {}",
+            "a".repeat(MAX_REQUEST_BYTES)
+        );
+        let endless = &endless[..MAX_REQUEST_BYTES];
         assert_eq!(
-            route("HEAD /metrics HTTP/1.1\r\n\r\n"),
-            Route::Metrics { head_only: true }
+            status(endless),
+            "HTTP/1.1 431 Request Header Fields Too Large"
         );
-        assert_eq!(route("GET / HTTP/1.1\r\n\r\n"), Route::NotFound);
-        assert_eq!(route("POST /metrics HTTP/1.1\r\n\r\n"), Route::BadMethod);
-        assert_eq!(route(""), Route::BadRequest);
-        assert_eq!(route("\u{1b}[2J"), Route::BadRequest);
+    }
+
+    /// A client that shuts its sending side once it has asked (as `nc -N` does) still gets its answer.
+    #[test]
+    fn a_client_that_stops_sending_after_asking_is_answered() {
+        let endpoint = endpoint();
+        let mut stream = TcpStream::connect(endpoint.addr()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.0 200 OK\r\n"), "{answer}");
+    }
+
+    /// Whether golow has closed `stream`: its end read (or reset), not merely nothing to read yet.
+    fn closed(stream: &mut TcpStream) -> bool {
+        let mut byte = [0u8];
+        match stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        }
+    }
+
+    /// A slowloris, a byte of its head every half second, and a client that says nothing are both cut off by the
+    /// header-read timeout (2 s), long before the slowloris would finish, and a scrape is answered meanwhile.
+    #[test]
+    fn a_slow_or_silent_client_is_cut_off() {
+        let endpoint = endpoint();
+        let mut silent = TcpStream::connect(endpoint.addr()).unwrap();
+        let mut slow = TcpStream::connect(endpoint.addr()).unwrap();
+        for stream in [&silent, &slow] {
+            stream
+                .set_read_timeout(Some(Duration::from_millis(10)))
+                .unwrap();
+        }
+        let start = Instant::now();
+        let head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX: ".iter();
+        let mut trickled = 0;
+        for byte in head.chain(std::iter::repeat(&b'a')).take(60) {
+            if slow.write_all(&[*byte]).is_err() || closed(&mut slow) {
+                break;
+            }
+            trickled += 1;
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        assert!(
+            trickled < 60,
+            "a slowloris still connected after {:?}",
+            start.elapsed()
+        );
+        let status = exchange(endpoint.addr(), b"GET /metrics HTTP/1.0\r\n\r\n").0;
+        assert!(status.starts_with("HTTP/1.0 200 OK"), "{status}");
+        silent
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        assert!(closed(&mut silent), "a silent client still connected");
+    }
+
+    /// Once the endpoint is dropped, nothing of it is left: its connections closed, its port no longer listening.
+    #[test]
+    fn nothing_outlives_the_endpoint() {
+        let endpoint = endpoint();
+        let addr = endpoint.addr();
+        let mut held = TcpStream::connect(addr).unwrap();
+        held.write_all(b"GET /met").unwrap();
+        // Served: the connection is golow's, not the listener's backlog's.
+        assert!(
+            exchange(addr, b"GET /metrics HTTP/1.0\r\n\r\n")
+                .0
+                .contains("200 OK")
+        );
+        drop(endpoint);
+        held.set_nonblocking(true).unwrap();
+        assert!(closed(&mut held), "a connection outlived the endpoint");
+        assert!(TcpStream::connect(addr).is_err(), "{addr} still listens");
     }
 }
