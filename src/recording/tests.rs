@@ -68,8 +68,7 @@ fn write(path: &Path, header: &Header, records: &[Record], per_frame: usize) {
     for (i, record) in records.iter().enumerate() {
         sink.write(record);
         if (i + 1) % per_frame == 0 {
-            // Longer than a flush period: the recorder cuts a frame.
-            std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(50));
+            sink.flush();
         }
     }
     drop(sink);
@@ -239,13 +238,12 @@ fn a_recording_being_written_is_read_on_as_it_grows() {
     let (recorder, mut sink) = Recorder::create(&path, &header()).unwrap();
     let all = records(2);
     let (early, late) = all.split_at(all.len() / 2);
-    let flushed = || std::thread::sleep(super::FLUSH_EVERY + std::time::Duration::from_millis(100));
     early.iter().for_each(|r| sink.write(r));
-    flushed();
+    sink.flush();
     let mut player = Player::open(&path).unwrap();
     assert_eq!(player.recording().events(), early.len() as u64);
     late.iter().for_each(|r| sink.write(r));
-    flushed();
+    sink.flush();
     assert_eq!(player.recording().events(), early.len() as u64);
     player.refresh();
     assert_eq!(player.recording().events(), all.len() as u64);

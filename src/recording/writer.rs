@@ -49,6 +49,10 @@ struct Left {
     closed: bool,
     /// The writer stopped (it failed): lines are no longer kept.
     stopped: bool,
+    /// The writer is to take every line left at once (`Sink::flush`).
+    cut: bool,
+    /// The writer holds lines it took and has yet to write.
+    writing: bool,
 }
 
 impl Handoff {
@@ -93,7 +97,8 @@ impl Handoff {
             };
             let due = first + FLUSH_EVERY;
             let now = Instant::now();
-            if left.closed || left.bytes >= TAKE_BYTES {
+            left.writing = true;
+            if left.closed || left.bytes >= TAKE_BYTES || std::mem::take(&mut left.cut) {
                 left.bytes = 0;
                 self.for_room.notify_all();
                 return Some(std::mem::take(&mut left.lines));
@@ -111,11 +116,32 @@ impl Handoff {
                 self.for_room.notify_all();
                 return Some(lines);
             }
+            left.writing = false;
             left = self
                 .for_writer
                 .wait_timeout(left, due - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+        }
+    }
+
+    /// The lines the writer took are on disk.
+    fn written(&self) {
+        self.lock().writing = false;
+        self.for_room.notify_all();
+    }
+
+    /// Has the writer take every line left now, and returns once they are on disk (or the writer stopped).
+    #[cfg(test)]
+    fn flush(&self) {
+        let mut left = self.lock();
+        left.cut = !left.lines.is_empty();
+        self.for_writer.notify_one();
+        while (left.cut || left.writing) && !left.stopped {
+            left = self
+                .for_room
+                .wait(left)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -236,6 +262,13 @@ impl Sink {
         self.handoff.leave(record.t_ms, line);
     }
 
+    /// Puts every record left so far on disk now, in frames of their own, and returns once they are there: a test
+    /// cuts frames where it wants them without waiting out `FLUSH_EVERY`.
+    #[cfg(test)]
+    pub fn flush(&mut self) {
+        self.handoff.flush();
+    }
+
     /// Why the writer failed, said once.
     pub fn failure(&mut self) -> Option<String> {
         self.failed.lock().ok()?.take()
@@ -270,6 +303,7 @@ impl Frames {
                 self.add(&mut pending, t_ms, &line)?;
             }
             self.flush(&mut pending)?;
+            handoff.written();
         }
         let index = encode_index(&self.index, self.offset);
         self.file.write_all(&index)?;
