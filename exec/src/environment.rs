@@ -14,14 +14,14 @@ pub const TOLD: &[u8] = b"GOLOW_EXEC_TOLD=1";
 pub const MAX_KEPT: usize = 64;
 
 /// What every program started under golow should have, as golow's own environment said at load time.
-pub struct Wanted<'a> {
+pub struct Required<'a> {
     pub hook_dir: &'a [u8],
     pub library: &'a [u8],
     /// `NAME=value` of each of golow's variables (the first `MAX_KEPT`).
     pub kept: &'a [&'a [u8]],
 }
 
-impl Wanted<'_> {
+impl Required<'_> {
     fn kept(&self) -> impl Iterator<Item = (usize, &[u8])> {
         self.kept.iter().take(MAX_KEPT).copied().enumerate()
     }
@@ -81,9 +81,9 @@ enum Lacking {
     At(usize),
 }
 
-/// What an environment lacks of what golow wants.
+/// What an environment lacks of what golow requires.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Gaps {
+pub struct Missing {
     entries: usize,
     pythonpath: Option<Lacking>,
     preload: Option<Lacking>,
@@ -92,32 +92,33 @@ pub struct Gaps {
     told: bool,
 }
 
-impl Gaps {
-    pub fn of(environment: &Environment, wanted: &Wanted) -> Gaps {
-        let mut gaps = Gaps {
+impl Missing {
+    pub fn of(environment: &Environment, required: &Required) -> Missing {
+        let mut missing = Missing {
             entries: environment.len,
             pythonpath: Some(Lacking::Unset),
             preload: Some(Lacking::Unset),
-            kept: wanted.kept().fold(0, |bits, (i, _)| bits | 1 << i),
+            kept: required.kept().fold(0, |bits, (i, _)| bits | 1 << i),
             told: false,
         };
         for (index, entry) in environment.entries().enumerate() {
             let (name, value) = split(entry);
             if name == PYTHONPATH {
-                gaps.pythonpath =
-                    (!holds(value, wanted.hook_dir, b":")).then_some(Lacking::At(index));
+                missing.pythonpath =
+                    (!holds(value, required.hook_dir, b":")).then_some(Lacking::At(index));
             } else if name == LD_PRELOAD {
-                gaps.preload = (!holds(value, wanted.library, b": ")).then_some(Lacking::At(index));
+                missing.preload =
+                    (!holds(value, required.library, b": ")).then_some(Lacking::At(index));
             } else if entry == TOLD {
-                gaps.told = true;
+                missing.told = true;
             }
-            for (i, kept) in wanted.kept() {
+            for (i, kept) in required.kept() {
                 if split(kept).0 == name {
-                    gaps.kept &= !(1 << i);
+                    missing.kept &= !(1 << i);
                 }
             }
         }
-        gaps
+        missing
     }
 
     pub fn none(&self) -> bool {
@@ -149,7 +150,7 @@ impl Gaps {
     }
 
     /// Bytes the completed environment takes: its pointer array, then the entries it rewrites or adds.
-    pub fn size(&self, environment: &Environment, wanted: &Wanted, tell: bool) -> usize {
+    pub fn size(&self, environment: &Environment, required: &Required, tell: bool) -> usize {
         let list = |gap: Option<Lacking>, name: &[u8], first: &[u8]| match gap {
             None => 0,
             Some(_) => {
@@ -157,14 +158,14 @@ impl Gaps {
                 name.len() + 1 + first.len() + rest + 1
             }
         };
-        let kept: usize = wanted
+        let kept: usize = required
             .kept()
             .filter(|(i, _)| self.kept & (1 << i) != 0)
             .map(|(_, kept)| kept.len() + 1)
             .sum();
         (self.completed_entries(tell) + 1) * size_of::<*const c_char>()
-            + list(self.pythonpath, PYTHONPATH, wanted.hook_dir)
-            + list(self.preload, LD_PRELOAD, wanted.library)
+            + list(self.pythonpath, PYTHONPATH, required.hook_dir)
+            + list(self.preload, LD_PRELOAD, required.library)
             + kept
             + if tell { TOLD.len() + 1 } else { 0 }
     }
@@ -173,12 +174,12 @@ impl Gaps {
     /// place or rewritten, then what it lacked.
     ///
     /// # Safety
-    /// `memory` must be valid for writes of `self.size(environment, wanted, tell)` bytes and aligned for pointers.
+    /// `memory` must be valid for writes of `self.size(environment, required, tell)` bytes and aligned for pointers.
     pub unsafe fn lay_out(
         &self,
         memory: *mut u8,
         environment: &Environment,
-        wanted: &Wanted,
+        required: &Required,
         tell: bool,
     ) -> *const *const c_char {
         let pointers = memory.cast::<*const c_char>();
@@ -198,8 +199,8 @@ impl Gaps {
                 unsafe { writer.string(&[name, b"=", first, separator, rest.unwrap_or_default()]) }
             })
         };
-        let pythonpath = list(&mut writer, self.pythonpath, PYTHONPATH, wanted.hook_dir);
-        let preload = list(&mut writer, self.preload, LD_PRELOAD, wanted.library);
+        let pythonpath = list(&mut writer, self.pythonpath, PYTHONPATH, required.hook_dir);
+        let preload = list(&mut writer, self.preload, LD_PRELOAD, required.library);
         // SAFETY (every push and string below): `size` counted each pointer and string.
         for index in 0..environment.len {
             let entry = match (self.pythonpath, self.preload, pythonpath, preload) {
@@ -214,7 +215,7 @@ impl Gaps {
                 unsafe { writer.push(added) };
             }
         }
-        for (i, kept) in wanted.kept() {
+        for (i, kept) in required.kept() {
             if self.kept & (1 << i) != 0 {
                 unsafe {
                     let added = writer.string(&[kept]);
@@ -273,7 +274,7 @@ mod tests {
     use super::*;
     use std::ffi::CString;
 
-    const WANTED: Wanted = Wanted {
+    const WANTED: Required = Required {
         hook_dir: b"/s/pyhook",
         library: b"/g/libgolow_exec.so",
         kept: &[
@@ -288,14 +289,14 @@ mod tests {
         let mut envp: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
         envp.push(std::ptr::null());
         let environment = unsafe { Environment::new(envp.as_ptr()) };
-        let gaps = Gaps::of(&environment, &WANTED);
-        if gaps.none() && !tell {
+        let missing = Missing::of(&environment, &WANTED);
+        if missing.none() && !tell {
             return None;
         }
-        let size = gaps.size(&environment, &WANTED, tell);
+        let size = missing.size(&environment, &WANTED, tell);
         let mut memory = vec![0u64; size.div_ceil(8)];
         let base = memory.as_mut_ptr().cast::<u8>();
-        let out = unsafe { gaps.lay_out(base, &environment, &WANTED, tell) };
+        let out = unsafe { missing.lay_out(base, &environment, &WANTED, tell) };
         let completed = unsafe { Environment::new(out) };
         let end = unsafe { base.add(size) };
         let mut result = Vec::new();

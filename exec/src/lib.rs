@@ -16,7 +16,7 @@ mod python;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-use environment::{Environment, Gaps, Wanted};
+use environment::{Environment, Missing, Required};
 use golow_exec_variables::{EXEC_KEEP_ENV, HOOK_DIR_ENV};
 use memory::ThreadMemory;
 
@@ -55,9 +55,9 @@ impl Real {
     }
 }
 
-/// What golow wants every program to have, and the memory a completed environment is laid out in.
+/// What golow requires of every program's environment, and the memory a completed environment is laid out in.
 struct Golow {
-    wanted: Wanted<'static>,
+    required: Required<'static>,
     memory: ThreadMemory,
 }
 
@@ -82,13 +82,13 @@ extern "C" fn load() {
 fn setup() -> &'static Setup {
     SETUP.get_or_init(|| Setup {
         real: Real::find(),
-        // A panic reading golow's wishes leaves this process outside golow, and the setup made: no start ever
+        // A panic reading what golow requires leaves this process outside golow, and the setup made: no start ever
         // makes it again, which would look functions up and allocate, perhaps in a vfork child.
-        golow: std::panic::catch_unwind(wanted)
+        golow: std::panic::catch_unwind(required)
             .ok()
             .flatten()
-            .map(|wanted| Golow {
-                wanted,
+            .map(|required| Golow {
+                required,
                 memory: ThreadMemory::new(),
             }),
     })
@@ -109,8 +109,8 @@ fn variable(name: &str) -> Option<Vec<u8>> {
     std::env::var_os(name).map(|value| value.into_vec())
 }
 
-/// golow's wishes, from the environment golow started the worker with.
-fn wanted() -> Option<Wanted<'static>> {
+/// What golow requires, from the environment golow started the worker with.
+fn required() -> Option<Required<'static>> {
     let hook_dir = variable(HOOK_DIR_ENV).filter(|dir| !dir.is_empty())?;
     let library = own_path()?;
     let kept: Vec<&'static [u8]> = variable(EXEC_KEEP_ENV)
@@ -123,7 +123,7 @@ fn wanted() -> Option<Wanted<'static>> {
             Some(leaked(&[name.as_bytes(), b"=", &value].concat()))
         })
         .collect();
-    Some(Wanted {
+    Some(Required {
         hook_dir: leaked(&hook_dir),
         library,
         kept: Box::leak(kept.into_boxed_slice()),
@@ -219,26 +219,26 @@ unsafe fn completed(
     if envp.is_null() {
         return start(envp);
     }
-    let wanted = &golow.wanted;
+    let required = &golow.required;
     // SAFETY: the interposed function's contract.
     let environment = unsafe { Environment::new(envp) };
-    let gaps = Gaps::of(&environment, wanted);
+    let missing = Missing::of(&environment, required);
     let program = if program.is_null() {
         b"".as_slice()
     } else {
         // SAFETY: as above.
         unsafe { CStr::from_ptr(program) }.to_bytes()
     };
-    let unreachable = (!gaps.told())
+    let unreachable = (!missing.told())
         .then(|| python::unreachable(program, unsafe { arguments(argv) }))
         .flatten();
     if let Some(why) = unreachable {
         tell(program, why);
     }
-    if gaps.none() && unreachable.is_none() {
+    if missing.none() && unreachable.is_none() {
         return start(envp);
     }
-    let size = gaps.size(&environment, wanted, unreachable.is_some());
+    let size = missing.size(&environment, required, unreachable.is_some());
     let lease = match golow.memory.lend(size) {
         Ok(lease) => lease,
         Err(refusal) => {
@@ -247,8 +247,14 @@ unsafe fn completed(
         }
     };
     // SAFETY: `size` bytes, aligned for pointers, this thread's until the lease ends.
-    let result =
-        start(unsafe { gaps.lay_out(lease.memory(), &environment, wanted, unreachable.is_some()) });
+    let result = start(unsafe {
+        missing.lay_out(
+            lease.memory(),
+            &environment,
+            required,
+            unreachable.is_some(),
+        )
+    });
     drop(lease);
     if !found_no_room(result) {
         return result;
@@ -421,7 +427,7 @@ mod tests {
     #[test]
     fn a_start_refused_for_the_room_golows_additions_take_runs_with_the_callers_own_environment() {
         let golow = |kept: &'static [&'static [u8]]| Golow {
-            wanted: Wanted {
+            required: Required {
                 hook_dir: b"/s/pyhook",
                 library: b"/g/libgolow_exec.so",
                 kept,
@@ -439,9 +445,9 @@ mod tests {
             (0, 2, Some(0)),
             "refused, then run with the caller's environment"
         );
-        let missing = CString::new("/nonexistent/program").unwrap();
+        let nonexistent = CString::new("/nonexistent/program").unwrap();
         assert_eq!(
-            spawned(&golow(&[]), &[&missing], &[&mark]),
+            spawned(&golow(&[]), &[&nonexistent], &[&mark]),
             (libc::ENOENT, 1, None),
             "any other failure is the start's own"
         );

@@ -1,6 +1,6 @@
 //! Appends a session to its recording as it happens. The recorder is an observer of the hub: it
 //! serialises each record as it comes and leaves the line for its own thread, which wakes when a second
-//! begins (the first line left) and when it ends, and compresses that second's lines into a frame with its
+//! begins (the first line queued) and when it ends, and compresses that second's lines into a frame with its
 //! marker. A kill -9 therefore loses at most the last second; a clean finish adds the index.
 
 use std::fs::File;
@@ -25,23 +25,23 @@ const ZSTD_LEVEL: i32 = 6;
 const SECOND_MS: f64 = FLUSH_EVERY.as_secs_f64() * 1e3;
 /// The writer takes what is left at once, whatever its age, when it reaches this much JSON.
 const TAKE_BYTES: usize = 1 << 20;
-/// Lines left for the writer at most. When a flood of records outruns compression the hub waits here, and so the
+/// Bytes of lines queued for the writer at most. When a flood of records outruns compression the hub waits here, and so the
 /// workers wait on their pipes: memory stays bounded and the recording stays whole.
-const MAX_LEFT_BYTES: usize = 8 << 20;
+const MAX_QUEUED_BYTES: usize = 8 << 20;
 
-/// Where the hub leaves lines and the writer takes them: the writer wakes twice a second of records (when the
+/// The queue of lines between the hub, which leaves them, and the writer, which takes them: the writer wakes twice a second of records (when the
 /// first is left, and a second later), not once a line, and a frame holds the lines of a whole second.
 #[derive(Default)]
-struct Handoff {
-    left: Mutex<Left>,
+struct Queue {
+    queued: Mutex<Queued>,
     /// The writer waits here for the first line of a second, and for that second's end.
     for_writer: Condvar,
-    /// The hub waits here while `MAX_LEFT_BYTES` are left.
+    /// The hub waits here while `MAX_QUEUED_BYTES` are queued.
     for_room: Condvar,
 }
 
 #[derive(Default)]
-struct Left {
+struct Queued {
     /// Each line with its record's time and when it was left, in order.
     lines: Vec<(f64, Instant, Vec<u8>)>,
     bytes: usize,
@@ -55,27 +55,27 @@ struct Left {
     writing: bool,
 }
 
-impl Handoff {
-    fn lock(&self) -> MutexGuard<'_, Left> {
-        self.left.lock().unwrap_or_else(PoisonError::into_inner)
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        self.queued.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Leaves a line for the writer, once there is room; dropped when the writer has stopped.
     fn leave(&self, t_ms: f64, line: Vec<u8>) {
-        let mut left = self.lock();
-        while left.bytes >= MAX_LEFT_BYTES && !left.stopped {
-            left = self
+        let mut queued = self.lock();
+        while queued.bytes >= MAX_QUEUED_BYTES && !queued.stopped {
+            queued = self
                 .for_room
-                .wait(left)
+                .wait(queued)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        if left.stopped {
+        if queued.stopped {
             return;
         }
-        let (first, was_below) = (left.lines.is_empty(), left.bytes < TAKE_BYTES);
-        left.bytes += line.len();
-        left.lines.push((t_ms, Instant::now(), line));
-        if first || (was_below && left.bytes >= TAKE_BYTES) {
+        let (first, was_below) = (queued.lines.is_empty(), queued.bytes < TAKE_BYTES);
+        queued.bytes += line.len();
+        queued.lines.push((t_ms, Instant::now(), line));
+        if first || (was_below && queued.bytes >= TAKE_BYTES) {
             self.for_writer.notify_one();
         }
     }
@@ -83,43 +83,43 @@ impl Handoff {
     /// The lines of the next frame, once the second that began with the first of them has ended (or more than
     /// `TAKE_BYTES` wait, or the session ended); `None` once the session ended and every line was taken.
     fn take(&self) -> Option<Vec<(f64, Instant, Vec<u8>)>> {
-        let mut left = self.lock();
+        let mut queued = self.lock();
         loop {
-            let Some(&(first_t_ms, first, _)) = left.lines.first() else {
-                if left.closed {
+            let Some(&(first_t_ms, first, _)) = queued.lines.first() else {
+                if queued.closed {
                     return None;
                 }
-                left = self
+                queued = self
                     .for_writer
-                    .wait(left)
+                    .wait(queued)
                     .unwrap_or_else(PoisonError::into_inner);
                 continue;
             };
             let due = first + FLUSH_EVERY;
             let now = Instant::now();
-            left.writing = true;
-            if left.closed || left.bytes >= TAKE_BYTES || std::mem::take(&mut left.cut) {
-                left.bytes = 0;
+            queued.writing = true;
+            if queued.closed || queued.bytes >= TAKE_BYTES || std::mem::take(&mut queued.cut) {
+                queued.bytes = 0;
                 self.for_room.notify_all();
-                return Some(std::mem::take(&mut left.lines));
+                return Some(std::mem::take(&mut queued.lines));
             }
             if now >= due {
                 // The second's lines, by the records' own times (a record is left a little after its time, and
                 // not always as little): those of the next second open the next frame.
-                let second = left
+                let second = queued
                     .lines
                     .partition_point(|&(t_ms, _, _)| t_ms < first_t_ms + SECOND_MS)
                     .max(1);
-                let rest = left.lines.split_off(second);
-                let lines = std::mem::replace(&mut left.lines, rest);
-                left.bytes -= lines.iter().map(|(_, _, line)| line.len()).sum::<usize>();
+                let rest = queued.lines.split_off(second);
+                let lines = std::mem::replace(&mut queued.lines, rest);
+                queued.bytes -= lines.iter().map(|(_, _, line)| line.len()).sum::<usize>();
                 self.for_room.notify_all();
                 return Some(lines);
             }
-            left.writing = false;
-            left = self
+            queued.writing = false;
+            queued = self
                 .for_writer
-                .wait_timeout(left, due - now)
+                .wait_timeout(queued, due - now)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -134,13 +134,13 @@ impl Handoff {
     /// Has the writer take every line left now, and returns once they are on disk (or the writer stopped).
     #[cfg(test)]
     fn flush(&self) {
-        let mut left = self.lock();
-        left.cut = !left.lines.is_empty();
+        let mut queued = self.lock();
+        queued.cut = !queued.lines.is_empty();
         self.for_writer.notify_one();
-        while (left.cut || left.writing) && !left.stopped {
-            left = self
+        while (queued.cut || queued.writing) && !queued.stopped {
+            queued = self
                 .for_room
-                .wait(left)
+                .wait(queued)
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
@@ -151,17 +151,17 @@ impl Handoff {
     }
 
     fn stop(&self) {
-        let mut left = self.lock();
-        left.stopped = true;
-        left.lines = Vec::new();
-        left.bytes = 0;
+        let mut queued = self.lock();
+        queued.stopped = true;
+        queued.lines = Vec::new();
+        queued.bytes = 0;
         self.for_room.notify_all();
     }
 }
 
-/// Marks the handoff stopped when the writer ends, however it ends (a panic too): the hub then never waits for
+/// Marks the queue stopped when the writer ends, however it ends (a panic too): the hub then never waits for
 /// room that will not come.
-struct StopOnDrop(Arc<Handoff>);
+struct StopOnDrop(Arc<Queue>);
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
@@ -186,14 +186,14 @@ pub struct Recorder {
 
 /// The hub's side of a recorder: an observer that serialises each record and leaves it for the writer.
 pub struct Sink {
-    handoff: Arc<Handoff>,
+    queue: Arc<Queue>,
     /// Set by the writer the moment it fails; taken once by `failure`.
     failed: Arc<Mutex<Option<String>>>,
 }
 
 impl Drop for Sink {
     fn drop(&mut self) {
-        self.handoff.close();
+        self.queue.close();
     }
 }
 
@@ -215,8 +215,8 @@ impl Recorder {
         let mut line = serde_json::to_vec(header)?;
         line.push(b'\n');
         frames.write(&line, 0, (0.0, 0.0))?;
-        let handoff = Arc::new(Handoff::default());
-        let stop = StopOnDrop(handoff.clone());
+        let queue = Arc::new(Queue::default());
+        let stop = StopOnDrop(queue.clone());
         let failed = Arc::new(Mutex::new(None));
         let failure = failed.clone();
         let thread = std::thread::Builder::new()
@@ -235,7 +235,7 @@ impl Recorder {
             path: path.to_path_buf(),
             thread,
         };
-        let sink = Sink { handoff, failed };
+        let sink = Sink { queue, failed };
         Ok((recorder, sink))
     }
 
@@ -259,14 +259,14 @@ impl Sink {
             return;
         };
         line.push(b'\n');
-        self.handoff.leave(record.t_ms, line);
+        self.queue.leave(record.t_ms, line);
     }
 
     /// Puts every record left so far on disk now, in frames of their own, and returns once they are there: a test
     /// cuts frames where it wants them without waiting out `FLUSH_EVERY`.
     #[cfg(test)]
     pub fn flush(&mut self) {
-        self.handoff.flush();
+        self.queue.flush();
     }
 
     /// Why the writer failed, said once.
@@ -296,14 +296,14 @@ struct Pending {
 }
 
 impl Frames {
-    fn run(mut self, handoff: &Handoff) -> io::Result<Written> {
-        while let Some(lines) = handoff.take() {
+    fn run(mut self, queue: &Queue) -> io::Result<Written> {
+        while let Some(lines) = queue.take() {
             let mut pending = Pending::default();
             for (t_ms, _, line) in lines {
                 self.add(&mut pending, t_ms, &line)?;
             }
             self.flush(&mut pending)?;
-            handoff.written();
+            queue.written();
         }
         let index = encode_index(&self.index, self.offset);
         self.file.write_all(&index)?;
