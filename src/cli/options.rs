@@ -12,6 +12,7 @@ use golow_protocol::config::{
     CompileMode, DEFAULT_LR, DEFAULT_OPS_EVERY, GpuPolicy, Impl, Mode, Model, Optimiser, Schedule,
     SessionConfig,
 };
+use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
 use super::BadInput;
 use crate::metrics::Endpoint;
@@ -670,30 +671,26 @@ fn open_files_needed(workers: usize) -> u64 {
 /// short of descriptors would fail half-started, or in the async runtime's signal set-up, which cannot fail softly).
 fn open_files_for(workers: usize) -> Result<(), BadInput> {
     let needed = open_files_needed(workers);
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit through a valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed
-    {
+    // `None` is no limit.
+    let limit = getrlimit(Resource::Nofile);
+    let current = limit.current.unwrap_or(u64::MAX);
+    if current >= needed {
         return Ok(());
     }
-    if limit.rlim_max >= needed {
-        let raised = libc::rlimit {
-            rlim_cur: needed,
+    if limit.maximum.unwrap_or(u64::MAX) >= needed {
+        let raised = Rlimit {
+            current: Some(needed),
             ..limit
         };
-        // SAFETY: setrlimit reads one rlimit through a valid pointer; raising the soft limit up to the hard one is
-        // always permitted.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        // Raising the soft limit up to the hard one is always permitted.
+        if setrlimit(Resource::Nofile, raised).is_ok() {
             return Ok(());
         }
     }
     Err(BadInput(format!(
         "a session of {workers} worker{} needs {needed} open files and this shell allows {} (ulimit -n); raise it, e.g. ulimit -n 1024",
         if workers == 1 { "" } else { "s" },
-        limit.rlim_cur
+        current
     )))
 }
 

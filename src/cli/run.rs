@@ -304,22 +304,26 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
 
 /// One line on what a recording is good for, with commands to paste.
 fn what_next(recording: &Path) -> String {
-    let word = shell_word(&recording.display().to_string());
-    let file = golow_protocol::text::printable(&word);
-    format!(
-        "golow: next: golow replay {file} (watch it again) · golow export {file} --format chrome-trace -o trace.json \
-         (Perfetto) · golow compare {file} OTHER.golow (after a change)"
-    )
+    let path = recording.display().to_string();
+    match shell_word(&path) {
+        Ok(word) => {
+            let file = golow_protocol::text::printable(&word);
+            format!(
+                "golow: next: golow replay {file} (watch it again) · golow export {file} --format chrome-trace -o trace.json \
+                 (Perfetto) · golow compare {file} OTHER.golow (after a change)"
+            )
+        }
+        Err(e) => format!(
+            "golow: recorded to {}, a path no shell command can name ({e})",
+            golow_protocol::text::printable(&path)
+        ),
+    }
 }
 
-/// `word` as a shell reads it back: as it is when it holds nothing the shell treats specially, else single-quoted.
-fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
-    if !word.is_empty() && word.chars().all(plain) {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+/// `word` as a shell reads it back: as it is when it holds nothing the shell treats specially, else quoted; an
+/// error for a word no shell can be given (one holding a NUL byte).
+fn shell_word(word: &str) -> Result<std::borrow::Cow<'_, str>, shlex::QuoteError> {
+    shlex::try_quote(word)
 }
 
 /// One session of `plan`, to its end: its summary printed and written, its exit code and where it was recorded.
@@ -464,8 +468,45 @@ mod tests {
         for command in ["golow export ", "golow compare "] {
             assert!(line.contains(command), "{line}");
         }
-        assert_eq!(shell_word("runs/a b.golow"), "'runs/a b.golow'");
-        assert_eq!(shell_word("it's.golow"), r"'it'\''s.golow'");
-        assert_eq!(shell_word("$HOME.golow"), "'$HOME.golow'");
+    }
+
+    #[test]
+    fn a_shell_word_reads_back_as_the_word() {
+        let plain = "recordings/20261121T221837Z-libtorch-pytorch.golow";
+        assert_eq!(shell_word(plain).unwrap(), plain);
+        for word in [
+            plain,
+            "runs/a b.golow",
+            "it's.golow",
+            "$HOME.golow",
+            "`id`.golow",
+            "a\"b\\c.golow",
+            "!x^y*?[z]{a,b}~#;&|<>().golow",
+            "tab\there\nnewline.golow",
+            "\u{e9}t\u{e9}.golow",
+            "-n",
+            "",
+        ] {
+            let quoted = shell_word(word).unwrap();
+            assert_eq!(
+                shlex::split(&quoted),
+                Some(vec![word.to_string()]),
+                "{quoted}"
+            );
+            let printed = std::process::Command::new("/bin/sh")
+                .args(["-c", &format!("printf %s {quoted}")])
+                .output()
+                .unwrap();
+            assert!(printed.status.success(), "{quoted}");
+            assert_eq!(String::from_utf8_lossy(&printed.stdout), word, "{quoted}");
+        }
+    }
+
+    #[test]
+    fn a_path_no_shell_can_name_is_said_in_one_line() {
+        let line = what_next(Path::new("runs/a\0b.golow"));
+        assert_eq!(line.lines().count(), 1, "{line}");
+        assert!(line.contains("no shell command can name"), "{line}");
+        assert!(!line.contains('\0'), "{line}");
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::ops::ControlFlow;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -23,6 +23,8 @@ use golow_protocol::channels::{
 };
 use golow_protocol::event::{Body, MAX_WORKER_LINE_BYTES, Stream, parse_worker_line};
 use golow_protocol::{collector, script};
+use rustix::io::fcntl_dupfd_cloexec;
+use rustix::process::{Pid, Signal, kill_process_group, set_parent_process_death_signal};
 
 use super::lines::{Line, for_each_line};
 use crate::telemetry::cupti;
@@ -86,7 +88,7 @@ impl Launched {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since.get_or_insert_with(Instant::now);
-        signal_group(self.pid, libc::SIGTERM);
+        signal_group(self.pid, Signal::TERM);
     }
 
     /// Ends the worker's process group at once: a worker that ignored `stop` for `STOP_GRACE`, or a second
@@ -95,7 +97,7 @@ impl Launched {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since = None;
-        signal_group(self.pid, libc::SIGKILL);
+        signal_group(self.pid, Signal::KILL);
     }
 
     /// Whether the worker was asked to stop more than `STOP_GRACE` ago and is still here.
@@ -106,29 +108,19 @@ impl Launched {
 }
 
 /// Signals the process group a worker leads; never golow's own (a pid of 0 would name it).
-fn signal_group(pid: u32, signal: i32) {
-    if let Ok(pid) = i32::try_from(pid)
-        && pid > 0
-    {
-        // SAFETY: plain kill(2) on the worker's own process group (it was started as a group leader).
-        unsafe {
-            libc::kill(-pid, signal);
-        }
+fn signal_group(pid: u32, signal: Signal) {
+    if let Some(leader) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = kill_process_group(leader, signal);
     }
 }
 
 /// How long a worker asked to stop may take before its process group is killed.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
-/// Duplicates `fd` onto `target` in the child; dup2's copy does not inherit close-on-exec.
-fn dup_fd_above(fd: i32) -> io::Result<i32> {
-    // SAFETY: fcntl on a descriptor we own; only async-signal-safe calls.
-    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
-    if high < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(high)
-    }
+/// A close-on-exec copy of `fd` above the descriptors a worker is given, so that moving one onto its target cannot
+/// clobber another.
+fn dup_fd_above(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    Ok(fcntl_dupfd_cloexec(fd, 10)?)
 }
 
 pub fn spawn(
@@ -175,26 +167,29 @@ pub fn spawn(
             .env(collector::FD_ENV, COLLECTOR_FD.to_string())
             .env(collector::INODE_ENV, cupti::inode(socket)?.to_string());
     }
-    // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, prctl, sched_setaffinity) run.
+    // SAFETY: between fork and exec only async-signal-safe calls (fcntl, dup2, close, prctl, sched_setaffinity)
+    // run, and the raw descriptors borrowed there are this process's, open in the child until its exec.
     unsafe {
         cmd.pre_exec(move || {
+            let lift = |fd: Option<i32>| fd.map(|fd| dup_fd_above(BorrowedFd::borrow_raw(fd)));
             // Lift the descriptors above the targets first, so moving one cannot clobber another.
-            let events = event_fd.map(dup_fd_above).transpose()?;
-            let control = control_fd.map(dup_fd_above).transpose()?;
-            let collector = collector_fd.map(dup_fd_above).transpose()?;
+            let events = lift(event_fd).transpose()?;
+            let control = lift(control_fd).transpose()?;
+            let collector = lift(collector_fd).transpose()?;
             for (fd, target) in [
                 (events, EVENT_FD),
                 (control, CONTROL_FD),
                 (collector, COLLECTOR_FD),
             ] {
+                // libc: rustix's dup2 takes its target as an OwnedFd, and the child's targets need not be open.
                 if let Some(fd) = fd
-                    && libc::dup2(fd, target) < 0
+                    && libc::dup2(fd.as_raw_fd(), target) < 0
                 {
                     return Err(io::Error::last_os_error());
                 }
             }
             // A worker must not outlive its monitor.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            let _ = set_parent_process_death_signal(Some(Signal::KILL));
             super::affinity::unpin_child()
         });
     }
@@ -252,7 +247,7 @@ pub fn spawn(
         let status = child.wait().await;
         // What the worker left behind in its process group (a --cmd shell's background jobs) ends with it. The
         // group outlives its leader while a member is alive, so its ID cannot have been reused.
-        signal_group(pid, libc::SIGKILL);
+        signal_group(pid, Signal::KILL);
         if let Some(exited) = exit_heard {
             let _ = exited.send(());
         }

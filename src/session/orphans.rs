@@ -6,6 +6,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rustix::process::{
+    Pid, Signal, WaitOptions, getpid, kill_process, set_child_subreaper, waitpid,
+};
+
 /// The variable that marks a session's workers and all they start.
 pub const MARK_ENV: &str = "GOLOW_SESSION_MARK";
 
@@ -13,10 +17,8 @@ pub const MARK_ENV: &str = "GOLOW_SESSION_MARK";
 /// new session's processes apart.
 pub fn adopt() -> String {
     static SESSIONS: AtomicU64 = AtomicU64::new(0);
-    // SAFETY: plain prctl(2) with an integer argument.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-    }
+    // rustix passes the attribute's flag as a pid: any one sets it.
+    let _ = set_child_subreaper(Some(getpid()));
     format!(
         "{}-{}",
         std::process::id(),
@@ -29,17 +31,15 @@ pub fn adopt() -> String {
 pub fn end_adopted(mark: &str) {
     let me = std::process::id();
     for pid in crate::telemetry::procfs::children(me) {
-        let Ok(pid) = i32::try_from(pid) else {
+        let Ok(raw) = i32::try_from(pid) else {
             continue;
         };
-        if !carries_mark(pid, mark) {
-            continue;
-        }
-        // SAFETY: kill(2) and waitpid(2) on one child of ours; reaping it is what keeps it from lingering as a
-        // zombie, and a specific pid never takes another child's status.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        // Reaping it is what keeps it from lingering as a zombie; a specific pid never takes another child's status.
+        if let Some(child) = Pid::from_raw(raw)
+            && carries_mark(raw, mark)
+        {
+            let _ = kill_process(child, Signal::KILL);
+            let _ = waitpid(Some(child), WaitOptions::empty());
         }
     }
 }

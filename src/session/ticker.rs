@@ -3,9 +3,13 @@
 //! whose workers fill every core each needless wake-up preempts one of their threads.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
+use rustix::time::{
+    Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec, timerfd_create,
+    timerfd_settime,
+};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 
@@ -13,36 +17,20 @@ pub struct Ticker {
     timer: AsyncFd<OwnedFd>,
 }
 
-fn timespec(d: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
-    }
-}
-
 impl Ticker {
     /// Ticks every `interval` from now; call it inside the runtime that awaits it.
     pub fn new(interval: Duration) -> io::Result<Ticker> {
-        // SAFETY: timerfd_create returns a new descriptor this function then owns, or -1.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+        )?;
+        let interval = Timespec::try_from(interval)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "tick interval too long"))?;
+        let every = Itimerspec {
+            it_interval: interval,
+            it_value: interval,
         };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just created and nothing else holds it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let every = libc::itimerspec {
-            it_interval: timespec(interval),
-            it_value: timespec(interval),
-        };
-        // SAFETY: a valid timerfd and a valid itimerspec; the old value is not asked for.
-        if unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &every, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        timerfd_settime(&fd, TimerfdTimerFlags::empty(), &every)?;
         // SAFETY: the ticker owns `fd`, which stays open and the same until the AsyncFd is dropped.
         let timer = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
             .map_err(io::Error::from)?;
@@ -55,19 +43,8 @@ impl Ticker {
             let mut ready = self.timer.readable().await?;
             let read = ready.try_io(|timer| {
                 let mut expirations = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into an 8-byte buffer from a descriptor this ticker owns.
-                let n = unsafe {
-                    libc::read(
-                        timer.as_raw_fd(),
-                        expirations.as_mut_ptr().cast(),
-                        expirations.len(),
-                    )
-                };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
+                rustix::io::read(timer, &mut expirations)?;
+                Ok(())
             });
             if let Ok(result) = read {
                 // The read took every expiry: the next comes with an edge of its own, and tokio would otherwise

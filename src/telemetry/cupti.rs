@@ -2,30 +2,23 @@
 //! worker's collector writes to, and its messages turned into events.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use golow_protocol::collector::{MAX_MESSAGE_BYTES, Message};
+use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+use rustix::net::{AddressFamily, RecvFlags, SocketFlags, SocketType, recv, socketpair};
 use tokio::io::unix::AsyncFd;
 
 use golow_protocol::event::Body;
 
 /// A connected pair of message sockets, both close-on-exec: the monitor keeps the first, a worker gets the second.
 pub fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair(2) writes two descriptors into `fds`.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
 }
 
 /// The socket's inode, which the collector checks its descriptor against.
@@ -47,10 +40,8 @@ pub fn body_of(message: &[u8]) -> Body {
 
 /// Forwards every message from the monitor's end of a [`socket_pair`] until all the worker's copies are closed.
 pub async fn forward<F: Future<Output = ()>>(socket: OwnedFd, mut on_body: impl FnMut(Body) -> F) {
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(socket.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(socket.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    if let Ok(flags) = fcntl_getfl(&socket) {
+        let _ = fcntl_setfl(&socket, flags | OFlags::NONBLOCK);
     }
     // SAFETY: the AsyncFd owns the descriptor, which stays open for its whole life.
     let Ok(socket) = (unsafe { AsyncFd::register(socket) }) else {
@@ -62,20 +53,8 @@ pub async fn forward<F: Future<Output = ()>>(socket: OwnedFd, mut on_body: impl 
             return;
         };
         let received = ready.try_io(|fd| {
-            // SAFETY: recv(2) into a buffer of the length we pass.
-            let n = unsafe {
-                libc::recv(
-                    fd.as_raw_fd(),
-                    buffer.as_mut_ptr().cast(),
-                    buffer.len(),
-                    libc::MSG_TRUNC,
-                )
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
+            let (_, whole_length) = recv(fd, &mut buffer[..], RecvFlags::TRUNC)?;
+            Ok(whole_length)
         });
         match received {
             Err(_would_block) => continue,
@@ -101,9 +80,8 @@ mod tests {
     use super::*;
 
     fn send(fd: &OwnedFd, bytes: &[u8]) {
-        // SAFETY: send(2) from a live buffer.
-        let n = unsafe { libc::send(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len(), 0) };
-        assert_eq!(n, bytes.len() as isize);
+        let n = rustix::net::send(fd, bytes, rustix::net::SendFlags::empty()).unwrap();
+        assert_eq!(n, bytes.len());
     }
 
     #[tokio::test]

@@ -518,6 +518,8 @@ impl ProcSampler {
 
 #[cfg(test)]
 mod tests {
+    use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+
     use super::*;
 
     #[test]
@@ -556,9 +558,8 @@ mod tests {
             descends_from(1, me),
             descends_from(u32::MAX, me),
         ];
-        // SAFETY: kill(2) of the sleep this test started.
-        unsafe {
-            libc::kill(grandchild as i32, libc::SIGKILL);
+        if let Some(sleep) = Pid::from_raw(grandchild as i32) {
+            let _ = kill_process(sleep, Signal::KILL);
         }
         let _ = shell.kill();
         let _ = shell.wait();
@@ -610,12 +611,7 @@ mod tests {
 
     /// CPU time this process has used.
     fn cpu_time() -> Duration {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `t` is a valid timespec for the call to fill.
-        unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) };
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
         Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
     }
 
@@ -700,8 +696,9 @@ mod tests {
 
     impl Drop for Shell {
         fn drop(&mut self) {
-            // SAFETY: kill(2) on the shell's own process group.
-            unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+            if let Some(leader) = Pid::from_raw(self.child.id() as i32) {
+                let _ = kill_process_group(leader, Signal::KILL);
+            }
             let _ = self.child.wait();
         }
     }
@@ -722,8 +719,7 @@ mod tests {
 
     /// The most a tree's CPU share can be over an interval of `ms` milliseconds: every core, give or take a tick.
     fn most_cpu(ms: f64) -> f64 {
-        // SAFETY: sysconf has no preconditions.
-        let tick_ms = 1000.0 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let tick_ms = 1000.0 / rustix::param::clock_ticks_per_second().max(1) as f64;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         cores * 100.0 + 2.0 * tick_ms / ms * 100.0
     }
