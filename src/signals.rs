@@ -85,7 +85,9 @@ pub fn raise_with_default_action(signal: i32) {
         if libc::sigaction(signal, &default, &mut handler) != 0 {
             return;
         }
-        libc::kill(0, signal);
+        if let Some(signal) = rustix::process::Signal::from_named_raw(signal) {
+            let _ = rustix::process::kill_current_process_group(signal);
+        }
         // Whichever of golow's threads takes the signal, it takes it under the default action, which acts on them
         // all: the handler goes back only once the signal is no longer pending.
         while pending(signal) {

@@ -668,7 +668,7 @@ fn open_files_needed(workers: usize) -> u64 {
 
 /// Makes sure a session of `workers` can open the files it needs before anything is written: a soft limit below
 /// that is raised as far as the hard limit allows; a hard limit below it is bad input, said in one line (a session
-/// short of descriptors would fail half-started, or in the async runtime's signal set-up, which cannot fail softly).
+/// short of descriptors would fail half-started).
 fn open_files_for(workers: usize) -> Result<(), BadInput> {
     let needed = open_files_needed(workers);
     // `None` is no limit.

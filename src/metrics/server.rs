@@ -135,26 +135,20 @@ fn bind_error(addr: SocketAddr, e: &io::Error) -> String {
 /// endpoint's connections do not take the descriptors the session counted on (its share was set before the endpoint
 /// starts).
 fn make_room_for_connections() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit through a valid pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return;
-    }
-    let raised = libc::rlimit {
-        rlim_cur: limit
-            .rlim_cur
-            .saturating_add(MAX_CONNECTIONS as u64)
-            .min(limit.rlim_max),
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    // `None` is no limit.
+    let limit = getrlimit(Resource::Nofile);
+    let Some(current) = limit.current else { return };
+    let raised = Rlimit {
+        current: Some(
+            current
+                .saturating_add(MAX_CONNECTIONS as u64)
+                .min(limit.maximum.unwrap_or(u64::MAX)),
+        ),
         ..limit
     };
-    // SAFETY: setrlimit reads one rlimit through a valid pointer; raising the soft limit up to the hard one is always
-    // permitted, and a failure leaves the limit as it was.
-    unsafe {
-        libc::setrlimit(libc::RLIMIT_NOFILE, &raised);
-    }
+    // Raising the soft limit up to the hard one is always permitted; a failure leaves the limit as it was.
+    let _ = setrlimit(Resource::Nofile, raised);
 }
 
 /// What a scrape renders: the store's state, labelled with the host's name, and the kernels its scrapes named since

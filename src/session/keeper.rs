@@ -77,8 +77,9 @@ pub fn end_marked(mark: &str) {
             return;
         }
         for pid in marked {
-            // SAFETY: kill(2) of a process that carries this session's mark.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
