@@ -719,10 +719,10 @@ fn redrawn_parts_match_whole_frames(
             "frame {frame}, after {batch:?}"
         );
     }
-    // Ratatui's own drawing (the plain-render switch) draws whole frames only.
+    // Ratatui's own drawing (the GOLOW_PLAIN_RENDER switch) draws whole frames only.
     assert_eq!(
         partial_frames * 2 > records.len() / 3,
-        partial && golow::ui::render::PARTIAL_FRAMES,
+        partial && golow::ui::render::partial_frames(),
         "frames that redrew parts only: {partial_frames}"
     );
 }

@@ -352,7 +352,7 @@ impl App {
     /// the compare view and under the help. Returns the areas drawn.
     pub fn redraw(&mut self, frame: &mut Frame, live: &State, changes: Changes) -> Vec<Rect> {
         let look = self.look(frame.area(), live);
-        let partial = render::PARTIAL_FRAMES
+        let partial = render::partial_frames()
             && self.drawn.as_ref() == Some(&look)
             && matches!(self.origin, Origin::Live { .. })
             && self.mode == Mode::Dashboard

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::widgets::{Block, BorderType, Clear, Widget};
 
-use super::PLAIN;
+use super::plain;
 
 /// The `width` cells of row `y` from column `x`, as one slice: writing a row through it spares a position lookup
 /// per cell (ratatui's indexing), which is what its widgets cost most per frame.
@@ -19,7 +19,7 @@ pub fn cells_of_row(buf: &mut Buffer, x: u16, y: u16, width: u16) -> &mut [Cell]
 /// frame to draw over, not a cleared one.
 pub fn fill(buf: &mut Buffer, area: Rect, style: Style) {
     let area = area.intersection(buf.area);
-    if PLAIN {
+    if plain() {
         Clear.render(area, buf);
         buf.set_style(area, style);
         return;
@@ -37,7 +37,7 @@ pub fn fill(buf: &mut Buffer, area: Rect, style: Style) {
 /// ratatui's `Block::bordered()` with those settings, on an area already filled.
 pub fn border(buf: &mut Buffer, area: Rect, style: Style, title: &str, title_style: Style) {
     let area = area.intersection(buf.area);
-    if PLAIN || area.width < 2 || area.height < 2 {
+    if plain() || area.width < 2 || area.height < 2 {
         // Borders that overlap follow ratatui's rules for those.
         Block::bordered()
             .border_type(BorderType::Rounded)

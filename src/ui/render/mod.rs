@@ -4,8 +4,9 @@
 //! ([`cells_of_row`]). Each was measured to matter at 200×60 on a machine whose workers keep the caches cold
 //! (ARCHITECTURE.md, "Drawing"), and each is tested cell for cell against what ratatui draws.
 //!
-//! One switch goes back to ratatui's own way: build with the `plain-render` feature, and frames are drawn whole
-//! through `Terminal::draw`, text through `Paragraph`, fills through `Clear` and styles, borders through `Block`.
+//! One switch goes back to ratatui's own way: `GOLOW_PLAIN_RENDER=1` in golow's environment, and frames are drawn
+//! whole through `Terminal::draw`, text through `Paragraph`, fills through `Clear` and styles, borders through
+//! `Block`. It is read at run time, so one build is tested both ways.
 
 mod cells;
 mod screen;
@@ -16,9 +17,17 @@ pub use cells::{border, cells_of_row, fill};
 pub use screen::Screen;
 pub use text::{lines, styled_lines};
 
-/// Whether frames are drawn ratatui's way (the `plain-render` feature).
-pub const PLAIN: bool = cfg!(feature = "plain-render");
+/// The variable that, set to 1, has frames drawn ratatui's way.
+pub const PLAIN_ENV: &str = "GOLOW_PLAIN_RENDER";
+
+/// Whether frames are drawn ratatui's way (`GOLOW_PLAIN_RENDER=1`), read once.
+pub fn plain() -> bool {
+    static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PLAIN.get_or_init(|| std::env::var_os(PLAIN_ENV).is_some_and(|value| value == "1"))
+}
 
 /// Whether a view may redraw only parts of a frame: the screen keeps the last frame to draw over, which ratatui's
 /// `Terminal::draw` does not.
-pub const PARTIAL_FRAMES: bool = !PLAIN;
+pub fn partial_frames() -> bool {
+    !plain()
+}

@@ -9,8 +9,8 @@ use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
-use super::PLAIN;
 use super::cells::{cells_of_row, fill};
+use super::plain;
 
 /// A character that is a grapheme and one cell on its own, whatever surrounds it: printable ASCII,
 /// Latin, punctuation, arrows, maths, box drawing, blocks and shapes. Combining marks, joiners,
@@ -32,7 +32,7 @@ pub fn lines(frame: &mut Frame, area: Rect, lines: &[Line]) {
             height: 1,
             ..area
         };
-        let simple = !PLAIN
+        let simple = !plain()
             && line.alignment.is_none()
             && line
                 .spans
