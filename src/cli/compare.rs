@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::{BadInput, EXIT_OK, EXIT_WORKER_FAILED, Failure};
+use crate::compare::regression::{self, Judging, Pair, Row, WorkerFigures};
+use crate::compare::setup::{self, Setup, WorkerVersions};
+use crate::console::tables::regression_table;
 use crate::recording::Player;
 use crate::recording::format::Header;
 use crate::state::conditions::{self, Conditions};
-use crate::state::regression::{self, Judging, Pair, Row, WorkerFigures};
-use crate::state::setup::{self, Setup, WorkerVersions};
 use crate::sweep::{Results, cells};
-use crate::ui::report::regression_table;
 use golow_protocol::text::printable;
 
 #[derive(Args)]

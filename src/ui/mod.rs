@@ -5,18 +5,15 @@
 
 pub mod app;
 mod chart;
-mod compare;
+mod compare_view;
 mod event_loop;
-pub mod figures;
 mod fit;
 pub use event_loop::{FRAME, Wakes};
 mod input;
 pub mod keys;
 mod output;
 mod panes;
-pub mod progress;
 pub mod render;
-pub mod report;
 pub mod sweep_screen;
 pub mod sweep_view;
 pub mod theme;

@@ -1,7 +1,6 @@
 //! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
 
-use super::view::bytes;
-use crate::state::regression::{Row, Unit, Verdict};
+use crate::compare::regression::{Row, Unit, Verdict};
 use crate::state::script::SamplesFrom;
 use crate::state::{
     ComparisonSummary, FlopsSummary, Percentiles, ScriptSummary, Summary, SummaryConfig,
@@ -91,6 +90,22 @@ pub fn number(v: f64, digits: usize) -> String {
         format!("{v:.digits$}")
     } else {
         format!("{v:.2e}")
+    }
+}
+
+/// Human units for a number of bytes, as the tables and the panes print it.
+pub fn bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = b;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }
 
@@ -556,11 +571,17 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::opt;
+    use super::{bytes, opt};
+
+    #[test]
+    fn bytes_in_binary_units() {
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(3.5 * 1024.0 * 1024.0), "3.5 MiB");
+    }
 
     #[test]
     fn bytes_compare_in_the_units_golow_shows_them_in_elsewhere() {
-        use crate::state::regression::{Row, Unit, Worse};
+        use crate::compare::regression::{Row, Unit, Worse};
         let row = |metric, unit, a: f64| Row {
             worker: "libtorch".into(),
             metric,
