@@ -261,7 +261,7 @@ impl WorkerState {
         self.gpu_sm_readings.get()
     }
 
-    fn new(name: &str) -> WorkerState {
+    pub fn new(name: &str) -> WorkerState {
         WorkerState {
             name: name.to_string(),
             ..Default::default()

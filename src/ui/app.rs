@@ -17,7 +17,7 @@ use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration, looking};
 use super::{compare_view, fit};
-use crate::console::tables::{Describe, describe};
+use crate::console::words::{Describe, describe};
 use crate::contracts::Control;
 use crate::state::{Activity, State, WorkerState};
 use crate::store::Changes;

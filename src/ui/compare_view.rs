@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 use super::chart::{self, Line as ChartLine};
 use super::fit;
 use super::view::{View, ms, shape};
-use crate::console::tables::bytes;
+use crate::console::words::bytes;
 use crate::state::flops::Efficiency;
 use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};

@@ -8,7 +8,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
-use crate::console::tables::bytes;
+use crate::console::words::bytes;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::fit;

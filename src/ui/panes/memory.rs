@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Gauge;
 
 use super::{Pane, name};
-use crate::console::tables::bytes;
+use crate::console::words::bytes;
 use crate::state::Series;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};

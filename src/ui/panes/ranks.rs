@@ -11,7 +11,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
-use crate::console::tables::bytes;
+use crate::console::words::bytes;
 use crate::state::WorkerState;
 use crate::state::script::{ProcessState, ScriptState};
 use crate::store::Changes;
