@@ -2,6 +2,8 @@
 //! ARCHITECTURE.md; what travels between processes is the golow-protocol crate.
 
 pub mod cli;
+pub mod compare;
+pub mod console;
 pub mod contracts;
 pub mod export;
 pub mod files;

@@ -107,7 +107,7 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         let summary = Summary::from_state(&player.state());
         say!(
             "{}",
-            golow_protocol::text::printable(&crate::ui::report::table(&summary))
+            golow_protocol::text::printable(&crate::console::tables::table(&summary))
         );
         write_summary(args.summary_json.as_deref(), &summary).map_err(failed)?;
         return Ok(EXIT_OK);
@@ -143,7 +143,7 @@ fn sweep(dir: &Path, headless: bool, theme: Theme) -> Result<i32, Failure> {
     if headless {
         say!(
             "{}",
-            golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
+            golow_protocol::text::printable(&crate::console::tables::sweep_table(&results))
         );
         return Ok(EXIT_OK);
     }

@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::replay::{one_session, open_player};
 use super::{BadInput, EXIT_OK, Failure};
+use crate::console::figures::{self, Session};
 use crate::state::Summary;
-use crate::ui::figures::{self, Session};
 
 /// Kernels listed per worker with --kernel.
 const MAX_KERNELS: usize = 8;

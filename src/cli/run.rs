@@ -12,13 +12,13 @@ use super::options::{
     parse_commands, parse_compare, parse_impls, positive, read_theme,
 };
 use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
+use crate::console::progress::Progress;
 use crate::recording;
 use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
 use crate::state::{Summary, WorkerStatus};
 use crate::store::Store;
 use crate::ui::Wakes;
 use crate::ui::app::App;
-use crate::ui::progress::Progress;
 use crate::ui::theme::Theme;
 use crate::ui::viewer::{History, Source};
 
@@ -362,7 +362,7 @@ fn one_session(
     let _ = write!(
         std::io::stdout(),
         "{}",
-        golow_protocol::text::printable(&crate::ui::report::table(&summary))
+        golow_protocol::text::printable(&crate::console::tables::table(&summary))
     );
     let recorded = match finished.recorded {
         Some(Ok(written)) => {

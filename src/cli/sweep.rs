@@ -234,7 +234,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     let _ = write!(
         std::io::stdout(),
         "{}",
-        golow_protocol::text::printable(&crate::ui::report::sweep_table(&results))
+        golow_protocol::text::printable(&crate::console::tables::sweep_table(&results))
     );
     let _ = writeln!(
         std::io::stderr(),

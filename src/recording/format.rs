@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use golow_protocol::config::SessionConfig;
 
+use crate::telemetry::machine::Machine;
+
 /// What the header's `format` field says.
 pub const FORMAT_NAME: &str = "golow-recording";
 /// Bumped on any change a reader of older files could misread.
@@ -238,27 +240,6 @@ pub fn decode_index(bytes: &[u8], file_len: u64) -> Option<Vec<FrameInfo>> {
         frames.push(frame);
     }
     Some(frames)
-}
-
-/// The machine a session runs on, as a recording's header states it.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Machine {
-    pub host: String,
-    pub cpu: String,
-    pub cores: usize,
-    /// The GPUs NVML reported when the session started; empty without one.
-    pub gpus: Vec<MachineGpu>,
-    /// Why there are no GPUs, as NVML said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_unavailable: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct MachineGpu {
-    pub index: u32,
-    pub name: String,
-    pub driver: String,
-    pub memory_total_bytes: u64,
 }
 
 #[cfg(test)]

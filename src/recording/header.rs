@@ -6,8 +6,8 @@ use std::time::SystemTime;
 use golow_protocol::config::SessionConfig;
 use golow_protocol::event::SCHEMA_VERSION;
 
-use super::format::Machine;
 use super::format::{FORMAT_NAME, FORMAT_VERSION, Header};
+use crate::telemetry::machine::Machine;
 
 /// `recordings/<UTC timestamp>-<workers>.golow`, with a counter when that name is taken.
 pub fn default_path(dir: &Path, workers: &[String], now: SystemTime) -> PathBuf {

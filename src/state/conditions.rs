@@ -1,6 +1,6 @@
 //! The machine's conditions during a session — its load, the CPU time a hypervisor stole, its clock, and what other
-//! processes used — from its `machine_load` readings; and whether two sessions ran under conditions different enough
-//! to doubt a comparison of their times.
+//! processes used — from its `machine_load` readings. Whether two sessions' conditions differ is the comparison's
+//! (`compare/conditions.rs`).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,10 +8,6 @@ use super::Mean;
 
 /// Other processes' share of the CPUs (100 = every core) above which a session's machine was busy.
 pub const BUSY_OTHERS_PERCENT: f64 = 10.0;
-/// Differences between two sessions beyond which their conditions differ.
-const OTHERS_DIFFER_POINTS: f64 = 10.0;
-const STEAL_DIFFER_POINTS: f64 = 2.0;
-const CLOCK_DIFFER_FRACTION: f64 = 0.05;
 
 /// One reading, or the mean of the latest few as the live view shows them.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,47 +148,6 @@ impl Conditions {
             )
         })
     }
-
-    /// The means of several sessions' conditions (the busiest second of all of them).
-    pub fn mean(all: &[Conditions]) -> Option<Conditions> {
-        let n = all.len() as f64;
-        let mean = |f: fn(&Conditions) -> f64| all.iter().map(f).sum::<f64>() / n;
-        let clocks: Vec<f64> = all.iter().filter_map(|c| c.cpu_mhz).collect();
-        (!all.is_empty()).then(|| Conditions {
-            readings: all.iter().map(|c| c.readings).sum(),
-            load_1m: mean(|c| c.load_1m),
-            busy_percent: mean(|c| c.busy_percent),
-            steal_percent: mean(|c| c.steal_percent),
-            others_percent: mean(|c| c.others_percent),
-            others_percent_max: all.iter().map(|c| c.others_percent_max).fold(0.0, f64::max),
-            cpu_mhz: (!clocks.is_empty()).then(|| clocks.iter().sum::<f64>() / clocks.len() as f64),
-        })
-    }
-}
-
-/// How A's and B's conditions differ, each a phrase; empty when they are alike.
-pub fn differences(a: &Conditions, b: &Conditions) -> Vec<String> {
-    let mut out = Vec::new();
-    if (a.others_percent - b.others_percent).abs() > OTHERS_DIFFER_POINTS {
-        out.push(format!(
-            "other processes used {:.0}% of the CPUs during A, {:.0}% during B",
-            a.others_percent, b.others_percent
-        ));
-    }
-    if (a.steal_percent - b.steal_percent).abs() > STEAL_DIFFER_POINTS {
-        out.push(format!(
-            "the hypervisor stole {:.1}% of the CPUs' time during A, {:.1}% during B",
-            a.steal_percent, b.steal_percent
-        ));
-    }
-    if let (Some(ma), Some(mb)) = (a.cpu_mhz, b.cpu_mhz)
-        && (mb / ma - 1.0).abs() > CLOCK_DIFFER_FRACTION
-    {
-        out.push(format!(
-            "the CPUs ran at {ma:.0} MHz during A, {mb:.0} MHz during B"
-        ));
-    }
-    out
 }
 
 #[cfg(test)]
@@ -253,25 +208,6 @@ mod tests {
         assert!(load.conditions().is_none() && load.now().is_none());
         load.apply(reading(1.0, 0.0, f64::NAN));
         assert_eq!(load.conditions().unwrap().cpu_mhz, None);
-    }
-
-    #[test]
-    fn alike_sessions_have_no_differences_unlike_ones_say_which() {
-        let quiet = conditions(&[reading(1.0, 0.0, 2600.0)]);
-        let also_quiet = conditions(&[reading(6.0, 1.5, 2650.0)]);
-        assert!(differences(&quiet, &also_quiet).is_empty());
-        assert!(quiet.busy().is_none());
-        let busy = conditions(&[reading(35.0, 4.0, 2000.0)]);
-        let said = differences(&quiet, &busy);
-        assert_eq!(said.len(), 3, "{said:?}");
-        assert!(
-            said[0].contains("1% of the CPUs during A, 35% during B"),
-            "{said:?}"
-        );
-        let mean = Conditions::mean(&[quiet, busy]).unwrap();
-        assert_eq!(mean.others_percent, 18.0);
-        assert_eq!(mean.others_percent_max, 35.0);
-        assert!(Conditions::mean(&[]).is_none());
     }
 
     #[test]

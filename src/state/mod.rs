@@ -1,7 +1,6 @@
 //! The fold: `State::apply(record)` turns the event stream into everything the summary and the UI show.
 //! The same fold serves live runs, replays and headless summaries, so they agree by construction.
 
-pub mod compare;
 pub mod compile;
 pub mod conditions;
 pub mod flops;
@@ -10,16 +9,15 @@ pub mod operators;
 pub mod phases;
 mod placement;
 pub mod ranks;
-pub mod regression;
+pub mod ratio;
 pub mod script;
 mod series;
-pub mod setup;
 mod stats;
 mod summary;
 
 use std::collections::VecDeque;
 
-pub use compare::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
+pub use ratio::{Interval, Ratio, median_interval, ratio_of_medians, verdict};
 pub use series::{SERIES_CAPACITY, Series};
 pub use stats::{Durations, Percentiles};
 pub use summary::{
@@ -263,7 +261,7 @@ impl WorkerState {
         self.gpu_sm_readings.get()
     }
 
-    fn new(name: &str) -> WorkerState {
+    pub fn new(name: &str) -> WorkerState {
         WorkerState {
             name: name.to_string(),
             ..Default::default()

@@ -4,12 +4,12 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use super::compare::{Basis, Pairing};
 use super::compile::{Cache, CompileState};
 use super::flops::Efficiency;
 use super::kernels::{Activity, PerStep};
 use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
+use super::ratio::{Basis, Pairing};
 use super::script::ScriptState;
 use super::{Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
@@ -614,7 +614,7 @@ impl ComparisonSummary {
     fn of(state: &State, a: &WorkerState, b: &WorkerState) -> ComparisonSummary {
         let pairing = Pairing::of(state, a, b);
         let verdict = match &pairing.times {
-            Some(times) => super::compare::verdict(&a.name, &b.name, times),
+            Some(times) => super::ratio::verdict(&a.name, &b.name, times),
             None => format!("no verdict — {}", pairing.too_few_steps(a, b)),
         };
         ComparisonSummary {

@@ -1,7 +1,29 @@
-//! The machine a session runs on, read once when it starts: for the recording's header.
+//! The machine a session runs on: its facts, read once when the session starts, which a recording's header states.
 
-use crate::recording::format::{Machine, MachineGpu};
+use serde::{Deserialize, Serialize};
+
 use crate::telemetry::gpu::{GpuSource, NvmlSource};
+
+/// The machine a session runs on, as a recording's header states it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Machine {
+    pub host: String,
+    pub cpu: String,
+    pub cores: usize,
+    /// The GPUs NVML reported when the session started; empty without one.
+    pub gpus: Vec<MachineGpu>,
+    /// Why there are no GPUs, as NVML said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_unavailable: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MachineGpu {
+    pub index: u32,
+    pub name: String,
+    pub driver: String,
+    pub memory_total_bytes: u64,
+}
 
 /// The host, its CPU and cores, and the GPUs NVML reports (or why it reports none).
 pub fn describe() -> Machine {

@@ -13,11 +13,11 @@ use super::keys::{self, Command};
 use super::output::OutputOverlay;
 use super::panes::{self, Pane};
 use super::render::{self, fill};
-use super::report::{Describe, describe};
 use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration, looking};
-use super::{compare, fit};
+use super::{compare_view, fit};
+use crate::console::words::{Describe, describe};
 use crate::contracts::Control;
 use crate::state::{Activity, State, WorkerState};
 use crate::store::Changes;
@@ -448,7 +448,7 @@ impl App {
             render::lines(frame, footer, &[Line::styled(footer_text, view.muted())]);
             self.pane_areas.clear();
             match self.mode {
-                Mode::Compare => compare::draw(frame, body, &view, self.compare.as_ref()),
+                Mode::Compare => compare_view::draw(frame, body, &view, self.compare.as_ref()),
                 Mode::Dashboard => {
                     let dashboard = dashboard_layout(&self.panes, state, body, self.maximised);
                     if let Some((rect, reason)) = dashboard.notice {

@@ -77,22 +77,6 @@ impl View<'_> {
     }
 }
 
-/// Human units for the numbers panes print.
-pub fn bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = b;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value:.0} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 /// What recording the operators cost the run (`Operators::overhead`), `of` after a cost: one that rounds to nothing
 /// or below is the steps' own spread (profiled steps cannot run faster for being watched), so it is said as noise.
 pub fn looking(run: f64, of: &str) -> String {
@@ -225,8 +209,6 @@ mod tests {
 
     #[test]
     fn units() {
-        assert_eq!(bytes(512.0), "512 B");
-        assert_eq!(bytes(3.5 * 1024.0 * 1024.0), "3.5 MiB");
         assert_eq!(ms(123.4), "123");
         assert_eq!(ms(12.34), "12.3");
         assert_eq!(ms(1.234), "1.23");

@@ -8,10 +8,11 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::console::words::bytes;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::fit;
-use crate::ui::view::{View, bytes, ms};
+use crate::ui::view::{View, ms};
 
 pub struct Copies;
 

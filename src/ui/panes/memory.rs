@@ -7,11 +7,12 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Gauge;
 
 use super::{Pane, name};
+use crate::console::words::bytes;
 use crate::state::Series;
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::fit;
-use crate::ui::view::{View, bytes};
+use crate::ui::view::View;
 
 pub struct Memory;
 

@@ -11,12 +11,13 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 
 use super::{Pane, name};
+use crate::console::words::bytes;
 use crate::state::WorkerState;
 use crate::state::script::{ProcessState, ScriptState};
 use crate::store::Changes;
 use crate::ui::chart::{self, Line as ChartLine};
 use crate::ui::fit;
-use crate::ui::view::{View, bytes, ms};
+use crate::ui::view::{View, ms};
 
 #[derive(Default)]
 pub struct Ranks {

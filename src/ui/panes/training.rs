@@ -99,7 +99,7 @@ impl Pane for Training {
                 .map_or("-".into(), |s| s.epoch.to_string());
             let loss = wk
                 .last_loss()
-                .map_or("-".into(), |l| crate::ui::report::number(l, 4));
+                .map_or("-".into(), |l| crate::console::words::number(l, 4));
             let train = wk.last_epoch.as_ref().and_then(|e| e.train_accuracy);
             let eval = wk.series.eval_accuracy.last().map(|(_, v)| v);
             let cells = [epoch, loss, pct(train), pct(eval)];

@@ -9,11 +9,12 @@ use ratatui::widgets::Paragraph;
 
 use super::chart::{self, Line as ChartLine};
 use super::fit;
-use super::view::{View, bytes, ms, shape};
-use crate::state::compare::{Basis, MIN_SAMPLES, Pairing};
+use super::view::{View, ms, shape};
+use crate::console::words::bytes;
 use crate::state::flops::Efficiency;
 use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};
+use crate::state::ratio::{Basis, MIN_SAMPLES, Pairing};
 use crate::state::script::ProcessState;
 use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
 use golow_protocol::config::Schedule;

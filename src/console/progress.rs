@@ -247,7 +247,7 @@ fn line(state: &State, w: &WorkerState, total: u64) -> String {
         .unwrap_or_else(|| format!("{:>17}", "-"));
     let loss = w
         .last_loss()
-        .map(|loss| format!("loss {}", super::report::number(loss, 4)))
+        .map(|loss| format!("loss {}", super::words::number(loss, 4)))
         .unwrap_or_default();
     let line = format!("{:<12} {progress} {p50}  {loss:<12} {status}", w.name);
     golow_protocol::text::printable(&line).into_owned()

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use golow_protocol::config::SessionConfig;
 
-use super::State;
-use crate::recording::format::Machine;
+use crate::state::State;
+use crate::telemetry::machine::Machine;
 
 /// A worker's name and the library versions its hello reported.
 pub type WorkerVersions = (String, BTreeMap<String, String>);

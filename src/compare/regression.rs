@@ -4,11 +4,11 @@
 //! be judged, beyond noise — unless the sessions' setups or conditions make the metric one not to judge, or one
 //! session a side holds too few measured steps for its interval to be trusted.
 
-use super::compare::{
+use crate::state::ratio::{
     Interval, MIN_VERDICT_SAMPLES, Ratio, median_interval, ratio_between_sessions,
     ratio_of_intervals,
 };
-use super::{Durations, State, WorkerState};
+use crate::state::{Durations, State, WorkerState};
 
 /// Which way is worse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

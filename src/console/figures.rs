@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{Describe, describe, number};
+use super::words::{Describe, describe, number};
 use crate::state::kernels::KernelTotals;
 use crate::state::{Summary, WorkerSummary};
 use golow_protocol::text::printable;

@@ -1,75 +1,14 @@
-//! The tables printed at the end of a headless run and of a sweep, and the line that describes a session.
+//! The tables printed at the end of a headless run, of a sweep and of a comparison.
 
-use super::view::bytes;
-use crate::state::regression::{Row, Unit, Verdict};
+use super::words::{Describe, bytes, describe, number};
+use crate::compare::Judged;
+use crate::compare::regression::{Row, Unit, Verdict};
 use crate::state::script::SamplesFrom;
 use crate::state::{
-    ComparisonSummary, FlopsSummary, Percentiles, ScriptSummary, Summary, SummaryConfig,
-    WorkerStatus, WorkerSummary,
+    ComparisonSummary, FlopsSummary, Percentiles, ScriptSummary, Summary, WorkerStatus,
+    WorkerSummary,
 };
 use golow_protocol::text::printable;
-
-/// Where a session's description goes.
-pub enum Describe<'a> {
-    /// The live view's header: compact, with the first GPU's name.
-    Header { gpu: Option<&'a str> },
-    /// Above the summary table: the commands spelled out.
-    Table,
-}
-
-/// What a session runs: the built-in workers' model, mode, dataset, resolution and batch (or, when only `--cmd`
-/// workers run, the commands), their device and on a GPU their policy, then the schedule and what golow set for the commands, joined by
-/// " · ".
-pub fn describe(c: &SummaryConfig, form: Describe) -> String {
-    let mut parts = Vec::new();
-    match (&form, &c.builtin) {
-        (Describe::Header { .. }, Some(b)) => parts.extend([
-            format!("{} {}", b.model.name(), b.mode.name()),
-            format!("{} {} px", b.dataset, b.resolution),
-            format!("batch {}", b.batch_size),
-        ]),
-        (Describe::Header { .. }, None) => parts.push("your commands".to_string()),
-        (Describe::Table, builtin) => {
-            if let Some(b) = builtin {
-                parts.extend([
-                    format!("{} {} on {}", b.model.name(), b.mode.name(), b.dataset),
-                    format!("{} px", b.resolution),
-                    format!("batch {}", b.batch_size),
-                ]);
-            }
-            parts.extend(
-                c.commands
-                    .iter()
-                    .map(|(name, command)| format!("{name}: {command}")),
-            );
-        }
-    }
-    if let Some(b) = &c.builtin {
-        parts.push(match form {
-            Describe::Header { gpu: Some(gpu) } => format!("{} ({gpu})", b.device),
-            _ => b.device.clone(),
-        });
-        // The policy every level was given matters only where cuDNN and the tensor cores run.
-        if let Some(policy) = b.gpu_policy.filter(|_| b.device.starts_with("cuda")) {
-            let switch = |on: bool| if on { "on" } else { "off" };
-            parts.push(format!(
-                "cuDNN benchmark {}, TF32 {}",
-                switch(policy.cudnn_benchmark),
-                switch(policy.tf32)
-            ));
-        }
-    }
-    parts.push(c.schedule.name().to_string());
-    if !c.command_env.is_empty() {
-        let set: Vec<String> = c
-            .command_env
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        parts.push(format!("--cmd with {}", set.join(" ")));
-    }
-    parts.join(" · ")
-}
 
 fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
     p.map(|p| format!("{:.3}", pick(&p)))
@@ -80,18 +19,6 @@ fn ms(p: Option<Percentiles>, pick: fn(&Percentiles) -> f64) -> String {
 /// or a worker's absurd report cannot print hundreds of digits.
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| number(v, digits))
-}
-
-/// A measured number for a person to read: `digits` decimals, in exponent form past a million (a diverging loss
-/// would print hundreds of digits), and the schema's word ("nan", "inf", "-inf") where it is not finite.
-pub fn number(v: f64, digits: usize) -> String {
-    if !v.is_finite() {
-        golow_protocol::nonfinite::word(v).to_string()
-    } else if v.abs() < 1e6 {
-        format!("{v:.digits$}")
-    } else {
-        format!("{v:.2e}")
-    }
 }
 
 pub fn table(summary: &Summary) -> String {
@@ -442,8 +369,15 @@ fn script_line(w: &WorkerSummary, s: &ScriptSummary) -> Option<String> {
     (!parts.is_empty()).then(|| format!("{name}: {}\n", parts.join("; ")))
 }
 
+/// `golow compare`'s report: what the reader must know first, a line each, then the table.
+pub fn comparison(judged: &Judged, threshold: f64) -> String {
+    let mut out: String = judged.notes.iter().map(|n| format!("{n}\n")).collect();
+    out.push_str(&regression_table(&judged.rows, threshold));
+    out
+}
+
 /// `golow compare`'s table: one line per implementation and metric, B against A.
-pub fn regression_table(rows: &[Row], threshold: f64) -> String {
+fn regression_table(rows: &[Row], threshold: f64) -> String {
     let value = |unit: Unit, v: Option<f64>| match (unit, v) {
         (_, None) => "-".to_string(),
         (Unit::Bytes, Some(v)) if v.is_finite() && v >= 0.0 => bytes(v),
@@ -560,7 +494,7 @@ mod tests {
 
     #[test]
     fn bytes_compare_in_the_units_golow_shows_them_in_elsewhere() {
-        use crate::state::regression::{Row, Unit, Worse};
+        use crate::compare::regression::{Row, Unit, Worse};
         let row = |metric, unit, a: f64| Row {
             worker: "libtorch".into(),
             metric,
