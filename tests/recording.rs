@@ -1136,6 +1136,36 @@ fn two_sessions_in_one_file_are_refused_not_read_as_one() {
         }
         assert!(!dir.path().join("out.csv").exists());
     }
+    the_replay_view_says_a_second_session_once_closed(&spliced);
+}
+
+/// The replay view reads a file as it plays it: a second session's records are found where it reaches them (here on
+/// a jump to the end), are not shown, and are said in one line once the view is closed, exit 2.
+fn the_replay_view_says_a_second_session_once_closed(file: &Path) {
+    let (done, stderr) = (file.with_extension("exit"), file.with_extension("err"));
+    let command = format!(
+        "{golow} replay {file} 2> {stderr}; echo $? > {done}; sleep 30",
+        golow = env!("CARGO_BIN_EXE_golow"),
+        file = file.display(),
+        stderr = stderr.display(),
+        done = done.display(),
+    );
+    let tmux = common::tmux::Tmux::start(&command, 160, 45);
+    tmux.wait_for("the replay to play", Duration::from_secs(30), |s| {
+        s.contains("REPLAY")
+    });
+    tmux.keys("G");
+    tmux.wait_for("the end of the recording", Duration::from_secs(10), |s| {
+        s.contains("⏸")
+    });
+    assert_eq!(tmux.quit(&done, Duration::from_secs(10)), "2");
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert!(
+        said.lines().count() == 1
+            && said.contains("two sessions")
+            && said.contains("a second session starts at"),
+        "{said}"
+    );
 }
 
 /// A recording made before golow stamped steps' spans and sent the collector's timelines still replays, and says

@@ -118,8 +118,6 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
         .as_deref()
         .map(|p| parse_compare(p, workers))
         .transpose()?;
-    player.index_checkpoints();
-    one_session(&player, &args.file)?;
     let timeline = Timeline::new(
         player.recording().duration_ms(),
         args.file.display().to_string(),
@@ -127,13 +125,17 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     let store = player.store().clone();
     let _metrics = metrics_endpoint(args.metrics_addr.as_deref(), &store)?;
     let wakes = Wakes::default();
-    recording::serve(player, wakes.bell())
-        .and_then(|requests| {
-            let app = App::new(theme, compare).replaying(timeline);
-            let source = Source::Recording { player: requests };
-            crate::ui::viewer::run(app, store, source, wakes, crate::ui::FRAME)
-        })
-        .map_err(|e| failed(format!("the replay failed: {e}")))?;
+    let replay_failed = |e| failed(format!("the replay failed: {e}"));
+    // The player reads the file as the replay plays it: no pass ahead of the first screen.
+    let (requests, played) = recording::serve(player, wakes.bell()).map_err(replay_failed)?;
+    let app = App::new(theme, compare).replaying(timeline);
+    let source = Source::Recording { player: requests };
+    crate::ui::viewer::run(app, store, source, wakes, crate::ui::FRAME).map_err(replay_failed)?;
+    let player = played
+        .join()
+        .map_err(|_| failed("the replay's player failed".into()))?;
+    // A second session is found where the replay reached it; it was not shown, and is said once the view is closed.
+    one_session(&player, &args.file)?;
     Ok(EXIT_OK)
 }
 

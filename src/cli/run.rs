@@ -418,7 +418,7 @@ fn watch(
         // Scrolling back past what memory holds reads the file being written.
         history = recording::Player::open(path).ok().and_then(|player| {
             let store = player.store().clone();
-            let requests = recording::serve(player, wakes.bell()).ok()?;
+            let (requests, _) = recording::serve(player, wakes.bell()).ok()?;
             Some(History { requests, store })
         });
     }

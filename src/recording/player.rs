@@ -1,12 +1,14 @@
 //! A recording as an event source: the records in order, and the state at any moment, folded into the player's
 //! store. The same fold as a live session (`State::apply`), so a replay's summary is the live one by construction.
 //!
-//! Seeking backwards restarts from the nearest checkpoint: a copy of the state kept every so often
-//! during the first pass, so no seek folds more than one checkpoint interval of events.
+//! The first pass through the file is the playback itself: each record is folded once, as the replay reaches it, and
+//! every so many records a copy of the state (a checkpoint) is kept on the way. A seek restarts from the nearest
+//! checkpoint before it, so no seek folds more than one checkpoint interval of records once the pass has been there.
 
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 
 use super::format::FrameInfo;
 use super::reader::{FrameRecords, OpenError, Recording, SessionStarts};
@@ -17,10 +19,11 @@ use golow_protocol::event::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// At most this many checkpoints, whatever the length: memory stays bounded.
+/// At most this many checkpoints, whatever the length: memory stays bounded. Even, so that thinning them keeps the
+/// latest.
 const MAX_CHECKPOINTS: usize = 24;
-/// Checkpoints closer than this would cost memory and save little folding.
-const MIN_CHECKPOINT_SPACING_MS: f64 = 10_000.0;
+/// Records between checkpoints at least: closer ones would cost a copy of the state each and save little folding.
+pub(super) const MIN_CHECKPOINT_RECORDS: u64 = 5_000;
 
 pub struct Player {
     recording: Recording,
@@ -30,6 +33,11 @@ pub struct Player {
     queue: VecDeque<Record>,
     /// (frame index, the state before that frame), in frame order; the first is the empty state.
     checkpoints: Vec<(usize, State)>,
+    /// Records between checkpoints, and those read since the latest checkpoint's frame.
+    spacing: u64,
+    unsaved: u64,
+    /// Records folded since the player opened, for those who count what a replay costs.
+    applied: u64,
     /// Every record up to this time has been folded.
     position_ms: f64,
     pub damage: Damage,
@@ -134,12 +142,19 @@ impl Damage {
 impl Player {
     pub fn open(path: &Path) -> Result<Player, OpenError> {
         let recording = Recording::open(path)?;
+        // A finished file's checkpoints fit in `MAX_CHECKPOINTS` (the first is the empty state); a growing one's are
+        // thinned as it grows.
+        let spacing =
+            (recording.events() / (MAX_CHECKPOINTS as u64 - 1)).max(MIN_CHECKPOINT_RECORDS);
         Ok(Player {
             recording,
             store: Store::default(),
             next_frame: 0,
             queue: VecDeque::new(),
             checkpoints: vec![(0, State::default())],
+            spacing,
+            unsaved: 0,
+            applied: 0,
             position_ms: f64::NEG_INFINITY,
             damage: Damage::default(),
         })
@@ -214,8 +229,33 @@ impl Player {
             if frame.first_t_ms > t_ms {
                 return count;
             }
+            self.checkpoint_if_due();
             self.load_next_frame();
         }
+    }
+
+    /// Keeps the state before the next frame once `spacing` records have been read past the latest checkpoint. Past
+    /// `MAX_CHECKPOINTS`, every other one is dropped and the spacing doubles: a growing file keeps as many.
+    fn checkpoint_if_due(&mut self) {
+        if self.unsaved < self.spacing {
+            return;
+        }
+        let state = State::clone(&self.store.lock());
+        self.checkpoints.push((self.next_frame, state));
+        self.unsaved = 0;
+        if self.checkpoints.len() > MAX_CHECKPOINTS {
+            let mut kept = 0;
+            self.checkpoints.retain(|_| {
+                kept += 1;
+                kept % 2 == 1
+            });
+            self.spacing *= 2;
+        }
+    }
+
+    /// Records folded since the player opened, by every pass and seek.
+    pub fn records_applied(&self) -> u64 {
+        self.applied
     }
 
     /// Folds the queued records up to and including `t_ms`; returns how many.
@@ -230,6 +270,7 @@ impl Player {
             folded.apply(&record);
             count += 1;
         }
+        self.applied += count as u64;
         count
     }
 
@@ -254,6 +295,7 @@ impl Player {
             next: 0,
             store: &self.store,
             damage: &mut self.damage,
+            applied: &mut self.applied,
         });
         let taken = AtomicUsize::new(0);
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -274,30 +316,13 @@ impl Player {
                         for (i, frame) in frames.clone().zip(read) {
                             let records = turn.damage.records(i, &recording.frames[i], frame);
                             records.iter().for_each(|r| folded.apply(r));
+                            *turn.applied += records.len() as u64;
                         }
                     }
                 });
             }
         });
         self.next_frame = recording.frames.len();
-        self.position_ms = f64::INFINITY;
-    }
-
-    /// Reads the whole recording once, keeping checkpoints for later seeks, and ends at its end.
-    pub fn index_checkpoints(&mut self) {
-        self.seek_to_checkpoint(0);
-        let spacing =
-            (self.recording.duration_ms() / MAX_CHECKPOINTS as f64).max(MIN_CHECKPOINT_SPACING_MS);
-        let mut next_at = spacing;
-        while self.next_frame < self.recording.frames.len() {
-            let frame = self.recording.frames[self.next_frame];
-            if frame.first_t_ms >= next_at && self.queue.is_empty() {
-                let state = self.store.lock().clone();
-                self.checkpoints.push((self.next_frame, state));
-                next_at = frame.first_t_ms + spacing;
-            }
-            self.run_frame();
-        }
         self.position_ms = f64::INFINITY;
     }
 
@@ -328,14 +353,7 @@ impl Player {
         self.position_ms = f64::NEG_INFINITY;
         self.next_frame = *frame;
         self.queue.clear();
-    }
-
-    fn run_frame(&mut self) {
-        self.load_next_frame();
-        let mut folded = self.store.lock();
-        while let Some(record) = self.queue.pop_front() {
-            folded.apply(&record);
-        }
+        self.unsaved = 0;
     }
 
     fn load_next_frame(&mut self) {
@@ -344,6 +362,10 @@ impl Player {
         let records =
             self.damage
                 .records(i, &self.recording.frames[i], self.recording.read_frame(i));
+        let latest = self.checkpoints.last().map_or(0, |(frame, _)| *frame);
+        if i >= latest {
+            self.unsaved += records.len() as u64;
+        }
         self.queue.extend(records);
     }
 }
@@ -354,6 +376,7 @@ struct Turn<'a> {
     next: usize,
     store: &'a Store,
     damage: &'a mut Damage,
+    applied: &'a mut u64,
 }
 
 /// Stretches folded in their order, each by whichever thread read it.
@@ -410,11 +433,14 @@ pub enum PlayerRequest {
 }
 
 /// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and ringing `bell`
-/// after each answer is in the store. A recording still being written is read on to its current end before each
-/// seek.
-pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<mpsc::Sender<PlayerRequest>> {
+/// after each answer is in the store; the thread then hands the player back. A recording still being written is read
+/// on to its current end before each seek.
+pub fn serve(
+    mut player: Player,
+    bell: Bell,
+) -> std::io::Result<(mpsc::Sender<PlayerRequest>, JoinHandle<Player>)> {
     let (requests, incoming) = mpsc::channel();
-    std::thread::Builder::new()
+    let played = std::thread::Builder::new()
         .name("golow-player".into())
         .spawn(move || {
             for request in incoming {
@@ -429,6 +455,7 @@ pub fn serve(mut player: Player, bell: Bell) -> std::io::Result<mpsc::Sender<Pla
                 }
                 bell.ring();
             }
+            player
         })?;
-    Ok(requests)
+    Ok((requests, played))
 }

@@ -212,23 +212,110 @@ fn foreign_and_future_files_are_refused_in_one_line() {
 fn seeking_gives_the_state_as_it_was_at_any_time() {
     let (_dir, path, written) = recorded(3, 7);
     let mut player = Player::open(&path).unwrap();
-    player.index_checkpoints();
-    let end = player.state().clone();
+    let end = player.seek(f64::INFINITY).clone();
     for t in [3_000.0, 250.0, 9_000.0, 0.0, 1e9, 5_500.0] {
-        let mut expected = crate::state::State::default();
-        written
-            .iter()
-            .filter(|r| r.t_ms <= t)
-            .for_each(|r| expected.apply(r));
-        let at = player.seek(t);
-        assert_eq!(at.t_ms, expected.t_ms, "seek to {t}");
-        assert_eq!(at.workers.len(), expected.workers.len(), "seek to {t}");
-        for (a, b) in at.workers.iter().zip(&expected.workers) {
-            assert_eq!((a.steps, a.samples), (b.steps, b.samples), "seek to {t}");
-            assert_eq!(a.series.loss.len(), b.series.loss.len(), "seek to {t}");
-        }
+        seek_and_compare(&mut player, &written, t);
     }
     assert_eq!(player.seek(1e12).t_ms, end.t_ms);
+}
+
+/// Seeks `player` to `t` and checks what it holds against `written` folded afresh up to `t`; returns how many
+/// records the seek folded.
+fn seek_and_compare(player: &mut Player, written: &[Record], t: f64) -> u64 {
+    let mut expected = crate::state::State::default();
+    written
+        .iter()
+        .filter(|r| r.t_ms <= t)
+        .for_each(|r| expected.apply(r));
+    let before = player.records_applied();
+    let at = player.seek(t);
+    assert_eq!(at.t_ms, expected.t_ms, "seek to {t}");
+    assert_eq!(at.workers.len(), expected.workers.len(), "seek to {t}");
+    for (a, b) in at.workers.iter().zip(&expected.workers) {
+        assert_eq!((a.steps, a.samples), (b.steps, b.samples), "seek to {t}");
+        assert_eq!(a.series.loss.len(), b.series.loss.len(), "seek to {t}");
+    }
+    drop(at);
+    player.records_applied() - before
+}
+
+/// Seeks back and forth over `written`, each folding at most one checkpoint interval of records (and the rest of
+/// the frame it ends in).
+fn seeks_fold_at_most_an_interval(player: &mut Player, written: &[Record]) {
+    let end = written.last().unwrap().t_ms;
+    let frame = player
+        .recording()
+        .frames
+        .iter()
+        .map(|f| f.events)
+        .max()
+        .unwrap();
+    let interval = super::player::MIN_CHECKPOINT_RECORDS + u64::from(frame);
+    for share in [0.9, 0.2, 0.6, 0.0, 0.95, 0.5, 0.1] {
+        let folded = seek_and_compare(player, written, end * share);
+        assert!(
+            folded <= interval,
+            "a seek to {share} of the way folded {folded} records"
+        );
+    }
+}
+
+/// Records enough for a few checkpoint intervals: a seek that folds from the start folds several times what one
+/// from a checkpoint may.
+fn long_session() -> Vec<Record> {
+    let rounds = (4 * super::player::MIN_CHECKPOINT_RECORDS) as usize / every_body().len();
+    records(rounds)
+}
+
+/// An interactive replay as `serve` plays it (the state at 0, then on as the timeline moves) folds each record once,
+/// keeping checkpoints on the way; a seek then folds at most one checkpoint interval of records.
+#[test]
+fn a_replay_folds_each_record_once_and_seeks_from_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.golow");
+    let written = long_session();
+    write(&path, &header(), &written, usize::MAX);
+    let mut player = Player::open(&path).unwrap();
+    drop(player.seek(0.0));
+    let end = written.last().unwrap().t_ms;
+    let mut t = 0.0;
+    while t < end {
+        t += 2_000.0;
+        player.advance_to(t);
+    }
+    assert_eq!(player.state().t_ms, end);
+    assert_eq!(player.records_applied(), written.len() as u64);
+    seeks_fold_at_most_an_interval(&mut player, &written);
+}
+
+/// Live scroll-back: a player of the file a session is still writing, asked as the live view asks it (read on to
+/// the file's end, then seek), keeps checkpoints as it reads the growing file.
+#[test]
+fn scroll_back_in_a_growing_recording_seeks_from_checkpoints_kept_as_it_grew() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("live.golow");
+    let (recorder, mut sink) = Recorder::create(&path, &header()).unwrap();
+    let mut player = Player::open(&path).unwrap();
+    let written = long_session();
+    let mut on_disk = 0;
+    for part in written.chunks(written.len() / 3 + 1) {
+        part.iter().for_each(|r| sink.write(r));
+        on_disk += part.len() as u64;
+        let waited = std::time::Instant::now();
+        while player.recording().events() < on_disk {
+            assert!(
+                waited.elapsed().as_secs() < 60,
+                "the recorder wrote nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            player.refresh();
+        }
+        seek_and_compare(&mut player, &written, part[part.len() - 1].t_ms);
+    }
+    assert_eq!(player.records_applied(), written.len() as u64);
+    seeks_fold_at_most_an_interval(&mut player, &written);
+    drop(sink);
+    recorder.finish().unwrap();
 }
 
 #[test]

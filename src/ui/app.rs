@@ -63,9 +63,9 @@ pub struct App {
     maximised: Option<usize>,
     /// The state as it was when the view was paused; collection goes on underneath.
     paused: Option<State>,
-    /// While paused: the state at the window's end, from the recording, when the window reaches back
-    /// before what memory holds.
-    history: Option<State>,
+    /// While paused: the window reaches back before what memory holds, and the recording has answered with the
+    /// state at its end, which the caller hands each frame from the recording's store.
+    showing_history: bool,
     span: f64,
     /// Seconds the window's right edge lies behind the newest reading; 0 follows the session.
     offset: f64,
@@ -104,7 +104,7 @@ impl App {
             },
             maximised: None,
             paused: None,
-            history: None,
+            showing_history: false,
             span: DEFAULT_SPAN,
             offset: 0.0,
             help: false,
@@ -232,7 +232,7 @@ impl App {
         };
         match command {
             Command::Pause => {
-                self.history = None;
+                self.showing_history = false;
                 self.paused = match self.paused {
                     Some(_) => None,
                     None => Some(live.clone()),
@@ -293,17 +293,16 @@ impl App {
         };
         let window = self.window(paused);
         if window.from >= paused.complete_from_s() {
-            self.history = None;
+            self.showing_history = false;
             return Action::None;
         }
         Action::Seek(window.to * 1e3)
     }
 
-    /// The recording's answer to a `Seek` of the live view (ignored once the view is live again).
-    pub fn show_history(&mut self, state: State) {
-        if self.paused.is_some() {
-            self.history = Some(state);
-        }
+    /// The recording has answered a `Seek` of the live view (ignored once the view is live again): from now on the
+    /// frames show the history handed to `redraw`.
+    pub fn show_history(&mut self) {
+        self.showing_history = self.paused.is_some();
     }
 
     /// The window of time the charts show, ending at `clock`'s now less the scroll offset.
@@ -344,14 +343,21 @@ impl App {
 
     /// Draws the whole frame.
     pub fn draw(&mut self, frame: &mut Frame, live: &State) {
-        self.render(frame, live, None);
+        self.render(frame, live, None, None);
     }
 
     /// Draws what `changes` (since the last frame drawn) show, over that frame: the whole frame when
     /// its layout, the time window or anything besides readings and steps changed, and always for
-    /// the compare view and under the help. Returns the areas drawn.
-    pub fn redraw(&mut self, frame: &mut Frame, live: &State, changes: Changes) -> Vec<Rect> {
-        let look = self.look(frame.area(), live);
+    /// the compare view and under the help. `history` is the state the recording's player holds, shown
+    /// in place of `live` once `show_history` said it answered. Returns the areas drawn.
+    pub fn redraw(
+        &mut self,
+        frame: &mut Frame,
+        live: &State,
+        history: Option<&State>,
+        changes: Changes,
+    ) -> Vec<Rect> {
+        let look = self.look(frame.area(), live, history);
         let partial = render::partial_frames()
             && self.drawn.as_ref() == Some(&look)
             && matches!(self.origin, Origin::Live { .. })
@@ -359,13 +365,14 @@ impl App {
             && !self.help
             && self.output.is_none()
             && !changes.intersects(Changes::OTHER);
-        self.render(frame, live, partial.then_some(changes))
+        self.render(frame, live, history, partial.then_some(changes))
     }
 
     /// What a frame looks like besides the numbers in it.
-    fn look(&self, area: Rect, live: &State) -> Look {
+    fn look(&self, area: Rect, live: &State, history: Option<&State>) -> Look {
         let clock = self.paused.as_ref().unwrap_or(live);
-        let state = self.history.as_ref().unwrap_or(clock);
+        let history = history.filter(|_| self.showing_history);
+        let state = history.unwrap_or(clock);
         Look {
             area,
             theme: self.theme,
@@ -375,7 +382,7 @@ impl App {
             stop_prompt: self.stop_prompt,
             output: self.output,
             paused: self.paused.is_some(),
-            history: self.history.is_some(),
+            history: history.is_some(),
             quitting: self.quitting,
             window: self.window(clock),
             ended: state.ended,
@@ -388,9 +395,15 @@ impl App {
 
     /// Everything (`only` is `None`), or the dashboard's parts that show `only`; returns the areas
     /// drawn.
-    fn render(&mut self, frame: &mut Frame, live: &State, only: Option<Changes>) -> Vec<Rect> {
+    fn render(
+        &mut self,
+        frame: &mut Frame,
+        live: &State,
+        history: Option<&State>,
+        only: Option<Changes>,
+    ) -> Vec<Rect> {
         let area = frame.area();
-        self.drawn = Some(self.look(area, live));
+        self.drawn = Some(self.look(area, live, history));
         let theme = &self.themes[self.theme];
         let base = Style::default().bg(theme.background).fg(theme.foreground);
         let too_small = area.width < MIN_WIDTH || area.height < MIN_HEIGHT;
@@ -409,7 +422,8 @@ impl App {
         }
         let clock = self.paused.as_ref().unwrap_or(live);
         let window = self.window(clock);
-        let state = self.history.as_ref().unwrap_or(clock);
+        let history = history.filter(|_| self.showing_history);
+        let state = history.unwrap_or(clock);
         let view = View {
             state,
             theme,
@@ -428,7 +442,7 @@ impl App {
         let header_due = std::mem::replace(&mut self.header_second, now_s as u64) != now_s as u64;
         let marks = Marks {
             now_s,
-            history: self.history.is_some(),
+            history: history.is_some(),
             paused: self.paused.is_some(),
             quitting: self.quitting,
             origin: &self.origin,

@@ -96,9 +96,8 @@ impl FullScreen for Viewer {
                 history: Some(history),
                 ..
             } => {
-                let mut folded = history.store.lock();
-                if folded.take_changes() != Changes::NONE {
-                    self.app.show_history((*folded).clone());
+                if history.store.lock().take_changes() != Changes::NONE {
+                    self.app.show_history();
                     self.changes |= Changes::OTHER;
                 }
             }
@@ -118,7 +117,15 @@ impl FullScreen for Viewer {
 
     fn draw(&mut self, frame: &mut Frame) -> Vec<Rect> {
         let changes = std::mem::replace(&mut self.changes, Changes::NONE);
-        self.app.redraw(frame, &self.store.lock(), changes)
+        let history = match &self.source {
+            Source::Session {
+                history: Some(history),
+                ..
+            } => Some(history.store.lock()),
+            _ => None,
+        };
+        let history = history.as_deref().map(|folded| &**folded);
+        self.app.redraw(frame, &self.store.lock(), history, changes)
     }
 
     /// A playing timeline moves once a frame. A running session needs no wake-up of the view's own: it rings once
