@@ -13,15 +13,15 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::contracts::Bell;
+use crate::channels::Notifier;
 
 /// A SIGTSTP the open view has yet to act on.
 static ASKED: AtomicBool = AtomicBool::new(false);
 /// SIGCONTs received, for a view to see that it was continued.
 static CONTINUED: AtomicU64 = AtomicU64::new(0);
 static HANDLED: AtomicBool = AtomicBool::new(false);
-/// The open view's bell.
-static VIEW: Mutex<Option<Bell>> = Mutex::new(None);
+/// The open view's notifier.
+static VIEW: Mutex<Option<Notifier>> = Mutex::new(None);
 
 /// Listens for SIGTSTP and SIGCONT on golow's signal listener (`signals`), once per process.
 fn install() {
@@ -39,25 +39,25 @@ fn on_signal(signal: i32) {
     let view = VIEW.lock().ok().and_then(|view| view.clone());
     match (signal, view) {
         (libc::SIGTSTP, None) => stop_job(),
-        (libc::SIGTSTP, Some(bell)) => {
+        (libc::SIGTSTP, Some(notifier)) => {
             ASKED.store(true, Ordering::SeqCst);
-            bell.ring();
+            notifier.notify();
         }
         (_, view) => {
             CONTINUED.fetch_add(1, Ordering::SeqCst);
-            view.iter().for_each(Bell::ring);
+            view.iter().for_each(Notifier::notify);
         }
     }
 }
 
-/// While held, SIGTSTP and SIGCONT are the view's to act on; its bell rings when one comes.
+/// While held, SIGTSTP and SIGCONT are the view's to act on; it is notified when one comes.
 pub struct Watching {
-    previous: Option<Bell>,
+    previous: Option<Notifier>,
 }
 
-pub fn watch(bell: Bell) -> Watching {
+pub fn watch(notifier: Notifier) -> Watching {
     install();
-    let previous = VIEW.lock().ok().and_then(|mut view| view.replace(bell));
+    let previous = VIEW.lock().ok().and_then(|mut view| view.replace(notifier));
     Watching { previous }
 }
 

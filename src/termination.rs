@@ -15,7 +15,7 @@ pub const SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static CATCHING: AtomicUsize = AtomicUsize::new(0);
 static NEXT_CATCHER: AtomicU64 = AtomicU64::new(0);
-/// Who to tell when a signal comes: a view rings its own loop, which then sees [`received`]; a session's hub hears
+/// Who to tell when a signal comes: a view notifies its own loop, which then sees [`received`]; a session's hub hears
 /// which signal it was.
 static CATCHERS: Mutex<Vec<(u64, Tell)>> = Mutex::new(Vec::new());
 

@@ -444,13 +444,13 @@ fn indexed(i: u8) -> (u8, u8, u8) {
 
 /// How a cell is painted: its text's colour, its background's, and its font's modifiers.
 #[derive(Clone, PartialEq)]
-struct Look {
+struct FrameShape {
     fg: String,
     bg: String,
     modifier: Modifier,
 }
 
-fn look(cell: &Cell, theme: &Theme) -> Look {
+fn look(cell: &Cell, theme: &Theme) -> FrameShape {
     let (foreground, background) = theme_colors(theme);
     let (fg, bg) = (hex(rgb(cell.fg, foreground)), hex(rgb(cell.bg, background)));
     let (fg, bg) = if cell.modifier.contains(Modifier::REVERSED) {
@@ -458,7 +458,7 @@ fn look(cell: &Cell, theme: &Theme) -> Look {
     } else {
         (fg, bg)
     };
-    Look {
+    FrameShape {
         fg,
         bg,
         modifier: cell.modifier,
@@ -497,7 +497,7 @@ fn svg(buffer: &Buffer, theme: &Theme) -> String {
     )
     .unwrap();
     for y in 0..area.height {
-        let row: Vec<(&str, Look)> = (0..area.width)
+        let row: Vec<(&str, FrameShape)> = (0..area.width)
             .map(|x| {
                 let cell = &buffer[(area.x + x, area.y + y)];
                 (cell.symbol(), look(cell, theme))

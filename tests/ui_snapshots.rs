@@ -442,7 +442,7 @@ fn themes_change_colours_not_content() {
 
 #[test]
 fn keys_ask_the_session_to_stop_workers_and_quit_only_after_it_ended() {
-    use golow::contracts::Control;
+    use golow::channels::Control;
     use golow::ui::app::Action;
     let mut state = session(false, 10);
     let mut app = app();
@@ -662,7 +662,7 @@ fn sweep_results() -> golow::sweep::Results {
 
 #[test]
 fn the_sweep_view_draws_the_curves_of_the_finished_cells() {
-    use golow::ui::sweep_view::SweepView;
+    use golow::ui::sweep_charts::SweepView;
     let mut view = SweepView::new(theme::builtin("dark").unwrap(), sweep_results());
     view.cell_ended(
         "cell 4/4 batch 64 at 32 px: pytorch oom".into(),

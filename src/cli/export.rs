@@ -50,7 +50,7 @@ pub fn export(args: ExportArgs) -> Result<i32, Failure> {
     let mut player = open_player(&args.file)?;
     let header = serde_json::to_value(&player.recording().header).expect("the header serialises");
     // A second session found on the way leaves no file: what was written is removed with the temporary file.
-    let written = crate::files::write_atomically(&args.output, |file| {
+    let written = crate::output_files::write_atomically(&args.output, |file| {
         crate::export::export(
             &header,
             player.records(),

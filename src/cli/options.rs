@@ -592,7 +592,7 @@ pub fn check_output_path(flag: &str, path: &Path) -> Result<(), BadInput> {
             parent.display()
         )));
     }
-    if let Some(kind) = crate::files::unwritable_kind(path) {
+    if let Some(kind) = crate::output_files::unwritable_kind(path) {
         return Err(BadInput(format!(
             "{flag} {}: it is {kind}; golow writes only to a regular file or a new path",
             path.display()

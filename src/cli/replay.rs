@@ -14,10 +14,10 @@ use crate::state::Summary;
 use crate::sweep::{RESULTS_JSON, Results};
 use crate::ui::Wakes;
 use crate::ui::app::App;
-use crate::ui::sweep_view::SweepView;
+use crate::ui::session_screen::Source;
+use crate::ui::sweep_charts::SweepView;
 use crate::ui::theme::Theme;
 use crate::ui::timeline::Timeline;
-use crate::ui::viewer::Source;
 
 #[derive(Args)]
 pub struct ReplayArgs {
@@ -127,10 +127,11 @@ pub fn replay(args: ReplayArgs) -> Result<i32, Failure> {
     let wakes = Wakes::default();
     let replay_failed = |e| failed(format!("the replay failed: {e}"));
     // The player reads the file as the replay plays it: no pass ahead of the first screen.
-    let (requests, played) = recording::serve(player, wakes.bell()).map_err(replay_failed)?;
+    let (requests, played) = recording::serve(player, wakes.notifier()).map_err(replay_failed)?;
     let app = App::new(theme, compare).replaying(timeline);
     let source = Source::Recording { player: requests };
-    crate::ui::viewer::run(app, store, source, wakes, crate::ui::FRAME).map_err(replay_failed)?;
+    crate::ui::session_screen::run(app, store, source, wakes, crate::ui::FRAME)
+        .map_err(replay_failed)?;
     let player = played
         .join()
         .map_err(|_| failed("the replay's player failed".into()))?;

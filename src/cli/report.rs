@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::replay::{one_session, open_player};
 use super::{BadInput, EXIT_OK, Failure};
-use crate::console::figures::{self, Session};
+use crate::console::markdown::{self, Session};
 use crate::state::Summary;
 
 /// Kernels listed per worker with --kernel.
@@ -34,8 +34,8 @@ pub fn report(args: ReportArgs) -> Result<i32, Failure> {
         .map(|file| read(file, args.kernel.as_deref()))
         .collect::<Result<Vec<_>, _>>()?;
     let text = match &args.kernel {
-        Some(pattern) => figures::kernels(&sessions, pattern),
-        None => figures::figures(&sessions),
+        Some(pattern) => markdown::kernels(&sessions, pattern),
+        None => markdown::figures(&sessions),
     };
     say!("{}", text.trim_end());
     Ok(EXIT_OK)

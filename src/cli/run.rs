@@ -12,15 +12,15 @@ use super::options::{
     parse_commands, parse_compare, parse_impls, positive, read_theme,
 };
 use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
-use crate::console::progress::Progress;
+use crate::console::headless_progress::Progress;
 use crate::recording;
 use crate::session::{Length, OpenError, PrepareError, RecordTo, Session};
 use crate::state::{Summary, WorkerStatus};
 use crate::store::Store;
 use crate::ui::Wakes;
 use crate::ui::app::App;
+use crate::ui::session_screen::{History, Source};
 use crate::ui::theme::Theme;
-use crate::ui::viewer::{History, Source};
 
 #[derive(Args)]
 #[command(allow_negative_numbers = true)]
@@ -418,16 +418,16 @@ fn watch(
         // Scrolling back past what memory holds reads the file being written.
         history = recording::Player::open(path).ok().and_then(|player| {
             let store = player.store().clone();
-            let (requests, _) = recording::serve(player, wakes.bell()).ok()?;
+            let (requests, _) = recording::serve(player, wakes.notifier()).ok()?;
             Some(History { requests, store })
         });
     }
     let running = session
-        .start(store.clone(), wakes.bell())
+        .start(store.clone(), wakes.notifier())
         .map_err(|e| failed(format!("the session failed: {e}")))?;
     let controls = running.controls.clone();
     let source = Source::Session { controls, history };
-    let shown = crate::ui::viewer::run(app, store.clone(), source, wakes, options.frame);
+    let shown = crate::ui::session_screen::run(app, store.clone(), source, wakes, options.frame);
     let finished = running.finish();
     // A terminal lost with no signal to say why (stdin closed): the view stopped the session, whose summary and
     // recording are still kept.
@@ -443,7 +443,7 @@ fn watch(
 pub fn write_summary(path: Option<&std::path::Path>, summary: &Summary) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let json = serde_json::to_string_pretty(summary).expect("the summary serialises");
-    crate::files::write_atomically(path, |file| {
+    crate::output_files::write_atomically(path, |file| {
         std::io::Write::write_all(file, json.as_bytes())
     })
     .map_err(|e| format!("cannot write --summary-json {}: {e}", path.display()))

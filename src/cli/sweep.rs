@@ -12,11 +12,11 @@ use super::options::{
 };
 use super::{BadInput, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORKER_FAILED, Failure, failed};
 use crate::session::Length;
-use crate::sweep::progress::{StderrProgress, Tracker};
 use crate::sweep::run::{Outcome, StopHandle, Sweep};
+use crate::sweep::tracker::{StderrProgress, Tracker};
 use crate::sweep::{Cell, RESULTS_CSV, RESULTS_JSON, Results, RowStatus, SweepConfig, cells};
 use crate::ui::Wakes;
-use crate::ui::sweep_view::SweepView;
+use crate::ui::sweep_charts::SweepView;
 
 /// Axis values per sweep: enough for 8 … 65536 in powers of two and then some.
 const MAX_AXIS_VALUES: usize = 32;
@@ -219,7 +219,7 @@ pub fn sweep(args: SweepArgs) -> Result<i32, Failure> {
     } else {
         let view = SweepView::new(theme, results.clone());
         let wakes = Wakes::default();
-        let (running, updates) = crate::sweep::run::start(sweep, results, wakes.bell())
+        let (running, updates) = crate::sweep::run::start(sweep, results, wakes.notifier())
             .map_err(|e| failed(format!("the sweep view failed: {e}")))?;
         let shown =
             crate::ui::sweep_screen::run(view, tracker, updates, running.stop.clone(), wakes);

@@ -12,9 +12,9 @@ use std::thread::JoinHandle;
 
 use super::format::FrameInfo;
 use super::reader::{FrameRecords, OpenError, Recording, SessionStarts};
-use crate::contracts::Bell;
+use crate::channels::Notifier;
 use crate::state::State;
-use crate::store::{Folded, Store};
+use crate::store::{Contents, Store};
 use golow_protocol::event::Record;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -187,7 +187,7 @@ impl Player {
     }
 
     /// The state as far as the player has folded, locked.
-    pub fn state(&self) -> MutexGuard<'_, Folded> {
+    pub fn state(&self) -> MutexGuard<'_, Contents> {
         self.store.lock()
     }
 
@@ -291,7 +291,7 @@ impl Player {
         self.seek_to_checkpoint(0);
         let recording = &self.recording;
         let stretches = recording.stretches();
-        let turns = Turns::new(Turn {
+        let turns = FoldOrder::new(Turn {
             next: 0,
             store: &self.store,
             damage: &mut self.damage,
@@ -327,7 +327,7 @@ impl Player {
     }
 
     /// The state as it was at `t_ms`, wherever the player is now.
-    pub fn seek(&mut self, t_ms: f64) -> MutexGuard<'_, Folded> {
+    pub fn seek(&mut self, t_ms: f64) -> MutexGuard<'_, Contents> {
         let best = self.best_checkpoint(t_ms);
         if t_ms < self.position_ms || best > self.next_frame {
             self.seek_to_checkpoint(best);
@@ -380,14 +380,14 @@ struct Turn<'a> {
 }
 
 /// Stretches folded in their order, each by whichever thread read it.
-struct Turns<'a> {
+struct FoldOrder<'a> {
     turn: Mutex<Turn<'a>>,
     changed: Condvar,
 }
 
-impl<'a> Turns<'a> {
+impl<'a> FoldOrder<'a> {
     fn new(turn: Turn<'a>) -> Self {
-        Turns {
+        FoldOrder {
             turn: Mutex::new(turn),
             changed: Condvar::new(),
         }
@@ -432,12 +432,12 @@ pub enum PlayerRequest {
     Seek(f64),
 }
 
-/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and ringing `bell`
+/// Runs `player` on its own thread, answering a viewer's requests until the viewer goes away, and notifying `notifier`
 /// after each answer is in the store; the thread then hands the player back. A recording still being written is read
 /// on to its current end before each seek.
 pub fn serve(
     mut player: Player,
-    bell: Bell,
+    notifier: Notifier,
 ) -> std::io::Result<(mpsc::Sender<PlayerRequest>, JoinHandle<Player>)> {
     let (requests, incoming) = mpsc::channel();
     let played = std::thread::Builder::new()
@@ -453,7 +453,7 @@ pub fn serve(
                         drop(player.seek(t_ms));
                     }
                 }
-                bell.ring();
+                notifier.notify();
             }
             player
         })?;

@@ -159,7 +159,7 @@ impl Queue {
     }
 }
 
-/// Marks the queue stopped when the writer ends, however it ends (a panic too): the hub then never waits for
+/// HeaderMarks the queue stopped when the writer ends, however it ends (a panic too): the hub then never waits for
 /// room that will not come.
 struct StopOnDrop(Arc<Queue>);
 

@@ -12,7 +12,7 @@ use super::launcher::{self, Incoming, Launched, WorkerCommand};
 use super::observer::Observer;
 use super::schedule::{Action, Scheduler};
 use super::ticker::Ticker;
-use crate::contracts::Control;
+use crate::channels::Control;
 use crate::state::State;
 use crate::state::ranks::MAX_RANKS;
 use crate::store::Store;

@@ -27,7 +27,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 pub use observer::{Observer, TickBell};
 pub use prepare::{Length, Plan, PrepareError};
 
-use crate::contracts::{Bell, Control};
+use crate::channels::{Control, Notifier};
 use crate::recording::{self, Recorder, Sink, Written, format::Header};
 use crate::state::Summary;
 use crate::store::Store;
@@ -168,13 +168,13 @@ impl Session {
     }
 
     /// Runs the session on a thread of its own, for a view that never waits on the session, nor the session on it
-    /// for longer than the view takes to draw a frame from `store`: `bell` rings once per sampling tick that brought
+    /// for longer than the view takes to draw a frame from `store`: `notifier` notifies once per sampling tick that brought
     /// records, and controls go in through [`Running::controls`].
-    pub fn start(self, store: Store, bell: Bell) -> io::Result<Running> {
+    pub fn start(self, store: Store, notifier: Notifier) -> io::Result<Running> {
         let (controls, control_rx) = unbounded_channel();
         let thread = std::thread::Builder::new()
             .name("golow-session".into())
-            .spawn(move || self.run(&store, &mut TickBell::new(bell), control_rx))?;
+            .spawn(move || self.run(&store, &mut TickBell::new(notifier), control_rx))?;
         Ok(Running { controls, thread })
     }
 }

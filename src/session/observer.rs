@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use golow_protocol::event::Record;
 
-use crate::contracts::Bell;
+use crate::channels::Notifier;
 use crate::recording::Sink;
 use crate::state::State;
 use crate::store::Changes;
@@ -110,20 +110,20 @@ impl Observer for Sink {
     }
 }
 
-/// Rings a view's bell at a sampling tick once the records since its last ring are due to be shown
+/// Notifies a view's notifier at a sampling tick once the records since its last notification are due to be shown
 /// ([`Changes::due`]), and once at the end: what the view shows is in the store. A view woken only to find nothing
 /// it would draw yet is a wake-up the workers pay for, ten times a second.
 pub struct TickBell {
-    bell: Bell,
-    unrung: Changes,
+    notifier: Notifier,
+    unnotified: Changes,
     rung: Instant,
 }
 
 impl TickBell {
-    pub fn new(bell: Bell) -> TickBell {
+    pub fn new(notifier: Notifier) -> TickBell {
         TickBell {
-            bell,
-            unrung: Changes::NONE,
+            notifier,
+            unnotified: Changes::NONE,
             rung: Instant::now(),
         }
     }
@@ -131,13 +131,13 @@ impl TickBell {
 
 impl Observer for TickBell {
     fn on_record(&mut self, record: &Record) {
-        self.unrung |= Changes::of(&record.body);
+        self.unnotified |= Changes::of(&record.body);
     }
 
     fn tick(&mut self) {
-        if self.unrung.due(self.rung.elapsed()) {
-            self.bell.ring();
-            self.unrung = Changes::NONE;
+        if self.unnotified.due(self.rung.elapsed()) {
+            self.notifier.notify();
+            self.unnotified = Changes::NONE;
             self.rung = Instant::now();
         }
     }
@@ -146,7 +146,7 @@ impl Observer for TickBell {
 impl Drop for TickBell {
     /// The session's last records (its end) come after its last tick.
     fn drop(&mut self) {
-        self.bell.ring();
+        self.notifier.notify();
     }
 }
 
@@ -171,27 +171,27 @@ mod tests {
     fn the_bell_rings_at_a_tick_once_what_came_is_due_and_at_the_end() {
         let rings = Arc::new(AtomicUsize::new(0));
         let counted = rings.clone();
-        let mut bell = TickBell::new(Bell::new(move || {
+        let mut notifier = TickBell::new(Notifier::new(move || {
             counted.fetch_add(1, Ordering::SeqCst);
         }));
         let rung = || rings.load(Ordering::SeqCst);
-        bell.tick();
+        notifier.tick();
         assert_eq!(rung(), 0, "nothing came");
-        bell.on_record(&record(|b| matches!(b, Body::WorkerStarted { .. })));
-        bell.tick();
+        notifier.on_record(&record(|b| matches!(b, Body::WorkerStarted { .. })));
+        notifier.tick();
         assert_eq!(rung(), 1, "a worker started: at once");
         let step = record(|b| matches!(b, Body::Step(_)));
-        bell.on_record(&step);
-        bell.tick();
-        bell.on_record(&record(|b| matches!(b, Body::TurnEnd(_))));
-        bell.tick();
+        notifier.on_record(&step);
+        notifier.tick();
+        notifier.on_record(&record(|b| matches!(b, Body::TurnEnd(_))));
+        notifier.tick();
         assert_eq!(rung(), 1, "a step right after a ring waits");
         std::thread::sleep(SHOW_EVERY + Duration::from_millis(10));
-        bell.tick();
+        notifier.tick();
         assert_eq!(rung(), 2, "the step, once due");
-        bell.tick();
+        notifier.tick();
         assert_eq!(rung(), 2, "rung once");
-        drop(bell);
+        drop(notifier);
         assert_eq!(rung(), 3, "the end");
     }
 }

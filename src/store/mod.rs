@@ -15,11 +15,11 @@ use crate::state::State;
 
 /// One source's fold, shared: cloning it shares it.
 #[derive(Clone, Default)]
-pub struct Store(Arc<Mutex<Folded>>);
+pub struct Store(Arc<Mutex<Contents>>);
 
 impl Store {
     /// The fold, locked: hold it for a frame or a scrape, not longer.
-    pub fn lock(&self) -> MutexGuard<'_, Folded> {
+    pub fn lock(&self) -> MutexGuard<'_, Contents> {
         // A reader that panicked while drawing left the state as whole as the last record made it.
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -32,13 +32,13 @@ impl Store {
 
 /// The state, what changed in it since a view last drew, and how many times it was started afresh.
 #[derive(Default)]
-pub struct Folded {
+pub struct Contents {
     state: State,
     changes: Changes,
     generation: u64,
 }
 
-impl Folded {
+impl Contents {
     pub fn apply(&mut self, record: &Record) {
         self.state.apply(record);
         self.changes |= Changes::of(&record.body);
@@ -63,7 +63,7 @@ impl Folded {
     }
 }
 
-impl std::ops::Deref for Folded {
+impl std::ops::Deref for Contents {
     type Target = State;
 
     fn deref(&self) -> &State {

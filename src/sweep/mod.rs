@@ -5,8 +5,8 @@
 
 pub mod figures;
 pub mod plot;
-pub mod progress;
 pub mod run;
+pub mod tracker;
 
 use std::path::{Path, PathBuf};
 

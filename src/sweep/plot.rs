@@ -101,7 +101,7 @@ fn encode_png(rgb: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    crate::files::write_atomically(path, |file| file.write_all(bytes))
+    crate::output_files::write_atomically(path, |file| file.write_all(bytes))
         .map_err(|e| one_line(format!("cannot write {}: {e}", path.display())))
 }
 

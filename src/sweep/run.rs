@@ -12,7 +12,7 @@ use golow_protocol::event::{Body, Record};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Cell, RESULTS_CSV, RESULTS_JSON, Results, Row, RowStatus};
-use crate::contracts::{Bell, Control, Feed};
+use crate::channels::{Control, Notifier, ViewChannel};
 use crate::session::{Observer, OpenError, Plan, PrepareError, RecordTo, Session};
 use crate::state::WorkerStatus;
 use crate::store::Store;
@@ -154,14 +154,14 @@ impl Running {
 }
 
 /// Starts [`run`] on its own thread; what happens comes out of the returned channel, which disconnects when the
-/// sweep has ended, and `bell` rings when something was sent (steps at the session's tick).
+/// sweep has ended, and `notifier` notifies when something was sent (steps at the session's tick).
 pub fn start(
     sweep: Sweep,
     mut results: Results,
-    bell: Bell,
+    notifier: Notifier,
 ) -> std::io::Result<(Running, mpsc::Receiver<SweepUpdate>)> {
     let stop = Arc::new(StopHandle::default());
-    let (feed, incoming) = Feed::channel(bell);
+    let (feed, incoming) = ViewChannel::channel(notifier);
     let stopper = stop.clone();
     let thread = std::thread::Builder::new()
         .name("golow-sweep".into())
@@ -171,7 +171,7 @@ pub fn start(
             if let Err(why) = &outcome {
                 forward.0.send_now(SweepUpdate::Failed(why.clone()));
             }
-            // Dropping the feed disconnects the channel and rings: the view hears that the sweep ended.
+            // Dropping the feed disconnects the channel and notifies: the view hears that the sweep ended.
             drop(forward);
             (outcome, results)
         })?;
@@ -179,7 +179,7 @@ pub fn start(
 }
 
 /// Tells the sweep view what happens: cells at once, steps at the session's tick.
-struct Forward(Feed<SweepUpdate>);
+struct Forward(ViewChannel<SweepUpdate>);
 
 impl Observer for Forward {
     fn on_record(&mut self, record: &Record) {
@@ -317,7 +317,7 @@ fn remove_stale(path: &Path) -> Result<(), String> {
 pub fn save(dir: &Path, results: &Results) -> Result<(), String> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        crate::files::write_atomically(&path, |file| {
+        crate::output_files::write_atomically(&path, |file| {
             std::io::Write::write_all(file, text.as_bytes())
         })
         .map_err(|e| format!("cannot write {}: {e}", path.display()))

@@ -17,8 +17,8 @@ use super::theme::{self, Theme};
 use super::timeline::{Moved, Timeline};
 use super::view::{View, Window, duration, looking};
 use super::{compare_view, fit};
+use crate::channels::Control;
 use crate::console::words::{Describe, describe};
-use crate::contracts::Control;
 use crate::state::{Activity, State, WorkerState};
 use crate::store::Changes;
 
@@ -79,7 +79,7 @@ pub struct App {
     pane_areas: Vec<(usize, Rect)>,
     origin: Origin,
     /// How the last frame looked.
-    drawn: Option<Look>,
+    drawn: Option<FrameShape>,
     /// The elapsed second the header shows.
     header_second: u64,
 }
@@ -357,9 +357,9 @@ impl App {
         history: Option<&State>,
         changes: Changes,
     ) -> Vec<Rect> {
-        let look = self.look(frame.area(), live, history);
+        let shape = self.frame_shape(frame.area(), live, history);
         let partial = render::partial_frames()
-            && self.drawn.as_ref() == Some(&look)
+            && self.drawn.as_ref() == Some(&shape)
             && matches!(self.origin, Origin::Live { .. })
             && self.mode == Mode::Dashboard
             && !self.help
@@ -369,11 +369,11 @@ impl App {
     }
 
     /// What a frame looks like besides the numbers in it.
-    fn look(&self, area: Rect, live: &State, history: Option<&State>) -> Look {
+    fn frame_shape(&self, area: Rect, live: &State, history: Option<&State>) -> FrameShape {
         let clock = self.paused.as_ref().unwrap_or(live);
         let history = history.filter(|_| self.showing_history);
         let state = history.unwrap_or(clock);
-        Look {
+        FrameShape {
             area,
             theme: self.theme,
             mode: self.mode,
@@ -403,7 +403,7 @@ impl App {
         only: Option<Changes>,
     ) -> Vec<Rect> {
         let area = frame.area();
-        self.drawn = Some(self.look(area, live, history));
+        self.drawn = Some(self.frame_shape(area, live, history));
         let theme = &self.themes[self.theme];
         let base = Style::default().bg(theme.background).fg(theme.foreground);
         let too_small = area.width < MIN_WIDTH || area.height < MIN_HEIGHT;
@@ -440,7 +440,7 @@ impl App {
         .areas(area);
         let now_s = self.now_s(clock);
         let header_due = std::mem::replace(&mut self.header_second, now_s as u64) != now_s as u64;
-        let marks = Marks {
+        let marks = HeaderMarks {
             now_s,
             history: history.is_some(),
             paused: self.paused.is_some(),
@@ -505,7 +505,7 @@ impl App {
 /// What decides a frame's layout and look besides the numbers: while it stays the same, the live
 /// view redraws only the parts whose numbers changed.
 #[derive(Debug, PartialEq)]
-struct Look {
+struct FrameShape {
     area: Rect,
     theme: usize,
     mode: Mode,
@@ -597,7 +597,7 @@ fn draw_notice(frame: &mut Frame, area: Rect, view: &View, reason: &str) {
 }
 
 /// What the header marks besides the session itself.
-struct Marks<'a> {
+struct HeaderMarks<'a> {
     now_s: f64,
     paused: bool,
     /// What is shown comes from the recording.
@@ -606,7 +606,7 @@ struct Marks<'a> {
     origin: &'a Origin,
 }
 
-fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
+fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &HeaderMarks) {
     let room = fit::room(area.width);
     let first = session_line(view, marks, room);
     let second = workers_line(view, room);
@@ -614,7 +614,7 @@ fn draw_header(frame: &mut Frame, area: Rect, view: &View, marks: &Marks) {
 }
 
 /// The header's first line: the session as far as it fits after what must show, the clock and the marks.
-fn session_line<'a>(view: &View, marks: &Marks, room: usize) -> Line<'a> {
+fn session_line<'a>(view: &View, marks: &HeaderMarks, room: usize) -> Line<'a> {
     let state = view.state;
     let bold = Style::default()
         .fg(view.theme.title)

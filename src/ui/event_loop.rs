@@ -1,5 +1,5 @@
 //! The one loop every full-screen view runs in. It sleeps until something happens — a key, a click or a resize
-//! from the [`input`](super::input) reader, a ring of the [`Bell`] its feed (a session, a player, a sweep) rings
+//! from the [`input`](super::input) reader, a notification of the [`Notifier`] its feed (a session, a player, a sweep) notifies
 //! once it sent something, or a moment the view asked for — then takes in what arrived and draws at most once a
 //! frame, only when something changed. It never wakes on a timer of its own: on a machine whose workers fill every
 //! core, each needless wake-up preempts one of them. Ctrl-Z or a SIGTSTP suspends golow with the terminal given back
@@ -14,7 +14,7 @@ use ratatui::layout::Rect;
 
 use super::input::{self, Input};
 use super::render::terminal::{self, Terminal};
-use crate::contracts::Bell;
+use crate::channels::Notifier;
 
 /// 10 frames a second at most, unless the user asks otherwise (`--fps`).
 pub const FRAME: Duration = Duration::from_millis(100);
@@ -57,7 +57,7 @@ pub enum Wake {
     Suspend,
 }
 
-/// What wakes a view: make it first, hand its [`bell`](Wakes::bell) to what feeds the view, then run the view.
+/// What wakes a view: make it first, hand its [`notifier`](Wakes::notifier) to what feeds the view, then run the view.
 pub struct Wakes {
     sender: Sender<Wake>,
     receiver: Receiver<Wake>,
@@ -71,9 +71,9 @@ impl Default for Wakes {
 }
 
 impl Wakes {
-    pub fn bell(&self) -> Bell {
+    pub fn notifier(&self) -> Notifier {
         let sender = self.sender.clone();
-        Bell::new(move || {
+        Notifier::new(move || {
             let _ = sender.send(Wake::Ring);
         })
     }
@@ -99,15 +99,15 @@ impl Wakes {
 pub fn run(view: &mut impl FullScreen, wakes: Wakes, frame: Duration) -> io::Result<()> {
     let (guard, mut terminal) = terminal::open()?;
     let _following = input::follow(wakes.sender.clone())?;
-    let bell = wakes.bell();
-    let _catching = crate::termination::catch_telling(move |_| bell.ring());
-    let _watching = crate::suspension::watch(wakes.bell());
+    let notifier = wakes.notifier();
+    let _catching = crate::termination::catch_telling(move |_| notifier.notify());
+    let _watching = crate::suspension::watch(wakes.notifier());
     let mut continued = crate::suspension::continued();
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let (mut ending, mut lost, mut drawing) = (false, None, true);
     let mut suspend = false;
-    // A frame is due a little early: a feed that rings once a frame would otherwise find it due a hair late, and
+    // A frame is due a little early: a feed that notifies once a frame would otherwise find it due a hair late, and
     // the loop would wake again for it.
     let early = frame / 8;
     'view: loop {

@@ -13,16 +13,16 @@ use ratatui::layout::Rect;
 use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
 use super::keys::{self, Command};
-use super::sweep_view::SweepView;
-use crate::sweep::progress::Tracker;
+use super::sweep_charts::SweepView;
 use crate::sweep::run::StopHandle;
 use crate::sweep::run::SweepUpdate;
+use crate::sweep::tracker::Tracker;
 
 /// The clock in the status line moves even when nothing else does.
 const CLOCK: Duration = Duration::from_secs(1);
 
 /// Shows a running sweep until it ends and the user quits, or the user stops it: `updates` come from the sweep
-/// (and disconnect when it ends), which rings `wakes`' bell; `stop` ends it early.
+/// (and disconnect when it ends), which notifies `wakes`' notifier; `stop` ends it early.
 pub fn run(
     view: SweepView,
     tracker: Tracker,

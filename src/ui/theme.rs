@@ -341,7 +341,7 @@ fn kind(value: &DeValue<'_>) -> &'static str {
     }
 }
 
-/// Turns byte spans into the messages' `theme ORIGIN, line N: ...` prefix.
+/// FoldOrder byte spans into the messages' `theme ORIGIN, line N: ...` prefix.
 struct Locator<'a> {
     source: &'a str,
     origin: &'a str,

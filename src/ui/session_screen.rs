@@ -1,10 +1,10 @@
 //! The one full-screen view of a session, over either of its sources: a session running now, or a recording's
-//! player. Either source folds into the store and rings the view's bell; the loop draws from the store at most once
+//! player. Either source folds into the store and notifies the view's notifier; the loop draws from the store at most once
 //! a frame, only when something changed, and then only the parts that show what changed. What differs between the
 //! two is the header's words, the keys (a replay has a timeline, a session workers to stop) and who is asked for
 //! what: a session takes controls, a player takes the times its timeline reaches.
 //!
-//! A running session rings at a sampling tick once what it brought is due to be shown (steps and readings twice a
+//! A running session notifies at a sampling tick once what it brought is due to be shown (steps and readings twice a
 //! second, the rest at once: [`Changes::due`]), so the view draws whenever it is woken; keys draw at once. A
 //! replay's timeline keeps a virtual clock, which moves once a frame while it plays.
 
@@ -19,7 +19,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::app::{Action, App};
 use super::event_loop::{self, FRAME, FullScreen, Wakes};
 use super::input::Input;
-use crate::contracts::Control;
+use crate::channels::Control;
 use crate::recording::PlayerRequest;
 use crate::store::{Changes, Store};
 
@@ -128,7 +128,7 @@ impl FullScreen for Viewer {
         self.app.redraw(frame, &self.store.lock(), history, changes)
     }
 
-    /// A playing timeline moves once a frame. A running session needs no wake-up of the view's own: it rings once
+    /// A playing timeline moves once a frame. A running session needs no wake-up of the view's own: it notifies once
     /// what it brought is due.
     fn next_update(&self) -> Option<Instant> {
         let playing = self.app.timeline().is_some_and(|t| t.playing);
