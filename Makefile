@@ -31,10 +31,8 @@ test: build
 	GOLOW_PLAIN_RENDER=1 cargo test --release -p golow --lib ui::
 	GOLOW_PLAIN_RENDER=1 cargo test --release -p golow --test ui_snapshots
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
-	$(MAKE) --no-print-directory monitor-alone
-	$(MAKE) --no-print-directory gpu-bundle-check
-	$(MAKE) --no-print-directory publish-check
-	$(MAKE) --no-print-directory wheel-check
+	@# One make for the checks of what is shipped, so that the wheel both need is built once.
+	$(MAKE) --no-print-directory monitor-alone gpu-bundle-check publish-check wheel-check
 
 # The monitor alone, as someone who only replays recordings installs it: it builds with no libtorch to be found
 # (torch-sys's build would fail on this LIBTORCH), depends on no torch crate, and links no torch library and no
@@ -56,7 +54,8 @@ publish-check:
 	@# target/debug), so an earlier run's golow-protocol 0.1.0 would be built and linked instead of today's.
 	rm -rf target/package "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/golow-*
 	if [ -d target/debug ]; then find target/debug -name '*golow*' -prune -exec rm -rf {} +; fi
-	cargo publish --dry-run --allow-dirty $(PUBLISHED)
+	@# Whether they build is the question, not how they debug: no debug info, which halves the linking.
+	CARGO_PROFILE_DEV_DEBUG=0 cargo publish --dry-run --allow-dirty $(PUBLISHED)
 
 # The wheel `pip install` takes (packaging/wheel.py): golow, golow-worker and golow's libraries from this build, the
 # golow Python module, audited by auditwheel for this manylinux platform (glibc 2.34: the newest symbol they use).
