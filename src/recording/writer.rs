@@ -25,12 +25,13 @@ const ZSTD_LEVEL: i32 = 6;
 const SECOND_MS: f64 = FLUSH_EVERY.as_secs_f64() * 1e3;
 /// The writer takes what is left at once, whatever its age, when it reaches this much JSON.
 const TAKE_BYTES: usize = 1 << 20;
-/// Bytes of lines queued for the writer at most. When a flood of records outruns compression the hub waits here, and so the
-/// workers wait on their pipes: memory stays bounded and the recording stays whole.
+/// Bytes of lines queued for the writer at most. When a flood of records outruns compression the hub waits here, and so
+/// the workers wait on their pipes: memory stays bounded and the recording stays whole.
 const MAX_QUEUED_BYTES: usize = 8 << 20;
 
-/// The queue of lines between the hub, which leaves them, and the writer, which takes them: the writer wakes twice a second of records (when the
-/// first is left, and a second later), not once a line, and a frame holds the lines of a whole second.
+/// The queue of lines between the hub, which leaves them, and the writer, which takes them: the writer wakes twice a
+/// second of records (when the first is left, and a second later), not once a line, and a frame holds the lines of a
+/// whole second.
 #[derive(Default)]
 struct Queue {
     queued: Mutex<Queued>,
@@ -97,26 +98,29 @@ impl Queue {
             };
             let due = first + FLUSH_EVERY;
             let now = Instant::now();
-            queued.writing = true;
-            if queued.closed || queued.bytes >= TAKE_BYTES || std::mem::take(&mut queued.cut) {
-                queued.bytes = 0;
-                self.for_room.notify_all();
-                return Some(std::mem::take(&mut queued.lines));
-            }
-            if now >= due {
-                // The second's lines, by the records' own times (a record is left a little after its time, and
-                // not always as little): those of the next second open the next frame.
-                let second = queued
-                    .lines
-                    .partition_point(|&(t_ms, _, _)| t_ms < first_t_ms + SECOND_MS)
-                    .max(1);
-                let rest = queued.lines.split_off(second);
-                let lines = std::mem::replace(&mut queued.lines, rest);
-                queued.bytes -= lines.iter().map(|(_, _, line)| line.len()).sum::<usize>();
+            let taken =
+                if queued.closed || queued.bytes >= TAKE_BYTES || std::mem::take(&mut queued.cut) {
+                    queued.bytes = 0;
+                    Some(std::mem::take(&mut queued.lines))
+                } else if now >= due {
+                    // The second's lines, by the records' own times (a record is left a little after its time, and
+                    // not always as little): those of the next second open the next frame.
+                    let second = queued
+                        .lines
+                        .partition_point(|&(t_ms, _, _)| t_ms < first_t_ms + SECOND_MS)
+                        .max(1);
+                    let rest = queued.lines.split_off(second);
+                    let lines = std::mem::replace(&mut queued.lines, rest);
+                    queued.bytes -= lines.iter().map(|(_, _, line)| line.len()).sum::<usize>();
+                    Some(lines)
+                } else {
+                    None
+                };
+            if let Some(lines) = taken {
+                queued.writing = true;
                 self.for_room.notify_all();
                 return Some(lines);
             }
-            queued.writing = false;
             queued = self
                 .for_writer
                 .wait_timeout(queued, due - now)
