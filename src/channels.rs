@@ -2,9 +2,9 @@
 //! schema, configurations, the collector's windows and the worker channels). Parts meet only through these:
 //!
 //! - a running session takes [`Control`]s (from the UI or a sweep) to stop workers;
-//! - whatever feeds a full-screen view (a session, a player, a sweep) notifies the view's [`Notifier`] once it has folded
-//!   or sent something, so that the view sleeps until then; what comes item by item (a sweep's updates) travels in
-//!   a [`ViewChannel`].
+//! - whatever feeds a full-screen view (a session, a player, a sweep) notifies the view's [`Notifier`] once it has
+//!   folded or sent something, so that the view sleeps until then; what comes item by item (a sweep's updates) travels
+//!   in a [`ViewChannel`].
 //!
 //! What a source's records fold into is the store (`store`); who follows a session record by record is its
 //! `Observer` (`session/observer.rs`); what a viewer asks a recording's player is beside the player.
@@ -20,8 +20,8 @@ pub enum Control {
     Stop(usize),
 }
 
-/// Notified by whatever feeds a view once it has sent something. A view sleeps until a key or a notification rather than
-/// waking on a timer of its own: the moments it runs are the moments its feed ran anyway, which is what keeps a
+/// Notified by whatever feeds a view once it has sent something. A view sleeps until a key or a notification rather
+/// than waking on a timer of its own: the moments it runs are the moments its feed ran anyway, which is what keeps a
 /// monitor's wake-ups from preempting the workers it watches more often than it must.
 #[derive(Clone)]
 pub struct Notifier(Arc<dyn Fn() + Send + Sync>);
@@ -40,9 +40,9 @@ impl Notifier {
 /// memory stays bounded; a view drains its feed at every wake, so in practice it never waits.
 pub const FEED_CAPACITY: usize = 65_536;
 
-/// A channel to a view's thread with the view's notifier. What comes as it happens is sent and notified at once; what comes
-/// often (records, steps) is sent and notified at the session's next tick, when the hub is awake anyway. Dropping the
-/// feed closes the channel and notifies, so that the view hears of the end.
+/// A channel to a view's thread with the view's notifier. What comes as it happens is sent and notified at once; what
+/// comes often (records, steps) is sent and notified at the session's next tick, when the hub is awake anyway. Dropping
+/// the feed closes the channel and notifies, so that the view hears of the end.
 pub struct ViewChannel<T> {
     sender: Option<mpsc::SyncSender<T>>,
     notifier: Notifier,

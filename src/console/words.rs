@@ -11,9 +11,9 @@ pub enum Describe<'a> {
     Table,
 }
 
-/// What a session runs: the built-in workers' model, mode, dataset, resolution and batch (or, when only `--cmd`
-/// workers run, the commands), their device and on a GPU their policy, then the schedule and what golow set for the commands, joined by
-/// " · ".
+/// What a session runs: the built-in workers' model, mode, dataset, resolution and batch (or, when only `--cmd` workers
+/// run, the commands), their device and on a GPU their policy, then the schedule and what golow set for the commands,
+/// joined by " · ".
 pub fn describe(c: &SummaryConfig, form: Describe) -> String {
     let mut parts = Vec::new();
     match (&form, &c.builtin) {

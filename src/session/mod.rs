@@ -167,8 +167,8 @@ impl Session {
         Finished { summary, recorded }
     }
 
-    /// Runs the session on a thread of its own, for a view that never waits on the session, nor the session on it
-    /// for longer than the view takes to draw a frame from `store`: `notifier` notifies once per sampling tick that brought
+    /// Runs the session on a thread of its own, for a view that never waits on the session, nor the session on it for
+    /// longer than the view takes to draw a frame from `store`: `notifier` notifies once per sampling tick that brought
     /// records, and controls go in through [`Running::controls`].
     pub fn start(self, store: Store, notifier: Notifier) -> io::Result<Running> {
         let (controls, control_rx) = unbounded_channel();

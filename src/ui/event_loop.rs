@@ -1,8 +1,8 @@
-//! The one loop every full-screen view runs in. It sleeps until something happens — a key, a click or a resize
-//! from the [`input`](super::input) reader, a notification of the [`Notifier`] its feed (a session, a player, a sweep) notifies
-//! once it sent something, or a moment the view asked for — then takes in what arrived and draws at most once a
-//! frame, only when something changed. It never wakes on a timer of its own: on a machine whose workers fill every
-//! core, each needless wake-up preempts one of them. Ctrl-Z or a SIGTSTP suspends golow with the terminal given back
+//! The one loop every full-screen view runs in. It sleeps until something happens — a key, a click or a resize from the
+//! [`input`](super::input) reader, a notification ([`Notifier`]) from its feed (a session, a player, a sweep)
+//! once it sent something, or a moment the view asked for — then takes in what arrived and draws at most once a frame,
+//! only when something changed. It never wakes on a timer of its own: on a machine whose workers fill every core, each
+//! needless wake-up preempts one of them. Ctrl-Z or a SIGTSTP suspends golow with the terminal given back
 //! ([`suspension`](crate::suspension)); once continued, the loop takes the terminal again and draws the view whole.
 
 use std::io;

@@ -1,8 +1,8 @@
-//! The one full-screen view of a session, over either of its sources: a session running now, or a recording's
-//! player. Either source folds into the store and notifies the view's notifier; the loop draws from the store at most once
-//! a frame, only when something changed, and then only the parts that show what changed. What differs between the
-//! two is the header's words, the keys (a replay has a timeline, a session workers to stop) and who is asked for
-//! what: a session takes controls, a player takes the times its timeline reaches.
+//! The one full-screen view of a session, over either of its sources: a session running now, or a recording's player.
+//! Either source folds into the store and notifies the view; the loop draws from the store at most once a
+//! frame, only when something changed, and then only the parts that show what changed. What differs between the two is
+//! the header's words, the keys (a replay has a timeline, a session workers to stop) and who is asked for what: a
+//! session takes controls, a player takes the times its timeline reaches.
 //!
 //! A running session notifies at a sampling tick once what it brought is due to be shown (steps and readings twice a
 //! second, the rest at once: [`Changes::due`]), so the view draws whenever it is woken; keys draw at once. A
@@ -54,17 +54,17 @@ pub fn run(
     if let Source::Recording { player } = &source {
         let _ = player.send(PlayerRequest::Seek(0.0));
     }
-    let mut viewer = Viewer {
+    let mut screen = SessionScreen {
         app,
         store,
         source,
         changes: Changes::OTHER,
         last_tick: Instant::now(),
     };
-    event_loop::run(&mut viewer, wakes, frame)
+    event_loop::run(&mut screen, wakes, frame)
 }
 
-struct Viewer {
+struct SessionScreen {
     app: App,
     store: Store,
     source: Source,
@@ -74,7 +74,7 @@ struct Viewer {
     last_tick: Instant,
 }
 
-impl Viewer {
+impl SessionScreen {
     fn seek(&self, t_ms: f64) {
         let requests = match &self.source {
             Source::Session {
@@ -88,7 +88,7 @@ impl Viewer {
     }
 }
 
-impl FullScreen for Viewer {
+impl FullScreen for SessionScreen {
     fn update(&mut self) -> bool {
         self.changes |= self.store.lock().take_changes();
         match &self.source {
