@@ -11,6 +11,7 @@
 mod common;
 
 use common::{env_or, median, spread};
+use golow_protocol::script;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -122,14 +123,18 @@ fn loop_cpu(case: Case, processes: u32, libraries: &Libraries, hook_dir: &Path) 
             command
                 .env("LD_PRELOAD", library)
                 .env("PYTHONPATH", &hook)
-                .env("GOLOW_HOOK_DIR", &hook)
-                .env("GOLOW_OPS_EVERY", "0")
-                .env("GOLOW_OPS_WARMUP", "1")
-                .env("GOLOW_EVENT_SOCKET", hook_dir.join("events.sock"))
-                .env(
-                    "GOLOW_EXEC_KEEP",
-                    "GOLOW_HOOK_DIR:GOLOW_OPS_EVERY:GOLOW_OPS_WARMUP:GOLOW_EVENT_SOCKET:GOLOW_EXEC_KEEP",
-                );
+                .env(script::HOOK_DIR_ENV, &hook)
+                .env(script::OPS_EVERY_ENV, "0")
+                .env(script::OPS_WARMUP_ENV, "1")
+                .env(script::SOCKET_ENV, hook_dir.join("events.sock"));
+            let kept = [
+                script::HOOK_DIR_ENV,
+                script::OPS_EVERY_ENV,
+                script::OPS_WARMUP_ENV,
+                script::SOCKET_ENV,
+                script::EXEC_KEEP_ENV,
+            ];
+            command.env(script::EXEC_KEEP_ENV, kept.join(":"));
         }
     }
     let before = children_cpu();
