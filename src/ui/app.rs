@@ -341,6 +341,11 @@ impl App {
         self.paused.as_ref().unwrap_or(live)
     }
 
+    /// The recording's state, where the view shows it instead of what it paused on.
+    fn shown_history<'a>(&self, history: Option<&'a State>) -> Option<&'a State> {
+        history.filter(|_| self.showing_history)
+    }
+
     /// Draws the whole frame.
     pub fn draw(&mut self, frame: &mut Frame, live: &State) {
         self.render(frame, live, None, None);
@@ -370,8 +375,8 @@ impl App {
 
     /// What a frame looks like besides the numbers in it.
     fn frame_shape(&self, area: Rect, live: &State, history: Option<&State>) -> FrameShape {
-        let clock = self.paused.as_ref().unwrap_or(live);
-        let history = history.filter(|_| self.showing_history);
+        let clock = self.state(live);
+        let history = self.shown_history(history);
         let state = history.unwrap_or(clock);
         FrameShape {
             area,
@@ -420,9 +425,10 @@ impl App {
             frame.render_widget(text, area);
             return vec![area];
         }
+        // The field itself, not `state`: the header's second is written below while this is held.
         let clock = self.paused.as_ref().unwrap_or(live);
         let window = self.window(clock);
-        let history = history.filter(|_| self.showing_history);
+        let history = self.shown_history(history);
         let state = history.unwrap_or(clock);
         let view = View {
             state,
