@@ -27,9 +27,10 @@ test: build
 		|| (apt-get update -qq && apt-get install -y -qq prometheus)
 	cargo test --release
 	@# The views drawn ratatui's own way (the one switch in src/ui/render/, read nowhere outside src/ui/, at run time
-	@# so that this build serves) show the same: the UI's own tests and the snapshots again, with the switch on.
-	GOLOW_PLAIN_RENDER=1 cargo test --release -p golow --lib ui::
-	GOLOW_PLAIN_RENDER=1 cargo test --release -p golow --test ui_snapshots
+	@# so that this build serves) show the same: the UI's own tests and the snapshots again, with the switch on. The
+	@# whole workspace selected, as above: `-p golow` alone unifies other features and builds golow again.
+	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --lib ui::
+	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --test ui_snapshots
 	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
 	@# One make for the checks of what is shipped, so that the wheel both need is built once.
 	$(MAKE) --no-print-directory monitor-alone gpu-bundle-check publish-check wheel-check
@@ -94,8 +95,10 @@ gpu-bundle: build wheel
 	strip --strip-unneeded -o $(BUNDLE)/libgolow_exec.so target/release/libgolow_exec.so
 	strip -o $(BUNDLE)/gpu-tests "$$(cargo test --release --test gpu --no-run --message-format=json \
 		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
-	strip -o $(BUNDLE)/gpu-worker-tests "$$(cargo test --release -p golow-worker --lib --no-run --message-format=json \
-		| grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
+	@# The workspace's build of the worker's tests, picked out by its target's name: `-p golow-worker` alone would
+	@# unify other features and build the worker's dependencies again.
+	strip -o $(BUNDLE)/gpu-worker-tests "$$(cargo test --release --workspace --lib --no-run --message-format=json \
+		| grep '"name":"golow_worker"' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | tail -1)"
 	patchelf --remove-rpath $(BUNDLE)/gpu-worker-tests
 	cp gpu/run gpu/figures.py $(BUNDLE)/
 	@# The --cmd scripts the runner measures, and the wheel it installs as a user would.
