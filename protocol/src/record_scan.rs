@@ -1,5 +1,6 @@
-//! The kinds a recording is mostly made of (/proc readings, steps, turns, the machine's load, operator windows), and
-//! the kinds a worker says most (steps, turns, operator windows), read straight from the bytes of a line golow wrote.
+//! The kinds a recording is mostly made of (/proc and NVML readings, CUPTI's kernel windows, steps, turns, the
+//! machine's load, operator windows), and the kinds a worker says most (steps, turns, operator windows), read straight
+//! from the bytes of a line golow wrote.
 //! serde's derived reading of a flattened, internally tagged record buffers every field before reading it again, and
 //! even a reading that visits each field once spends most of a replay's time in serde's generic machinery; this one
 //! is a plain scan.
@@ -10,7 +11,10 @@
 //! every sample record and thousands of damaged lines).
 
 use crate::config::Mode;
-use crate::event::{Body, Name, OperatorStats, OperatorWindow, Record, Step, TurnEnd, WorkerEvent};
+use crate::event::{
+    Body, Breakdown, CopyKind, CopyRuns, CopyStats, KernelStats, KernelWindow, MemoryKind, Name,
+    OperatorStats, OperatorWindow, Record, Run, Step, Timeline, TurnEnd, WorkerEvent,
+};
 
 /// Pushes the record on `line` onto `out` when the scan can vouch for it; otherwise false, `out` as it was. Pushed
 /// where it is built: returned through `Option`s and `Result`s, each record (176 bytes) was copied seven times.
@@ -283,6 +287,24 @@ impl<'a> Scan<'a> {
     /// A whole number in range, written without a sign, a fraction or an exponent, read as it is scanned.
     fn integer<T: TryFrom<u64>>(&mut self) -> Option<T> {
         self.space();
+        T::try_from(self.unsigned()?).ok()
+    }
+
+    /// A whole number that may be negative, as serde reads an `i64`.
+    fn signed(&mut self) -> Option<i64> {
+        self.space();
+        if self.peek() != Some(b'-') {
+            return i64::try_from(self.unsigned()?).ok();
+        }
+        self.at += 1;
+        let magnitude = self.unsigned()?;
+        // serde_json reads `-0`, and a magnitude past an i64's, as a float, which an i64 refuses.
+        (magnitude != 0).then_some(())?;
+        0i64.checked_sub_unsigned(magnitude)
+    }
+
+    /// The digits of a whole number right here (no space before them), with no fraction or exponent after them.
+    fn unsigned(&mut self) -> Option<u64> {
         let bytes = self.text.as_bytes();
         let start = self.at;
         let mut value: u64 = 0;
@@ -292,12 +314,12 @@ impl<'a> Scan<'a> {
                 .checked_add(u64::from(digit - b'0'))?;
             self.at += 1;
         }
-        let digits = self.at - start;
-        let leading_zero = digits > 1 && bytes[start] == b'0';
-        if digits == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+        let length = self.at - start;
+        let leading_zero = length > 1 && bytes[start] == b'0';
+        if length == 0 || leading_zero || matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
             return None;
         }
-        T::try_from(value).ok()
+        Some(value)
     }
 
     fn null(&mut self) -> bool {
@@ -333,6 +355,27 @@ impl<'a> Scan<'a> {
                 return self.eat(close);
             }
         }
+    }
+
+    /// A JSON array, each item read by `item` into a list allocated for `capacity` at first.
+    fn list<T>(
+        &mut self,
+        capacity: usize,
+        mut item: impl FnMut(&mut Self) -> Option<T>,
+    ) -> Option<Vec<T>> {
+        self.eat(b'[')?;
+        let mut list = Vec::with_capacity(capacity);
+        self.items(b']', |s| {
+            list.push(item(s)?);
+            Some(())
+        })?;
+        Some(list)
+    }
+
+    /// A comma, then what `read` reads: a tuple's next element.
+    fn then<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        self.eat(b',')?;
+        read(self)
     }
 
     /// A key and its colon. Golow writes an object's keys in one order, without spaces: the next of `written` (the
@@ -400,6 +443,11 @@ impl<'a> Scan<'a> {
             "turn_end" => Body::TurnEnd(self.turn_end()?),
             "machine_load" => self.machine_load()?,
             "operators" => Body::Operators(self.operators()?),
+            "gpu_device" => self.gpu_device()?,
+            "gpu_pcie" => self.gpu_pcie()?,
+            "gpu_process" => self.gpu_process()?,
+            "gpu_processes_unavailable" => self.gpu_processes_unavailable()?,
+            "kernels" => Body::Kernels(Box::new(self.kernel_window()?)),
             _ => return None,
         };
         out.push(Record {
@@ -548,6 +596,313 @@ impl<'a> Scan<'a> {
         })
     }
 
+    fn gpu_device(&mut self) -> Option<Body> {
+        const KEYS: [Key; 5] = Key::all([
+            "index",
+            "utilization_percent",
+            "memory_used_bytes",
+            "power_watts",
+            "sm_clock_mhz",
+        ]);
+        let (mut index, mut utilization, mut memory, mut power, mut clock) =
+            (None, None, None, None, None);
+        self.body_fields(&KEYS, |s, key| match key {
+            "index" => once(&mut index, s.integer()),
+            "utilization_percent" => once(&mut utilization, s.optional(Self::integer)),
+            "memory_used_bytes" => once(&mut memory, s.optional(Self::integer)),
+            "power_watts" => once(&mut power, s.optional(Self::f64)),
+            "sm_clock_mhz" => once(&mut clock, s.optional(Self::integer)),
+            _ => None,
+        })?;
+        Some(Body::GpuDevice {
+            index: index?,
+            utilization_percent: utilization.flatten(),
+            memory_used_bytes: memory.flatten(),
+            power_watts: power.flatten(),
+            sm_clock_mhz: clock.flatten(),
+        })
+    }
+
+    fn gpu_pcie(&mut self) -> Option<Body> {
+        const KEYS: [Key; 3] = Key::all(["index", "rx_bytes_per_s", "tx_bytes_per_s"]);
+        let (mut index, mut rx, mut tx) = (None, None, None);
+        self.body_fields(&KEYS, |s, key| match key {
+            "index" => once(&mut index, s.integer()),
+            "rx_bytes_per_s" => once(&mut rx, s.optional(Self::integer)),
+            "tx_bytes_per_s" => once(&mut tx, s.optional(Self::integer)),
+            _ => None,
+        })?;
+        Some(Body::GpuPcie {
+            index: index?,
+            rx_bytes_per_s: rx.flatten(),
+            tx_bytes_per_s: tx.flatten(),
+        })
+    }
+
+    fn gpu_process(&mut self) -> Option<Body> {
+        const KEYS: [Key; 6] = Key::all([
+            "pid",
+            "index",
+            "memory_bytes",
+            "sm_percent",
+            "last_seen_us",
+            "rank",
+        ]);
+        let (mut pid, mut index, mut memory, mut sm, mut seen, mut rank) =
+            (None, None, None, None, None, None);
+        self.body_fields(&KEYS, |s, key| match key {
+            "pid" => once(&mut pid, s.integer()),
+            "index" => once(&mut index, s.integer()),
+            "memory_bytes" => once(&mut memory, s.optional(Self::integer)),
+            "sm_percent" => once(&mut sm, s.optional(Self::integer)),
+            "last_seen_us" => once(&mut seen, s.optional(Self::integer)),
+            "rank" => once(&mut rank, s.optional(Self::integer)),
+            _ => None,
+        })?;
+        Some(Body::GpuProcess {
+            pid: pid?,
+            index: index?,
+            memory_bytes: memory.flatten(),
+            sm_percent: sm.flatten(),
+            last_seen_us: seen.flatten(),
+            rank: rank.flatten(),
+        })
+    }
+
+    fn gpu_processes_unavailable(&mut self) -> Option<Body> {
+        const KEYS: [Key; 1] = Key::all(["reason"]);
+        let mut reason = None;
+        self.body_fields(&KEYS, |s, key| match key {
+            "reason" => once(&mut reason, s.string()),
+            _ => None,
+        })?;
+        Some(Body::GpuProcessesUnavailable {
+            reason: reason?.to_owned(),
+        })
+    }
+
+    /// A CUPTI collector's window, most of a replay's bytes: its kernels, copies, breakdown and timeline.
+    fn kernel_window(&mut self) -> Option<KernelWindow> {
+        const KEYS: [Key; 11] = Key::all([
+            "window_start_ns",
+            "window_end_ns",
+            "kernels",
+            "copies",
+            "breakdown",
+            "dropped_records",
+            "invalid_records",
+            "dropped_windows",
+            "monotonic_start_ns",
+            "monotonic_end_ns",
+            "timeline",
+        ]);
+        let (mut start, mut end, mut kernels, mut copies, mut breakdown) =
+            (None, None, None, None, None);
+        let (mut dropped_records, mut invalid_records, mut dropped_windows) = (None, None, None);
+        let (mut monotonic_start, mut monotonic_end, mut timeline) = (None, None, None);
+        self.body_fields(&KEYS, |s, key| match key {
+            "window_start_ns" => once(&mut start, s.integer()),
+            "window_end_ns" => once(&mut end, s.integer()),
+            "kernels" => once(&mut kernels, s.list(0, Self::kernel)),
+            "copies" => once(&mut copies, s.list(0, Self::copy)),
+            "breakdown" => once(&mut breakdown, s.breakdown()),
+            "dropped_records" => once(&mut dropped_records, s.integer()),
+            "invalid_records" => once(&mut invalid_records, s.integer()),
+            "dropped_windows" => once(&mut dropped_windows, s.integer()),
+            "monotonic_start_ns" => once(&mut monotonic_start, s.optional(Self::integer)),
+            "monotonic_end_ns" => once(&mut monotonic_end, s.optional(Self::integer)),
+            "timeline" => once(&mut timeline, s.optional(Self::timeline)),
+            _ => None,
+        })?;
+        Some(KernelWindow {
+            window_start_ns: start?,
+            window_end_ns: end?,
+            kernels: kernels?,
+            copies: copies?,
+            breakdown: breakdown?,
+            dropped_records: dropped_records?,
+            invalid_records: invalid_records.unwrap_or(0),
+            dropped_windows: dropped_windows.unwrap_or(0),
+            monotonic_start_ns: monotonic_start.flatten(),
+            monotonic_end_ns: monotonic_end.flatten(),
+            timeline: timeline.flatten(),
+        })
+    }
+
+    fn kernel(&mut self) -> Option<KernelStats> {
+        const KEYS: [Key; 10] = Key::all([
+            "name",
+            "count",
+            "total_ns",
+            "max_ns",
+            "grid",
+            "block",
+            "shapes",
+            "registers_per_thread",
+            "shared_bytes",
+            "grid_histogram",
+        ]);
+        self.eat(b'{')?;
+        let (mut name, mut count, mut total_ns, mut max_ns, mut grid) =
+            (None, None, None, None, None);
+        let (mut block, mut shapes, mut registers, mut shared, mut histogram) =
+            (None, None, None, None, None);
+        self.fields(&KEYS, |s, key| match key {
+            "name" => once(&mut name, s.string()),
+            "count" => once(&mut count, s.integer()),
+            "total_ns" => once(&mut total_ns, s.integer()),
+            "max_ns" => once(&mut max_ns, s.integer()),
+            "grid" => once(&mut grid, s.dimensions()),
+            "block" => once(&mut block, s.dimensions()),
+            "shapes" => once(&mut shapes, s.integer()),
+            "registers_per_thread" => once(&mut registers, s.integer()),
+            "shared_bytes" => once(&mut shared, s.integer()),
+            "grid_histogram" => once(&mut histogram, s.list(0, Self::grid_count)),
+            _ => None,
+        })?;
+        Some(KernelStats {
+            name: name?.to_owned(),
+            count: count?,
+            total_ns: total_ns?,
+            max_ns: max_ns?,
+            grid: grid?,
+            block: block?,
+            shapes: shapes?,
+            registers_per_thread: registers?,
+            shared_bytes: shared?,
+            grid_histogram: histogram?,
+        })
+    }
+
+    /// A launch's grid or block, `[x,y,z]`.
+    fn dimensions(&mut self) -> Option<[u32; 3]> {
+        self.eat(b'[')?;
+        let x = self.integer()?;
+        let y = self.then(Self::integer)?;
+        let z = self.then(Self::integer)?;
+        self.eat(b']')?;
+        Some([x, y, z])
+    }
+
+    /// A grid and how many launches had it, `[[x,y,z],count]`.
+    fn grid_count(&mut self) -> Option<([u32; 3], u64)> {
+        self.eat(b'[')?;
+        let grid = self.dimensions()?;
+        let count = self.then(Self::integer)?;
+        self.eat(b']')?;
+        Some((grid, count))
+    }
+
+    fn copy(&mut self) -> Option<CopyStats> {
+        const KEYS: [Key; 5] = Key::all(["kind", "src", "count", "bytes", "total_ns"]);
+        self.eat(b'{')?;
+        let (mut kind, mut src, mut count, mut bytes, mut total_ns) =
+            (None, None, None, None, None);
+        self.fields(&KEYS, |s, key| match key {
+            "kind" => once(&mut kind, s.copy_kind()),
+            "src" => once(&mut src, s.memory_kind()),
+            "count" => once(&mut count, s.integer()),
+            "bytes" => once(&mut bytes, s.integer()),
+            "total_ns" => once(&mut total_ns, s.integer()),
+            _ => None,
+        })?;
+        Some(CopyStats {
+            kind: kind?,
+            src: src?,
+            count: count?,
+            bytes: bytes?,
+            total_ns: total_ns?,
+        })
+    }
+
+    fn copy_kind(&mut self) -> Option<CopyKind> {
+        match self.string()? {
+            "host_to_device" => Some(CopyKind::HostToDevice),
+            "device_to_host" => Some(CopyKind::DeviceToHost),
+            "device_to_device" => Some(CopyKind::DeviceToDevice),
+            "memset" => Some(CopyKind::Memset),
+            "other" => Some(CopyKind::Other),
+            _ => None,
+        }
+    }
+
+    fn memory_kind(&mut self) -> Option<MemoryKind> {
+        match self.string()? {
+            "pageable" => Some(MemoryKind::Pageable),
+            "pinned" => Some(MemoryKind::Pinned),
+            "device" => Some(MemoryKind::Device),
+            "other" => Some(MemoryKind::Other),
+            _ => None,
+        }
+    }
+
+    fn breakdown(&mut self) -> Option<Breakdown> {
+        const KEYS: [Key; 3] = Key::all(["busy", "copy", "idle"]);
+        self.eat(b'{')?;
+        let (mut busy, mut copy, mut idle) = (None, None, None);
+        self.fields(&KEYS, |s, key| match key {
+            "busy" => once(&mut busy, s.f64()),
+            "copy" => once(&mut copy, s.f64()),
+            "idle" => once(&mut idle, s.f64()),
+            _ => None,
+        })?;
+        Some(Breakdown {
+            busy: busy?,
+            copy: copy?,
+            idle: idle?,
+        })
+    }
+
+    fn timeline(&mut self) -> Option<Timeline> {
+        const KEYS: [Key; 3] = Key::all(["kernels", "copies", "merged"]);
+        self.eat(b'{')?;
+        let (mut kernels, mut copies, mut merged) = (None, None, None);
+        self.fields(&KEYS, |s, key| match key {
+            "kernels" => once(&mut kernels, s.list(0, Self::run)),
+            "copies" => once(&mut copies, s.list(0, Self::copy_runs)),
+            "merged" => once(&mut merged, s.integer()),
+            _ => None,
+        })?;
+        Some(Timeline {
+            kernels: kernels?,
+            copies: copies?,
+            merged: merged.unwrap_or(0),
+        })
+    }
+
+    fn copy_runs(&mut self) -> Option<CopyRuns> {
+        const KEYS: [Key; 3] = Key::all(["kind", "src", "runs"]);
+        self.eat(b'{')?;
+        let (mut kind, mut src, mut runs) = (None, None, None);
+        self.fields(&KEYS, |s, key| match key {
+            "kind" => once(&mut kind, s.copy_kind()),
+            "src" => once(&mut src, s.memory_kind()),
+            "runs" => once(&mut runs, s.list(0, Self::run)),
+            _ => None,
+        })?;
+        Some(CopyRuns {
+            kind: kind?,
+            src: src?,
+            runs: runs?,
+        })
+    }
+
+    /// A run of records as the collector sends it, `[start,end,count,amount]`.
+    fn run(&mut self) -> Option<Run> {
+        self.eat(b'[')?;
+        let start = self.signed()?;
+        let end = self.then(Self::signed)?;
+        let count = self.then(Self::integer)?;
+        let amount = self.then(Self::integer)?;
+        self.eat(b']')?;
+        Some(Run {
+            start,
+            end,
+            count,
+            amount,
+        })
+    }
+
     fn operators(&mut self) -> Option<OperatorWindow> {
         const KEYS: [Key; 6] = Key::all([
             "process",
@@ -564,7 +919,11 @@ impl<'a> Scan<'a> {
             "steps" => once(&mut steps, s.integer()),
             "compute_ms" => once(&mut compute_ms, s.f64()),
             "every" => once(&mut every, s.integer()),
-            "operators" => once(&mut operators, s.operator_list()),
+            // Golow's workers name up to this many, and most windows have as many: one allocation, not five.
+            "operators" => once(
+                &mut operators,
+                s.list(crate::event::MAX_OPERATORS, Self::operator),
+            ),
             "dropped" => once(&mut dropped, s.integer()),
             _ => None,
         })?;
@@ -576,17 +935,6 @@ impl<'a> Scan<'a> {
             operators: operators?,
             dropped: dropped?,
         })
-    }
-
-    fn operator_list(&mut self) -> Option<Vec<OperatorStats>> {
-        self.eat(b'[')?;
-        // Golow's workers name up to this many, and most windows have as many: one allocation, not five.
-        let mut list = Vec::with_capacity(crate::event::MAX_OPERATORS);
-        self.items(b']', |s| {
-            list.push(s.operator()?);
-            Some(())
-        })?;
-        Some(list)
     }
 
     fn operator(&mut self) -> Option<OperatorStats> {
@@ -615,21 +963,160 @@ impl<'a> Scan<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::{Damage, every_body};
+    use crate::samples::{Damage, every_body, kernel, kernel_window};
     use serde::Serialize;
     use serde::de::DeserializeOwned;
 
-    const SCANNED: [&str; 5] = ["process", "step", "turn_end", "machine_load", "operators"];
+    const SCANNED: [&str; 10] = [
+        "process",
+        "step",
+        "turn_end",
+        "machine_load",
+        "operators",
+        "gpu_device",
+        "gpu_pcie",
+        "gpu_process",
+        "gpu_processes_unavailable",
+        "kernels",
+    ];
 
     thread_local! {
         /// Keys `Scan::key` read as any string: not the next of the keys it was told golow writes.
         pub(super) static KEYS_NOT_FORESEEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     }
 
+    /// The GPU's kinds in the shapes their samples leave out: every optional field absent and present, lists empty
+    /// and as long as the collector sends, each copy's direction and memory, runs before their window, numbers at
+    /// the ends of their types and floats that need the full parser.
+    fn gpu_shapes() -> Vec<Body> {
+        let long = KernelWindow {
+            kernels: (0..64u32)
+                .map(|i| KernelStats {
+                    grid: [u32::MAX, i, 1],
+                    registers_per_thread: u16::MAX,
+                    grid_histogram: (0..16).map(|g| ([g + 1, i, 1], u64::from(g))).collect(),
+                    ..kernel(
+                        &format!("sm90_xmma_gemm_{i}_tilesize64x128x32…"),
+                        1,
+                        u64::MAX,
+                    )
+                })
+                .collect(),
+            copies: [
+                CopyKind::HostToDevice,
+                CopyKind::DeviceToHost,
+                CopyKind::DeviceToDevice,
+                CopyKind::Memset,
+                CopyKind::Other,
+            ]
+            .into_iter()
+            .flat_map(|kind| {
+                [
+                    MemoryKind::Pageable,
+                    MemoryKind::Pinned,
+                    MemoryKind::Device,
+                    MemoryKind::Other,
+                ]
+                .map(|src| CopyStats {
+                    kind,
+                    src,
+                    count: 1,
+                    bytes: u64::MAX,
+                    total_ns: 0,
+                })
+            })
+            .collect(),
+            breakdown: Breakdown {
+                busy: 0.1 + 0.2,
+                copy: 1.0 / 3.0,
+                idle: 1e-300,
+            },
+            monotonic_end_ns: None,
+            timeline: Some(Timeline {
+                kernels: (0..200)
+                    .map(|i| Run::from((i64::MIN + i, i64::MAX - i, i as u64, u64::MAX)))
+                    .collect(),
+                copies: vec![CopyRuns {
+                    kind: CopyKind::Memset,
+                    src: MemoryKind::Device,
+                    runs: (-100..100).map(|i| Run::from((i, i + 1, 1, 0))).collect(),
+                }],
+                merged: u64::MAX,
+            }),
+            ..kernel_window(Vec::new())
+        };
+        let bare = KernelWindow {
+            copies: Vec::new(),
+            dropped_records: u64::MAX,
+            invalid_records: 0,
+            dropped_windows: 0,
+            monotonic_start_ns: None,
+            monotonic_end_ns: None,
+            timeline: None,
+            ..kernel_window(Vec::new())
+        };
+        let empty_timeline = KernelWindow {
+            timeline: Some(Timeline::default()),
+            ..kernel_window(vec![kernel("(other kernels)", 0, 0)])
+        };
+        vec![
+            Body::Kernels(Box::new(long)),
+            Body::Kernels(Box::new(bare)),
+            Body::Kernels(Box::new(empty_timeline)),
+            Body::GpuDevice {
+                index: u32::MAX,
+                utilization_percent: None,
+                memory_used_bytes: None,
+                power_watts: None,
+                sm_clock_mhz: None,
+            },
+            Body::GpuDevice {
+                index: 1,
+                utilization_percent: Some(0),
+                memory_used_bytes: Some(u64::MAX),
+                power_watts: Some(0.1 + 0.2),
+                sm_clock_mhz: Some(1980),
+            },
+            Body::GpuPcie {
+                index: 0,
+                rx_bytes_per_s: None,
+                tx_bytes_per_s: None,
+            },
+            Body::GpuPcie {
+                index: 7,
+                rx_bytes_per_s: Some(0),
+                tx_bytes_per_s: Some(u64::MAX),
+            },
+            Body::GpuProcess {
+                pid: 1,
+                index: 0,
+                memory_bytes: None,
+                sm_percent: None,
+                last_seen_us: None,
+                rank: None,
+            },
+            Body::GpuProcess {
+                pid: u32::MAX,
+                index: 3,
+                memory_bytes: Some(0),
+                sm_percent: Some(100),
+                last_seen_us: Some(u64::MAX),
+                rank: Some(u32::MAX),
+            },
+            Body::GpuProcessesUnavailable {
+                reason: String::new(),
+            },
+            Body::GpuProcessesUnavailable {
+                reason: "NVML’s process IDs are the host’s (PID namespace)".into(),
+            },
+        ]
+    }
+
     /// Golow's own records of the scanned kinds, one line per sample.
     fn record_lines() -> Vec<Vec<u8>> {
         every_body()
             .into_iter()
+            .chain(gpu_shapes())
             .enumerate()
             .map(|(i, body)| {
                 let worker = (i % 2 == 0).then(|| Name::from("pytorch"));
@@ -819,6 +1306,195 @@ mod tests {
     #[test]
     fn the_scan_reads_records_only_as_serde_does() {
         answers_only_as_serde::<Record>(&record_lines(), scan_record);
+    }
+
+    /// Whether the scan answers for `line`, having checked that where it does, serde reads the same.
+    fn scanned_as_serde_reads(line: &str) -> bool {
+        let Some(scanned) = scan_record(line.as_bytes()) else {
+            return false;
+        };
+        let by_serde: Record =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("serde refuses {line}: {e}"));
+        assert_eq!(text(&scanned), text(&by_serde), "{line}");
+        true
+    }
+
+    /// A number at either end of its field's type, or written as serde reads it otherwise (`-0` as a float), is read
+    /// as serde reads it or left to serde: a sample window's line with one of its numbers replaced.
+    #[test]
+    fn numbers_at_the_ends_of_their_types_read_as_serde_reads_them() {
+        let window = kernel_window(vec![kernel("k", 1, 2)]);
+        let sample = text(&Record::new(1.0, None, Body::Kernels(Box::new(window))));
+        assert!(scanned_as_serde_reads(&sample), "{sample}");
+        let cases = [
+            // A run's start (and end) is an i64.
+            (r#""kernels":[["#, "-9223372036854775808", true),
+            (r#""kernels":[["#, "9223372036854775807", true),
+            (r#""kernels":[["#, "-9223372036854775809", false),
+            (r#""kernels":[["#, "9223372036854775808", false),
+            (r#""kernels":[["#, "-0", false),
+            (r#""kernels":[["#, "0", true),
+            (r#""kernels":[["#, "-01", false),
+            (r#""kernels":[["#, "- 1", false),
+            (r#""kernels":[["#, "-1.0", false),
+            (r#""kernels":[["#, "-1e0", false),
+            // A launch's registers are a u16, its grid u32s, its times u64s.
+            (r#""registers_per_thread":"#, "65535", true),
+            (r#""registers_per_thread":"#, "65536", false),
+            (r#""grid":["#, "4294967295", true),
+            (r#""grid":["#, "4294967296", false),
+            (r#""total_ns":"#, "18446744073709551615", true),
+            (r#""total_ns":"#, "18446744073709551616", false),
+            (r#""total_ns":"#, "-1", false),
+            // Shares read whole, by the fast path or the full parser.
+            (r#""busy":"#, "1", true),
+            (r#""busy":"#, "-0", true),
+            (r#""busy":"#, "2.5e-3", true),
+            (r#""busy":"#, "0.30000000000000004", true),
+            (r#""busy":"#, "1e400", false),
+        ];
+        for (after, number, answered) in cases {
+            let at = sample.find(after).unwrap_or_else(|| panic!("{after}")) + after.len();
+            let old_length = sample[at..].find([',', ']', '}']).unwrap();
+            let mut line = sample.clone();
+            line.replace_range(at..at + old_length, number);
+            assert_eq!(scanned_as_serde_reads(&line), answered, "{line}");
+        }
+    }
+
+    /// The shape of the GPU's reading `kind` with every field present.
+    fn every_field(kind: &str) -> Body {
+        gpu_shapes()
+            .into_iter()
+            .find(|body| {
+                let line = text(body);
+                line.contains(&format!(r#""type":"{kind}""#)) && !line.contains("null")
+            })
+            .unwrap()
+    }
+
+    /// `line` without its field `key` (one written after another), whatever its value.
+    fn without(line: &str, key: &str) -> String {
+        let from = line
+            .find(&format!(r#","{key}":"#))
+            .unwrap_or_else(|| panic!("{key}"));
+        let value = from + key.len() + 4;
+        let mut depth = 0;
+        let length = line[value..]
+            .find(|c| {
+                match c {
+                    '[' | '{' => depth += 1,
+                    ']' | '}' if depth > 0 => depth -= 1,
+                    ',' | ']' | '}' if depth == 0 => return true,
+                    _ => {}
+                }
+                false
+            })
+            .unwrap();
+        format!("{}{}", &line[..from], &line[value + length..])
+    }
+
+    /// A field serde can do without (an option, one with a default, one golow added later) may be missing from a
+    /// line: it reads as serde reads it. One serde needs is left to serde, which refuses the line.
+    #[test]
+    fn fields_serde_can_do_without_may_be_missing() {
+        let line = |body: Body| text(&Record::new(2.5, Some("cudnn".into()), body));
+        let window = line(Body::Kernels(Box::new(kernel_window(vec![kernel(
+            "k", 1, 2,
+        )]))));
+        let optional: [(String, &[&str]); 4] = [
+            (
+                line(every_field("gpu_device")),
+                &[
+                    "utilization_percent",
+                    "memory_used_bytes",
+                    "power_watts",
+                    "sm_clock_mhz",
+                ],
+            ),
+            (
+                line(every_field("gpu_pcie")),
+                &["rx_bytes_per_s", "tx_bytes_per_s"],
+            ),
+            (
+                line(every_field("gpu_process")),
+                &["memory_bytes", "sm_percent", "last_seen_us", "rank"],
+            ),
+            (
+                window.clone(),
+                &[
+                    "merged",
+                    "timeline",
+                    "monotonic_end_ns",
+                    "monotonic_start_ns",
+                    "dropped_windows",
+                    "invalid_records",
+                ],
+            ),
+        ];
+        for (full, keys) in optional {
+            let mut all_missing = full.clone();
+            for key in keys {
+                let one_missing = without(&full, key);
+                assert!(scanned_as_serde_reads(&one_missing), "{one_missing}");
+                all_missing = without(&all_missing, key);
+            }
+            assert!(scanned_as_serde_reads(&all_missing), "{all_missing}");
+        }
+        for (full, key) in [
+            (line(every_field("gpu_device")), "index"),
+            (line(every_field("gpu_process")), "pid"),
+            (window.clone(), "dropped_records"),
+            (window.clone(), "idle"),
+            (window.clone(), "grid_histogram"),
+            (window.clone(), "total_ns"),
+            (window, "runs"),
+        ] {
+            let missing = without(&full, key);
+            assert!(scan_record(missing.as_bytes()).is_none(), "{missing}");
+            assert!(
+                serde_json::from_str::<Record>(&missing).is_err(),
+                "{missing}"
+            );
+        }
+    }
+
+    /// A string with an escape, a key written with one, is serde's to read: the scan leaves the line, and the
+    /// record read is serde's.
+    #[test]
+    fn lines_with_escapes_are_left_to_serde() {
+        let window_of =
+            |name: &str| Body::Kernels(Box::new(kernel_window(vec![kernel(name, 1, 10)])));
+        let mut lines: Vec<String> = [
+            window_of("void at::native::\"anonymous\""),
+            window_of("C:\\kernels\\gemm"),
+            window_of("two\nlines"),
+            window_of("a bell \u{7}"),
+            Body::GpuProcessesUnavailable {
+                reason: "NVML says \"Not Supported\"".into(),
+            },
+        ]
+        .into_iter()
+        .map(|body| text(&Record::new(1.0, None, body)))
+        .collect();
+        let gpu = every_field("gpu_device");
+        lines.push(text(&Record::new(1.0, Some("py\ttorch".into()), gpu)));
+        lines.push(
+            r#"{"v":1,"t_ms":1.0,"type":"gpu_pcie","ind\u0065x":0,"rx_bytes_per_s":null}"#.into(),
+        );
+        lines.push(
+            text(&Record::new(1.0, None, window_of("k")))
+                .replace("\"pageable\"", "\"p\\u0061geable\""),
+        );
+        for line in &lines {
+            assert!(line.contains('\\'), "{line}");
+            assert!(scan_record(line.as_bytes()).is_none(), "{line}");
+            let by_serde: Record = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                text(&crate::event::parse_record(line.as_bytes()).unwrap()),
+                text(&by_serde)
+            );
+        }
     }
 
     #[test]
