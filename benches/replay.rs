@@ -4,7 +4,7 @@
 //! The 24-hour recording is written by golow's recorder from a real session's records
 //! (`recordings/20261126-h200-levels-train-b32.golow`: four workers training on an H200, with /proc, NVML and
 //! CUPTI readings): its start once, its steady part (from the last worker's hello to the first epoch's end) again
-//! and again, times and step numbers shifted, until a day is covered, then its end.
+//! and again, times, CUPTI windows' clocks and step numbers shifted, until a day is covered, then its end.
 //!
 //! Measured as `golow replay` drives its player: the first screen is the state at 0 after opening; the first pass
 //! through the file (here a jump from there to the end) reads and folds each record once, keeping checkpoints; then
@@ -24,6 +24,21 @@ use golow_protocol::event::{Body, Record};
 
 const DAY_MS: f64 = 24.0 * 3_600_000.0;
 const SOURCE: &str = "recordings/20261126-h200-levels-train-b32.golow";
+
+/// `record` moved `by_ms` later: its time, and the clocks a CUPTI window is placed by on the session's time line.
+fn shifted(record: &Record, by_ms: f64) -> Record {
+    let mut record = record.clone();
+    record.t_ms += by_ms;
+    if let Body::Kernels(window) = &mut record.body {
+        let by_ns = (by_ms * 1e6) as u64;
+        window.window_start_ns += by_ns;
+        window.window_end_ns += by_ns;
+        for clock in [&mut window.monotonic_start_ns, &mut window.monotonic_end_ns] {
+            *clock = clock.map(|ns| ns + by_ns);
+        }
+    }
+    record
+}
 
 /// Writes a day of `real`'s session to `out`; returns how many records it holds.
 fn day_from(real: &Path, out: &Path) -> u64 {
@@ -56,8 +71,7 @@ fn day_from(real: &Path, out: &Path) -> u64 {
     let repeats = ((DAY_MS - start[start.len() - 1].t_ms) / span).ceil() as u64;
     for repeat in 0..repeats {
         for record in steady {
-            let mut record = record.clone();
-            record.t_ms += repeat as f64 * span;
+            let mut record = shifted(record, repeat as f64 * span);
             if let (Body::Step(step), Some(worker)) = (&mut record.body, &record.worker) {
                 step.step += repeat * steps[&worker.to_string()];
                 step.warmup &= repeat == 0;
@@ -66,12 +80,21 @@ fn day_from(real: &Path, out: &Path) -> u64 {
         }
     }
     for record in end {
-        let mut record = record.clone();
-        record.t_ms += repeats as f64 * span;
-        sink.write(&record);
+        sink.write(&shifted(record, repeats as f64 * span));
     }
     drop(sink);
     recorder.finish().expect("finish").events
+}
+
+/// This process's resident memory (the kernel's VmRSS), in MB.
+fn resident_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in kB");
+    kb / 1e3
 }
 
 /// The median and range of `values`, as the output says them, with `decimals` digits.
@@ -109,6 +132,7 @@ fn main() {
         figures(&mut first_screens, 1)
     );
 
+    let resident_before = resident_mb();
     let mut player = Player::open(&day).expect("opens");
     drop(player.seek(0.0));
     let start = Instant::now();
@@ -117,8 +141,9 @@ fn main() {
     assert_eq!(player.records_applied(), events, "each record folded once");
     println!(
         "the first pass, a jump from the first screen to the end: {pass_s:.1} s, {:.0} k records/s, each record folded \
-         once",
-        events as f64 / pass_s / 1e3
+         once; the player then holds {:.0} MB more (the state and its checkpoints)",
+        events as f64 / pass_s / 1e3,
+        resident_mb() - resident_before,
     );
 
     let (mut forward, mut backward, mut folded) = (Vec::new(), Vec::new(), Vec::new());

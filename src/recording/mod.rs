@@ -2,6 +2,7 @@
 //! source for replay, export and comparison. The recorder never interprets events; readers fold them
 //! with the same `State::apply` as a live session.
 
+mod checkpoints;
 pub mod format;
 mod header;
 mod player;
@@ -9,7 +10,7 @@ mod reader;
 mod writer;
 
 pub use header::{default_path, utc};
-pub use player::{Player, PlayerRequest, SecondSession, serve};
+pub use player::{Damage, Player, PlayerRequest, SecondSession, serve};
 pub use reader::{OpenError, Recording};
 pub use writer::{FLUSH_EVERY, Recorder, Sink, Written};
 

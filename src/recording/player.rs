@@ -4,43 +4,42 @@
 //! The first pass through the file is the playback itself: each record is folded once, as the replay reaches it, and
 //! every so many records a copy of the state (a checkpoint) is kept on the way. A seek restarts from the nearest
 //! checkpoint before it, so no seek folds more than one checkpoint interval of records once the pass has been there.
+//! Frames are read and parsed on every core and folded in order by whichever thread read them.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
+use super::checkpoints::Checkpoints;
 use super::format::FrameInfo;
 use super::reader::{FrameRecords, OpenError, Recording, SessionStarts};
 use crate::channels::Notifier;
 use crate::state::State;
 use crate::store::{Contents, Store};
 use golow_protocol::event::Record;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
-
-/// At most this many checkpoints, whatever the length: memory stays bounded. Even, so that thinning them keeps the
-/// latest.
-const MAX_CHECKPOINTS: usize = 24;
-/// Records between checkpoints at least: closer ones would cost a copy of the state each and save little folding.
-pub(super) const MIN_CHECKPOINT_RECORDS: u64 = 5_000;
 
 pub struct Player {
     recording: Recording,
     store: Store,
+    fold: Fold,
+    /// Every record up to this time has been folded.
+    position_ms: f64,
+}
+
+/// Where the fold is in the file and what it keeps on the way: what a thread folding a frame changes, beside the
+/// store.
+struct Fold {
     /// The next frame to read, and the records of the current one not folded yet.
     next_frame: usize,
     queue: VecDeque<Record>,
-    /// (frame index, the state before that frame), in frame order; the first is the empty state.
-    checkpoints: Vec<(usize, State)>,
-    /// Records between checkpoints, and those read since the latest checkpoint's frame.
-    spacing: u64,
-    unsaved: u64,
+    checkpoints: Checkpoints,
     /// Records folded since the player opened, for those who count what a replay costs.
     applied: u64,
-    /// Every record up to this time has been folded.
-    position_ms: f64,
-    pub damage: Damage,
+    damage: Damage,
 }
 
 /// Frames that could not be read (and the records their markers counted), lines that were not records, each
@@ -142,26 +141,28 @@ impl Damage {
 impl Player {
     pub fn open(path: &Path) -> Result<Player, OpenError> {
         let recording = Recording::open(path)?;
-        // A finished file's checkpoints fit in `MAX_CHECKPOINTS` (the first is the empty state); a growing one's are
-        // thinned as it grows.
-        let spacing =
-            (recording.events() / (MAX_CHECKPOINTS as u64 - 1)).max(MIN_CHECKPOINT_RECORDS);
+        let checkpoints = Checkpoints::for_records(recording.events());
         Ok(Player {
             recording,
             store: Store::default(),
-            next_frame: 0,
-            queue: VecDeque::new(),
-            checkpoints: vec![(0, State::default())],
-            spacing,
-            unsaved: 0,
-            applied: 0,
+            fold: Fold {
+                next_frame: 0,
+                queue: VecDeque::new(),
+                checkpoints,
+                applied: 0,
+                damage: Damage::default(),
+            },
             position_ms: f64::NEG_INFINITY,
-            damage: Damage::default(),
         })
     }
 
     pub fn recording(&self) -> &Recording {
         &self.recording
+    }
+
+    /// Frames and lines found damaged so far, and where a second session begins.
+    pub fn damage(&self) -> &Damage {
+        &self.fold.damage
     }
 
     /// Reads on to the current end of a recording still being written. A frame read before and now taken back (it
@@ -170,15 +171,15 @@ impl Player {
         let taken_back = self.recording.out_of_order.taken_back;
         self.recording.refresh();
         if self.recording.out_of_order.taken_back != taken_back {
-            self.checkpoints.truncate(1);
-            self.damage = Damage::default();
+            self.fold.checkpoints.forget();
+            self.fold.damage = Damage::default();
             self.seek_to_checkpoint(0);
         }
     }
 
     /// Where a second session begins, once reading has reached it: nothing from there on was read.
     pub fn second_session(&self) -> Option<SecondSession> {
-        self.damage.second_session
+        self.fold.damage.second_session
     }
 
     /// The store the player folds into, for those who show what it plays.
@@ -197,176 +198,167 @@ impl Player {
 
     /// One line about damage found so far, for the user.
     pub fn damage_warning(&self) -> Option<String> {
+        let damage = &self.fold.damage;
         let mut parts = Vec::new();
-        if self.damage.frames > 0 {
+        if damage.frames > 0 {
             parts.push(format!(
                 "{} damaged frame(s) ({} records) skipped",
-                self.damage.frames, self.damage.records
+                damage.frames, damage.records
             ));
         }
-        if self.damage.bad_lines > 0 {
+        if damage.bad_lines > 0 {
             parts.push(format!(
                 "{} line(s) that are not records skipped",
-                self.damage.bad_lines
+                damage.bad_lines
             ));
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
 
-    /// Folds every record up to and including `t_ms`; returns how many. Each frame is read and parsed with the
-    /// store unlocked, and its records folded under one lock: a view or a scrape never waits for decompression.
+    /// Folds every record up to and including `t_ms`, in file order up to the first one after it; returns how many.
     pub fn advance_to(&mut self, t_ms: f64) -> usize {
         self.position_ms = self.position_ms.max(t_ms);
-        let mut count = 0;
-        loop {
-            count += self.fold_queued_up_to(t_ms);
-            if !self.queue.is_empty() {
-                return count;
-            }
-            let Some(frame) = self.recording.frames.get(self.next_frame) else {
-                return count;
-            };
-            if frame.first_t_ms > t_ms {
-                return count;
-            }
-            self.checkpoint_if_due();
-            self.load_next_frame();
+        let before = self.fold.applied;
+        self.fold.fold_queued(&mut self.store.lock(), t_ms);
+        if self.fold.queue.is_empty() {
+            // The frames starting no later than `t_ms`: the fold stops at the first record after it.
+            let from = self.fold.next_frame;
+            let frames = self.recording.frames.get(from..).unwrap_or_default();
+            let to = from + frames.iter().take_while(|f| f.first_t_ms <= t_ms).count();
+            self.fold_frames(from..to, t_ms);
         }
-    }
-
-    /// Keeps the state before the next frame once `spacing` records have been read past the latest checkpoint. Past
-    /// `MAX_CHECKPOINTS`, every other one is dropped and the spacing doubles: a growing file keeps as many.
-    fn checkpoint_if_due(&mut self) {
-        if self.unsaved < self.spacing {
-            return;
-        }
-        let state = State::clone(&self.store.lock());
-        self.checkpoints.push((self.next_frame, state));
-        self.unsaved = 0;
-        if self.checkpoints.len() > MAX_CHECKPOINTS {
-            let mut kept = 0;
-            self.checkpoints.retain(|_| {
-                kept += 1;
-                kept % 2 == 1
-            });
-            self.spacing *= 2;
-        }
+        (self.fold.applied - before) as usize
     }
 
     /// Records folded since the player opened, by every pass and seek.
     pub fn records_applied(&self) -> u64 {
-        self.applied
-    }
-
-    /// Folds the queued records up to and including `t_ms`; returns how many.
-    fn fold_queued_up_to(&mut self, t_ms: f64) -> usize {
-        let mut folded = self.store.lock();
-        let mut count = 0;
-        while let Some(record) = self.queue.pop_front() {
-            if record.t_ms > t_ms {
-                self.queue.push_front(record);
-                break;
-            }
-            folded.apply(&record);
-            count += 1;
-        }
-        self.applied += count as u64;
-        count
+        self.fold.applied
     }
 
     /// Every record from the start, in order, without folding (for export).
     pub fn records(&mut self) -> impl Iterator<Item = Record> + '_ {
         // A cursor of its own: the fold's position and state stay as they were.
-        let (recording, damage) = (&self.recording, &mut self.damage);
+        let (recording, damage) = (&self.recording, &mut self.fold.damage);
         (0..recording.frames.len())
             .flat_map(move |i| damage.records(i, &recording.frames[i], recording.read_frame(i)))
     }
 
-    /// Folds everything from the start: the state at the end of the session. One thread per core takes the next
-    /// stretch of frames (`Recording::stretches`), reads and parses it, waits for the stretch before it to be
-    /// folded, and folds its own under the store's lock: the records are folded by the core that parsed them, still
-    /// in its cache, no more threads run than there are cores, and a scrape of the replay waits for one stretch's
-    /// fold at most, never for a parse.
+    /// Folds everything from the start: the state at the end of the session. Keeps no checkpoint: nothing seeks in a
+    /// player run to its end.
     pub fn run_to_end(&mut self) {
+        self.fold.checkpoints.keep_none();
         self.seek_to_checkpoint(0);
-        let recording = &self.recording;
-        let stretches = recording.stretches();
-        let turns = FoldOrder::new(Turn {
-            next: 0,
-            store: &self.store,
-            damage: &mut self.damage,
-            applied: &mut self.applied,
-        });
-        let taken = AtomicUsize::new(0);
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::thread::scope(|scope| {
-            for _ in 0..threads.min(stretches.len()) {
-                scope.spawn(|| {
-                    loop {
-                        let k = taken.fetch_add(1, Ordering::Relaxed);
-                        let Some(frames) = stretches.get(k) else {
-                            return;
-                        };
-                        let read = recording.read_stretch(frames.clone());
-                        let Some(mut held) = turns.wait_for(k) else {
-                            return;
-                        };
-                        let turn = &mut *held.turn;
-                        let mut folded = turn.store.lock();
-                        for (i, frame) in frames.clone().zip(read) {
-                            let records = turn.damage.records(i, &recording.frames[i], frame);
-                            records.iter().for_each(|r| folded.apply(r));
-                            *turn.applied += records.len() as u64;
-                        }
-                    }
-                });
-            }
-        });
-        self.next_frame = recording.frames.len();
+        self.fold_frames(0..self.recording.frames.len(), f64::INFINITY);
         self.position_ms = f64::INFINITY;
     }
 
     /// The state as it was at `t_ms`, wherever the player is now.
     pub fn seek(&mut self, t_ms: f64) -> MutexGuard<'_, Contents> {
-        let best = self.best_checkpoint(t_ms);
-        if t_ms < self.position_ms || best > self.next_frame {
+        let best = self.fold.checkpoints.best_for(&self.recording.frames, t_ms);
+        if t_ms < self.position_ms || best > self.fold.next_frame {
             self.seek_to_checkpoint(best);
         }
         self.advance_to(t_ms);
         self.store.lock()
     }
 
-    /// The latest checkpoint whose frame starts no later than `t_ms`.
-    fn best_checkpoint(&self, t_ms: f64) -> usize {
-        let frames = &self.recording.frames;
-        let usable = self
-            .checkpoints
-            .partition_point(|(frame, _)| frames.get(*frame).is_none_or(|f| f.first_t_ms <= t_ms));
-        self.checkpoints[usable.saturating_sub(1)].0
-    }
-
     fn seek_to_checkpoint(&mut self, frame: usize) {
-        let at = self.checkpoints.partition_point(|(f, _)| *f <= frame);
-        let (frame, state) = &self.checkpoints[at.saturating_sub(1)];
-        let state = state.clone();
+        let (frame, state) = self.fold.checkpoints.restore(frame);
         self.store.lock().restart(state);
         self.position_ms = f64::NEG_INFINITY;
-        self.next_frame = *frame;
-        self.queue.clear();
-        self.unsaved = 0;
+        self.fold.next_frame = frame;
+        self.fold.queue.clear();
     }
 
-    fn load_next_frame(&mut self) {
-        let i = self.next_frame;
-        self.next_frame += 1;
-        let records =
-            self.damage
-                .records(i, &self.recording.frames[i], self.recording.read_frame(i));
-        let latest = self.checkpoints.last().map_or(0, |(frame, _)| *frame);
-        if i >= latest {
-            self.unsaved += records.len() as u64;
+    /// Folds the records of `frames` in order, up to the first one after `t_ms` (it and the rest of its frame are
+    /// queued). One thread per core takes the next stretch of frames (`Recording::stretches`), reads and parses it,
+    /// waits for the stretch before it to be folded, and folds its own under the store's lock: the records are folded
+    /// by the core that parsed them, still in its cache, no more threads run than there are cores, and a scrape or a
+    /// view waits for one stretch's fold at most, never for a parse.
+    fn fold_frames(&mut self, frames: Range<usize>, t_ms: f64) {
+        let recording = &self.recording;
+        let stretches = recording.stretches(frames);
+        let turns = FoldOrder::new(Turn {
+            next: 0,
+            store: &self.store,
+            fold: &mut self.fold,
+            stopped: false,
+        });
+        let taken = AtomicUsize::new(0);
+        let read_and_fold = || {
+            loop {
+                let k = taken.fetch_add(1, Ordering::Relaxed);
+                let Some(frames) = stretches.get(k) else {
+                    return;
+                };
+                let read = recording.read_stretch(frames.clone());
+                let Some(mut held) = turns.wait_for(k) else {
+                    return;
+                };
+                let turn = &mut *held.turn;
+                if turn.stopped {
+                    return;
+                }
+                let mut state = turn.store.lock();
+                for (i, frame) in frames.clone().zip(read) {
+                    if !turn.fold.fold_frame(&mut state, recording, i, frame, t_ms) {
+                        turn.stopped = true;
+                        return;
+                    }
+                }
+            }
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if threads.min(stretches.len()) <= 1 {
+            read_and_fold();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 0..threads.min(stretches.len()) {
+                    scope.spawn(read_and_fold);
+                }
+            });
         }
-        self.queue.extend(records);
+    }
+}
+
+impl Fold {
+    /// Folds frame `i` as read into `state`, keeping a checkpoint before it when one is due, up to the first record
+    /// after `t_ms`; false when it stopped there (that record and the rest are queued).
+    fn fold_frame(
+        &mut self,
+        state: &mut Contents,
+        recording: &Recording,
+        i: usize,
+        frame: std::io::Result<FrameRecords>,
+        t_ms: f64,
+    ) -> bool {
+        self.checkpoints.keep_if_due(i, state);
+        let records = self.damage.records(i, &recording.frames[i], frame);
+        self.checkpoints.read(i, records.len());
+        self.next_frame = i + 1;
+        let mut records = records.into_iter();
+        while let Some(record) = records.next() {
+            if record.t_ms > t_ms {
+                self.queue.push_back(record);
+                self.queue.extend(records);
+                return false;
+            }
+            state.apply(&record);
+            self.applied += 1;
+        }
+        true
+    }
+
+    /// Folds the queued records up to the first one after `t_ms`.
+    fn fold_queued(&mut self, state: &mut Contents, t_ms: f64) {
+        while let Some(record) = self.queue.pop_front() {
+            if record.t_ms > t_ms {
+                self.queue.push_front(record);
+                return;
+            }
+            state.apply(&record);
+            self.applied += 1;
+        }
     }
 }
 
@@ -375,8 +367,9 @@ struct Turn<'a> {
     /// The stretch whose turn it is.
     next: usize,
     store: &'a Store,
-    damage: &'a mut Damage,
-    applied: &'a mut u64,
+    fold: &'a mut Fold,
+    /// A record after the time folded to was reached: later stretches fold nothing.
+    stopped: bool,
 }
 
 /// Stretches folded in their order, each by whichever thread read it.

@@ -16,7 +16,7 @@ use super::format::{
 };
 use golow_protocol::event::{Body, Record};
 
-/// Raw JSON a thread of `Player::run_to_end` reads before folding it: its records, still in the core's cache when
+/// Raw JSON a thread of a player's fold reads before folding it: its records, still in the core's cache when
 /// they are folded, bound memory whatever the frames hold.
 const STRETCH_RAW_BYTES: u64 = 128 << 10;
 
@@ -303,20 +303,22 @@ impl Recording {
             .collect()
     }
 
-    /// The frames in stretches of at most `STRETCH_RAW_BYTES` of JSON each (one frame at least), in order: what one
-    /// thread of `Player::run_to_end` reads and folds at a time.
-    pub fn stretches(&self) -> Vec<std::ops::Range<usize>> {
+    /// `frames` in stretches of at most `STRETCH_RAW_BYTES` of JSON each (one frame at least), in order: what one
+    /// thread of a player's fold reads and folds at a time.
+    pub fn stretches(&self, frames: std::ops::Range<usize>) -> Vec<std::ops::Range<usize>> {
+        let frames = frames.start..frames.end.min(self.frames.len());
         let mut stretches = Vec::new();
-        let (mut start, mut raw) = (0, 0u64);
-        for (i, frame) in self.frames.iter().enumerate() {
-            if i > start && raw + u64::from(frame.raw_len) > STRETCH_RAW_BYTES {
+        let (mut start, mut raw) = (frames.start, 0u64);
+        for i in frames.clone() {
+            let frame_raw = u64::from(self.frames[i].raw_len);
+            if i > start && raw + frame_raw > STRETCH_RAW_BYTES {
                 stretches.push(start..i);
                 (start, raw) = (i, 0);
             }
-            raw += u64::from(frame.raw_len);
+            raw += frame_raw;
         }
-        if start < self.frames.len() {
-            stretches.push(start..self.frames.len());
+        if start < frames.end {
+            stretches.push(start..frames.end);
         }
         stretches
     }

@@ -159,7 +159,7 @@ fn damaged_frames_and_markers_are_skipped_and_counted() {
     std::fs::write(&file, &damaged).unwrap();
     let (mut player, read) = read_all(&file);
     assert_eq!(read.len(), written.len() - lost);
-    assert_eq!(player.damage.frames, 1);
+    assert_eq!(player.damage().frames, 1);
     assert!(player.damage_warning().unwrap().contains("1 damaged frame"));
     player.run_to_end();
     assert!(player.state().ended);
@@ -250,7 +250,7 @@ fn seeks_fold_at_most_an_interval(player: &mut Player, written: &[Record]) {
         .map(|f| f.events)
         .max()
         .unwrap();
-    let interval = super::player::MIN_CHECKPOINT_RECORDS + u64::from(frame);
+    let interval = super::checkpoints::MIN_CHECKPOINT_RECORDS + u64::from(frame);
     for share in [0.9, 0.2, 0.6, 0.0, 0.95, 0.5, 0.1] {
         let folded = seek_and_compare(player, written, end * share);
         assert!(
@@ -263,7 +263,7 @@ fn seeks_fold_at_most_an_interval(player: &mut Player, written: &[Record]) {
 /// Records enough for a few checkpoint intervals: a seek that folds from the start folds several times what one
 /// from a checkpoint may.
 fn long_session() -> Vec<Record> {
-    let rounds = (4 * super::player::MIN_CHECKPOINT_RECORDS) as usize / every_body().len();
+    let rounds = (4 * super::checkpoints::MIN_CHECKPOINT_RECORDS) as usize / every_body().len();
     records(rounds)
 }
 
@@ -589,7 +589,7 @@ fn ten_thousand_damaged_recordings_are_read_or_refused_in_one_line() {
                 let read: Vec<Record> = player.records().collect();
                 // Read a stretch at a time, as a whole replay reads, each frame gives what it gives alone.
                 let recording = player.recording();
-                for stretch in recording.stretches() {
+                for stretch in recording.stretches(0..recording.frames.len()) {
                     let together = recording.read_stretch(stretch.clone());
                     assert_eq!(together.len(), stretch.len(), "case {case}");
                     for (i, frame) in stretch.zip(together) {
@@ -766,7 +766,12 @@ fn a_recording_read_on_every_core_folds_as_one_thread_folding_it_in_order() {
     for entry in std::fs::read_dir(samples).unwrap() {
         let path = entry.unwrap().path();
         let mut player = Player::open(&path).unwrap();
-        most_stretches = most_stretches.max(player.recording().stretches().len());
+        most_stretches = most_stretches.max(
+            player
+                .recording()
+                .stretches(0..player.recording().frames.len())
+                .len(),
+        );
         let mut in_order = crate::state::State::default();
         player.records().for_each(|r| in_order.apply(&r));
         player.run_to_end();
