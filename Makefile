@@ -31,15 +31,20 @@ test: build
 	@# whole workspace selected, as above: `-p golow` alone unifies other features and builds golow again.
 	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --lib ui::
 	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --test ui_snapshots
-	$(PYTHON) -m unittest discover --start-directory tests/python --top-level-directory tests/python
+	@# The step hook's tests in one process and every other module's in another, at once: each test waits mostly on
+	@# a python of its own starting and importing torch.
+	cd tests/python && { $(abspath $(PYTHON)) -m unittest test_hook & hook=$$!; \
+		$(abspath $(PYTHON)) -m unittest $(PYTHON_TESTS_BESIDE_HOOK); others=$$?; \
+		wait $$hook && exit $$others; }
 	@# One make for the checks of what is shipped, so that the wheel both need is built once.
 	$(MAKE) --no-print-directory monitor-alone gpu-bundle-check publish-check wheel-check
 
-# The monitor alone, as someone who only replays recordings installs it: it builds with no libtorch to be found
-# (torch-sys's build would fail on this LIBTORCH), depends on no torch crate, and links no torch library and no
-# RUNPATH to one.
-monitor-alone:
-	LIBTORCH=/nonexistent/libtorch cargo build --release -p golow
+PYTHON_TESTS_BESIDE_HOOK := $(filter-out test_hook,$(basename $(notdir $(wildcard tests/python/test_*.py))))
+
+# The monitor alone, as someone who only replays recordings installs it: it depends on no torch crate, and links no
+# torch library and no RUNPATH to one. That it builds alone, with its own features and no libtorch to be found, is
+# publish-check's: its dry run builds the golow crate as crates.io would take it.
+monitor-alone: build
 	@if cargo tree -p golow -e normal,build --prefix none | grep -E '^(tch|torch-sys) '; then \
 		echo "golow depends on a torch crate"; exit 1; fi
 	@if readelf -d target/release/golow | grep -iE 'torch|RUNPATH|RPATH'; then \
@@ -56,7 +61,8 @@ publish-check:
 	rm -rf target/package "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/golow-*
 	if [ -d target/debug ]; then find target/debug -name '*golow*' -prune -exec rm -rf {} +; fi
 	@# Whether they build is the question, not how they debug: no debug info, which halves the linking.
-	CARGO_PROFILE_DEV_DEBUG=0 cargo publish --dry-run --allow-dirty $(PUBLISHED)
+	@# No libtorch to be found (torch-sys's build would fail on this LIBTORCH): the monitor needs none.
+	LIBTORCH=/nonexistent/libtorch CARGO_PROFILE_DEV_DEBUG=0 cargo publish --dry-run --allow-dirty $(PUBLISHED)
 
 # The wheel `pip install` takes (packaging/wheel.py): golow, golow-worker and golow's libraries from this build, the
 # golow Python module, audited by auditwheel for this manylinux platform (glibc 2.34: the newest symbol they use).
