@@ -26,7 +26,7 @@ fn printed<'a>(stderr: &'a str, label: &str) -> Vec<&'a str> {
 /// Starts programs in each way a python does, and prints, for each, its resident memory (KiB) and its number of
 /// mappings after the first 100 starts and after all of them.
 const STARTS: &str = r#"
-import os, subprocess, threading
+import os, subprocess, threading, time
 
 def resident_kib():
     with open('/proc/self/status') as status:
@@ -46,10 +46,18 @@ def spawn(env):
     pid = os.posix_spawn('/bin/true', ['/bin/true'], env)
     assert os.waitpid(pid, 0)[1] == 0
 
+def threads():
+    return len(os.listdir('/proc/self/task'))
+
 def in_a_thread_of_its_own(env):
+    alone = threads()
     thread = threading.Thread(target=run, args=(env,))
     thread.start()
     thread.join()
+    # join returns once the thread's Python code is done, a moment before its system thread has gone: on a busy
+    # machine the next one would start beside it, with a stack and a malloc arena of its own.
+    while threads() > alone:
+        time.sleep(0.001)
 
 for name, start, env, count in [
     ('subprocess', run, small, 10_000),
