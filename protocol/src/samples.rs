@@ -213,6 +213,7 @@ pub fn every_body() -> Vec<Body> {
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
             stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
+            attached: [("watched".to_string(), 4242)].into(),
         })),
         Body::WorkerStarted {
             pid: 42,
@@ -474,6 +475,13 @@ pub fn every_body() -> Vec<Body> {
             signal: Some(9),
             stop_requested: false,
         },
+        Body::RankProcess {
+            pid: 4243,
+            rank: 1,
+            local_rank: Some(1),
+            world_size: Some(2),
+        },
+        Body::AttachedEnd { detached: true },
         Body::SessionEnd,
     ]
 }

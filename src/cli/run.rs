@@ -104,15 +104,15 @@ fn numbered(path: &Path, k: u64, of: u64) -> PathBuf {
 }
 
 /// The live view's own options; without them the run is headless.
-struct LiveOptions {
-    theme: Theme,
-    compare: Option<(String, String)>,
-    frame: Duration,
+pub struct LiveOptions {
+    pub theme: Theme,
+    pub compare: Option<(String, String)>,
+    pub frame: Duration,
 }
 
 const MAX_FPS: i64 = 30;
 
-fn frame_of(fps: i64) -> Result<Duration, BadInput> {
+pub fn frame_of(fps: i64) -> Result<Duration, BadInput> {
     if !(1..=MAX_FPS).contains(&fps) {
         return Err(BadInput(format!(
             "--fps must be between 1 and {MAX_FPS} (got {fps})"
@@ -169,7 +169,7 @@ fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInpu
 }
 
 /// Where each of `sessions` is recorded, checked before anything runs.
-fn record_to(
+pub fn record_to(
     record: Option<&Path>,
     no_record: bool,
     sessions: u64,
@@ -303,7 +303,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
 }
 
 /// One line on what a recording is good for, with commands to paste.
-fn what_next(recording: &Path) -> String {
+pub fn what_next(recording: &Path) -> String {
     let path = recording.display().to_string();
     match shell_word(&path) {
         Ok(word) => {
@@ -339,12 +339,29 @@ fn one_session(
     // Before the TUI takes the terminal, so said in both modes.
     let mut announce = |what: &str| eprintln!("golow: {what}…");
     let session = Session::open(plan, record, super::command_line(), interval, &mut announce)
-        .map_err(|e| match e {
-            OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
-                BadInput(message).into()
-            }
-            OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
-        })?;
+        .map_err(open_failure)?;
+    run_opened(session, live, summary_json, pass_output, store)
+}
+
+/// Why a session could not open, as the command says it.
+pub fn open_failure(e: OpenError) -> Failure {
+    match e {
+        OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
+            BadInput(message).into()
+        }
+        OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
+    }
+}
+
+/// An opened session, live or headless, to its end: its summary printed and written, its exit code and where it was
+/// recorded.
+pub fn run_opened(
+    session: Session,
+    live: Option<&LiveOptions>,
+    summary_json: Option<&Path>,
+    pass_output: bool,
+    store: &Store,
+) -> Result<(i32, Option<PathBuf>), Failure> {
     let finished = match live {
         Some(options) => watch(session, options, store)?,
         None => {

@@ -48,6 +48,8 @@ pub fn table(summary: &Summary) -> String {
             WorkerStatus::Ok => "ok",
             WorkerStatus::Failed => "FAILED",
             WorkerStatus::Stopped => "stopped",
+            WorkerStatus::Ended => "ended",
+            WorkerStatus::Detached => "detached",
         };
         out.push_str(&format!(
             "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}M\n",

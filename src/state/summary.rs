@@ -11,7 +11,7 @@ use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
 use super::ratio::{Basis, Pairing};
 use super::script::ScriptState;
-use super::{Percentiles, ProcessEnd, State, WorkerState};
+use super::{AttachedEnd, Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
 use golow_protocol::event::ExitStatus;
 
@@ -23,6 +23,10 @@ pub enum WorkerStatus {
     Ok,
     Failed,
     Stopped,
+    /// An attached process that ended during the session; how is not knowable (golow is not its parent).
+    Ended,
+    /// An attached process the session stopped watching; it runs on.
+    Detached,
 }
 
 /// What the session ran: the built-in workers' settings only where a built-in worker ran (a `--cmd` script has its
@@ -37,6 +41,9 @@ pub struct SummaryConfig {
     /// What golow set in the `--cmd` workers' environment (`--threads`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub command_env: BTreeMap<String, String>,
+    /// `golow attach`: worker name → the pid of the process it watched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attached: BTreeMap<String, u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -54,20 +61,25 @@ pub struct BuiltinConfig {
 
 impl From<&SessionConfig> for SummaryConfig {
     fn from(c: &SessionConfig) -> SummaryConfig {
-        let builtin = (c.workers.len() > c.commands.len()).then(|| BuiltinConfig {
-            model: c.model,
-            dataset: c.dataset.clone(),
-            mode: c.mode,
-            batch_size: c.batch_size,
-            resolution: c.resolution,
-            device: c.device.clone(),
-            gpu_policy: c.gpu_policy,
-        });
+        let builtin = c
+            .workers
+            .iter()
+            .any(|w| !c.commands.contains_key(w) && !c.attached.contains_key(w))
+            .then(|| BuiltinConfig {
+                model: c.model,
+                dataset: c.dataset.clone(),
+                mode: c.mode,
+                batch_size: c.batch_size,
+                resolution: c.resolution,
+                device: c.device.clone(),
+                gpu_policy: c.gpu_policy,
+            });
         SummaryConfig {
             builtin,
             schedule: c.schedule,
             commands: c.commands.clone(),
             command_env: c.command_env.clone(),
+            attached: c.attached.clone(),
         }
     }
 }
@@ -632,7 +644,13 @@ impl ComparisonSummary {
 
 /// The first worker against each of the others.
 fn comparisons(state: &State) -> Vec<ComparisonSummary> {
-    let Some((first, others)) = state.workers.split_first() else {
+    // An attached process shows no step until a hook reports them: there is nothing of it to compare.
+    let measurable: Vec<&WorkerState> = state
+        .workers
+        .iter()
+        .filter(|w| !(state.is_attached(w) && w.steps == 0))
+        .collect();
+    let Some((first, others)) = measurable.split_first() else {
         return Vec::new();
     };
     others
@@ -659,6 +677,11 @@ impl Summary {
 }
 
 fn status(worker: &WorkerState) -> WorkerStatus {
+    match worker.attached_end {
+        Some(AttachedEnd::Ended) => return WorkerStatus::Ended,
+        Some(AttachedEnd::Detached) => return WorkerStatus::Detached,
+        None => {}
+    }
     let end = worker.process_end;
     let own = worker.exit.as_ref().map(|e| e.status);
     if end.is_some_and(|e| e.stop_requested) || own == Some(ExitStatus::Stopped) {

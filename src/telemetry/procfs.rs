@@ -113,6 +113,43 @@ fn read_peak(pid: u32, buf: &mut Vec<u8>) -> Option<u64> {
     parse_peak(read_once(&format!("/proc/{pid}/status"), buf)?)
 }
 
+/// What `/proc/PID/stat` says of a process that names it for good: when it started (the pid with it names one
+/// process, as a pid alone does not once it is taken again), its parent, and whether it is a kernel thread or has
+/// ended and waits to be reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub start: u64,
+    pub parent: u32,
+    pub kernel_thread: bool,
+    pub zombie: bool,
+}
+
+/// The kernel's flag for its own threads (`PF_KTHREAD`, include/linux/sched.h).
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// `pid`'s identity, as /proc says now; `None` when it is gone.
+pub fn identity(pid: u32) -> Option<Identity> {
+    let mut buf = Vec::new();
+    let stat = proc_stat(read_once(&format!("/proc/{pid}/stat"), &mut buf)?)?;
+    Some(Identity {
+        start: stat.starttime,
+        parent: u32::try_from(stat.ppid).ok()?,
+        kernel_thread: stat.flags & PF_KTHREAD != 0,
+        zombie: matches!(stat.state, 'Z' | 'X'),
+    })
+}
+
+/// The process `pid` is a thread of (`Tgid` in `/proc/PID/status`): `pid` itself for a process, another for one of
+/// its threads, which /proc also lists by its own ID.
+pub fn thread_group(pid: u32) -> Option<u32> {
+    let mut buf = Vec::new();
+    let status = read_once(&format!("/proc/{pid}/status"), &mut buf)?;
+    let line = status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Tgid:"))?;
+    std::str::from_utf8(line).ok()?.trim().parse().ok()
+}
+
 /// The parent pid from a `/proc/PID/stat` line.
 fn parent_of(stat: &[u8]) -> Option<u32> {
     u32::try_from(proc_stat(stat)?.ppid).ok()

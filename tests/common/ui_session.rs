@@ -65,6 +65,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
             ops_every: 10,
+            attached: Default::default(),
         })),
     )
 }
