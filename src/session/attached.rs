@@ -3,7 +3,7 @@
 //! and stopping the session lets them go. A later step hook inside the process would report on an event socket as
 //! a `--cmd` worker's does (`launcher`'s reading of it), beside what this module watches.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io::{self, Read};
 use std::pin::Pin;
@@ -165,32 +165,53 @@ impl RankEnv {
     }
 }
 
-/// Finds the ranks of an attached worker's tree: each process is read once, when first seen, for a `RANK` in its
-/// environment (readable for the user's own processes only).
+/// Finds the ranks of an attached worker's tree from its processes' environments (readable for the user's own
+/// processes only). A rank's process is the first of the tree (root first, breadth first: the highest) whose
+/// environment names that rank: what it starts (DataLoader workers, a launcher's helpers) inherits its `RANK`.
 #[derive(Default)]
 pub struct RankFinder {
-    /// The tree's processes already read; only those still in it.
-    seen: HashSet<u32>,
+    /// What each process of the tree said, and how often it was read; only those still in it.
+    read: HashMap<u32, Reading>,
+    /// Each rank's process, as last told to the hub.
+    told: BTreeMap<u32, u32>,
 }
 
+/// A process's environment as read: its rank, if it names one, and how often it was read.
+struct Reading {
+    rank: Option<RankEnv>,
+    times: u8,
+}
+
+/// Reads of a process whose environment names no rank: a second catches one first read between its fork and its
+/// exec (`RANK=0 python train.py &` sets `RANK` at the exec).
+const READS_WITHOUT_RANK: u8 = 2;
+
 impl RankFinder {
-    /// The processes of `tree` new since the last call whose environment names their rank.
+    /// The ranks whose process is new since the last call, each with what its environment says.
     pub fn found(&mut self, tree: &[u32]) -> Vec<Body> {
-        self.seen.retain(|pid| tree.contains(pid));
-        let new: Vec<u32> = tree
-            .iter()
-            .copied()
-            .filter(|&pid| self.seen.insert(pid))
-            .collect();
-        new.into_iter()
-            .filter_map(|pid| {
-                let env = RankEnv::of(&nul_separated(pid, "environ"))?;
-                Some(Body::RankProcess {
-                    pid,
-                    rank: env.rank,
-                    local_rank: env.local_rank,
-                    world_size: env.world_size,
-                })
+        self.read.retain(|pid, _| tree.contains(pid));
+        let mut ranks: BTreeMap<u32, (u32, RankEnv)> = BTreeMap::new();
+        for &pid in tree {
+            let reading = self.read.entry(pid).or_insert(Reading {
+                rank: None,
+                times: 0,
+            });
+            if reading.rank.is_none() && reading.times < READS_WITHOUT_RANK {
+                reading.rank = RankEnv::of(&nul_separated(pid, "environ"));
+                reading.times += 1;
+            }
+            if let Some(env) = reading.rank {
+                ranks.entry(env.rank).or_insert((pid, env));
+            }
+        }
+        ranks
+            .into_iter()
+            .filter(|&(rank, (pid, _))| self.told.insert(rank, pid) != Some(pid))
+            .map(|(_, (pid, env))| Body::RankProcess {
+                pid,
+                rank: env.rank,
+                local_rank: env.local_rank,
+                world_size: env.world_size,
             })
             .collect()
     }
@@ -227,8 +248,8 @@ mod tests {
     }
 
     #[test]
-    fn the_rank_finder_reads_a_process_once_and_forgets_those_that_left() {
-        let mut child = std::process::Command::new("sleep")
+    fn a_ranks_process_is_the_highest_of_the_tree_that_names_it() {
+        let child = std::process::Command::new("sleep")
             .arg("30")
             .env("RANK", "1")
             .env("WORLD_SIZE", "2")
@@ -251,11 +272,30 @@ mod tests {
                 world_size: Some(2)
             }]
         );
-        assert!(finder.found(&tree).is_empty());
-        assert!(finder.found(&tree[..1]).is_empty());
-        assert_eq!(finder.found(&tree).len(), 1);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        assert!(finder.found(&tree).is_empty(), "told once");
+        // Its DataLoader worker, started later, inherits its RANK and is not the rank's process.
+        let below = std::process::Command::new("sleep")
+            .arg("30")
+            .env("RANK", "1")
+            .spawn()
+            .unwrap();
+        while command_line(below.id())
+            .first()
+            .is_none_or(|a| a != "sleep")
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(finder.found(&[tree[0], pid, below.id()]).is_empty());
+        // The rank's process restarted as another: that one is the rank's now.
+        let found = finder.found(&[tree[0], below.id()]);
+        assert!(
+            matches!(found[..], [Body::RankProcess { pid, rank: 1, .. }] if pid == below.id()),
+            "{found:?}"
+        );
+        for mut process in [child, below] {
+            process.kill().unwrap();
+            process.wait().unwrap();
+        }
     }
 
     #[test]
