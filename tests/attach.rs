@@ -186,21 +186,7 @@ fn a_target_that_ends_ends_its_worker_and_the_session_when_all_have_ended() {
         started_outside(tmp.path(), "sleep 4"),
     ];
     let (short, long) = (sleeps[0].pid, sleeps[1].pid);
-    let json = tmp.path().join("summary.json");
-    let out = golow(
-        tmp.path(),
-        &[
-            "attach",
-            &short.to_string(),
-            &long.to_string(),
-            "--headless",
-            "--no-record",
-            "--summary-json",
-            json.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let summary = summary(&json);
+    let summary = attached_summary(tmp.path(), &[&short.to_string(), &long.to_string()]);
     // Two `sleep`s: each name gets its pid.
     for pid in [short, long] {
         let w = worker(&summary, &format!("sleep-{pid}"));
@@ -210,7 +196,20 @@ fn a_target_that_ends_ends_its_worker_and_the_session_when_all_have_ended() {
     nothing_of_golows_left(tmp.path());
 }
 
-/// golow attached to the busy target until `signal` ends it: its exit code.
+/// The summary of `golow attach --headless --no-record ARGS`, which must exit 0.
+fn attached_summary(tmp: &Path, args: &[&str]) -> serde_json::Value {
+    let json = tmp.join("summary.json");
+    let out = golow_command(tmp)
+        .args(["attach", "--headless", "--no-record", "--summary-json"])
+        .arg(&json)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    summary(&json)
+}
+
+/// golow attached to the busy target until `signal` ends it.
 fn signalled_while_attached(signal: i32) {
     let tmp = tempfile::tempdir().unwrap();
     let (target, heard) = busy_target(tmp.path());
@@ -297,6 +296,7 @@ fn a_kernel_thread() -> Option<u32> {
 fn every_bad_pid_gets_its_line_and_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
+    refuses(t, &[], "name a PID to attach to");
     refuses(t, &["train.py"], "'train.py' is not a process ID");
     refuses(t, &["-5"], "'-5' is not a process ID");
     refuses(t, &["0"], "'0' is not a process ID");
@@ -356,22 +356,7 @@ fn a_launchers_children_with_rank_in_their_environment_are_its_ranks() {
             .iter()
             .all(|f| tmp.path().join(f).exists())
     });
-    let json = tmp.path().join("summary.json");
-    let out = golow(
-        tmp.path(),
-        &[
-            "attach",
-            &launcher.pid.to_string(),
-            "--headless",
-            "--duration",
-            "2",
-            "--no-record",
-            "--summary-json",
-            json.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let summary = summary(&json);
+    let summary = attached_summary(tmp.path(), &[&launcher.pid.to_string(), "--duration", "2"]);
     let launch = worker(&summary, "sh");
     let ranks = launch["ranks"]
         .as_array()

@@ -2,8 +2,6 @@
 //! /proc and NVML. golow never signals, stops or waits for them; ending the session detaches.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
@@ -12,7 +10,7 @@ use golow_protocol::config::{Mode, Model, Optimiser, Schedule, SessionConfig};
 use super::options::{
     check_interval, check_output_path, command_name, metrics_endpoint, positive, read_theme,
 };
-use super::run::{LiveOptions, frame_of, open_failure, record_to, run_opened, what_next};
+use super::run::{Outputs, live_options, open_failure, record_to, run_opened, what_next};
 use super::{BadInput, Failure};
 use crate::session::{Session, Target, process_command_line};
 use crate::store::Store;
@@ -23,7 +21,7 @@ use crate::telemetry::procfs;
 pub struct AttachArgs {
     /// The processes to watch: each with its descendants (DataLoader workers, a launcher's ranks, processes started
     /// later), named after its script as --cmd names it.
-    #[arg(value_name = "PID", required = true)]
+    #[arg(value_name = "PID")]
     pids: Vec<String>,
     /// No TUI: progress on stderr, summary table on stdout.
     #[arg(long)]
@@ -40,15 +38,8 @@ pub struct AttachArgs {
     /// Process sampling period in milliseconds (at least 50).
     #[arg(long, default_value_t = 100)]
     interval: i64,
-    /// Write the summary JSON here (docs/summary-json.md).
-    #[arg(long)]
-    summary_json: Option<PathBuf>,
-    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
-    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
-    record: Option<PathBuf>,
-    /// Do not record the session.
-    #[arg(long)]
-    no_record: bool,
+    #[command(flatten)]
+    outputs: Outputs,
     /// Serve the session's metrics for Prometheus at http://HOST:PORT/metrics (a port alone listens on 127.0.0.1; port
     /// 0 takes any free one, which golow prints) [default: off].
     #[arg(long, value_name = "HOST:PORT")]
@@ -59,6 +50,13 @@ pub struct AttachArgs {
 const MAX_DURATION_S: u64 = 365 * 24 * 3600;
 
 pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
+    if args.pids.is_empty() {
+        return Err(BadInput(
+            "name a PID to attach to (pgrep -f train.py finds one); listing the Python processes here comes later"
+                .into(),
+        )
+        .into());
+    }
     let targets = targets(&args.pids)?;
     let interval = check_interval(args.interval)?;
     let stop_after = args
@@ -75,29 +73,13 @@ pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
                 .map(Duration::from_secs)
         })
         .transpose()?;
-    if let Some(path) = &args.summary_json {
+    if let Some(path) = &args.outputs.summary_json {
         check_output_path("--summary-json", path)?;
     }
-    let record = record_to(args.record.as_deref(), args.no_record, 1)?
+    let record = record_to(args.outputs.record.as_deref(), args.outputs.no_record, 1)?
         .pop()
         .expect("one session's recording");
-    let theme = read_theme(&args.theme)?;
-    let frame = frame_of(args.fps)?;
-    let live = if args.headless {
-        None
-    } else {
-        if !std::io::stdout().is_terminal() {
-            return Err(BadInput(
-                "the live view needs a terminal: add --headless to watch without one".into(),
-            )
-            .into());
-        }
-        Some(LiveOptions {
-            theme,
-            compare: None,
-            frame,
-        })
-    };
+    let live = live_options(args.headless, read_theme(&args.theme)?, None, args.fps)?;
     let store = Store::default();
     let _metrics = metrics_endpoint(args.metrics_addr.as_deref(), &store)?;
     let session = Session::attach(
@@ -112,7 +94,7 @@ pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
     let (code, recorded) = run_opened(
         session,
         live.as_ref(),
-        args.summary_json.as_deref(),
+        args.outputs.summary_json.as_deref(),
         false,
         &store,
     )?;
