@@ -147,6 +147,19 @@ fn headless_attach_reads_the_tree_for_its_duration_and_leaves_the_target_running
     // The child's 150 MiB are the tree's: the target's own process holds a tenth of that.
     let peak = target["peak_host_rss_bytes"].as_u64().unwrap();
     assert!(peak > 140 << 20, "{peak}");
+    // The child's thread is the tree's too.
+    assert!(
+        target["peak_host_threads"].as_u64().unwrap() >= 2,
+        "{target}"
+    );
+    assert!(
+        target["host_cpu_percent_mean"].as_f64().unwrap() > 0.0,
+        "{target}"
+    );
+    assert!(
+        stdout.contains(&format!("target: pid {pid} and its tree: CPU ")),
+        "{stdout}"
+    );
     assert!(
         target["notice"]
             .as_str()

@@ -354,6 +354,9 @@ events! {
             cpu_percent: Option<f64>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             rank: Option<u32>,
+            /// The threads of the processes read, summed; absent in older recordings.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            threads: Option<u32>,
         },
         /// The worker process ended; `signal` is set when a signal killed it.
         WorkerExited {

@@ -285,6 +285,7 @@ pub fn every_body() -> Vec<Body> {
             peak_rss_bytes: 2 << 30,
             cpu_percent: Some(180.5),
             rank: None,
+            threads: Some(12),
         },
         Body::Process {
             pid: 4242,
@@ -292,6 +293,7 @@ pub fn every_body() -> Vec<Body> {
             peak_rss_bytes: 700 << 20,
             cpu_percent: Some(99.5),
             rank: Some(1),
+            threads: None,
         },
         Body::OptimizerStep(OptimizerStep {
             process: 0,

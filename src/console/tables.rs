@@ -103,6 +103,9 @@ pub fn table(summary: &Summary) -> String {
         if let Some(line) = w.script.as_ref().and_then(|s| script_line(w, s)) {
             out.push_str(&line);
         }
+        if let Some(line) = attached_line(summary, w) {
+            out.push_str(&line);
+        }
         if let Some(notice) = &w.notice {
             out.push_str(&format!("{}: {notice}\n", w.implementation));
         }
@@ -488,6 +491,20 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
         ));
     }
     out
+}
+
+/// What /proc read of an attached worker's process and its tree: its CPU, threads and memory.
+fn attached_line(summary: &Summary, w: &WorkerSummary) -> Option<String> {
+    let pid = summary.config.as_ref()?.attached.get(&w.implementation)?;
+    let cpu = w
+        .host_cpu_percent_mean
+        .map_or("-".into(), |c| format!("{c:.1}%"));
+    let threads = w.peak_host_threads.map_or("-".into(), |t| t.to_string());
+    Some(format!(
+        "{}: pid {pid} and its tree: CPU {cpu} of a core on average, {threads} threads at most, peak RSS {}\n",
+        w.implementation,
+        bytes(w.peak_host_rss_bytes as f64)
+    ))
 }
 
 #[cfg(test)]

@@ -179,6 +179,9 @@ pub struct WorkerState {
     pub gpu_activity: kernels::GpuActivity,
     /// Every per-process SM reading of the session (the series keeps only the recent ones).
     pub gpu_sm_readings: Mean,
+    /// Every CPU reading of its process tree (100 = one core), and the most threads the tree held at a reading.
+    pub cpu_readings: Mean,
+    pub peak_threads: Option<u32>,
     /// A `--cmd` worker's script, as golow's hook sees it; `None` before it reports.
     pub script: Option<script::ScriptState>,
     /// When the worker's process started, and when it last showed progress (a step or a forward pass), in seconds
@@ -945,6 +948,7 @@ fn apply_worker_event(
             peak_rss_bytes,
             cpu_percent,
             rank: Some(rank),
+            ..
         } => {
             if let Some(script) = &mut worker.script {
                 let reading = script::RankReading::Host {
@@ -975,11 +979,18 @@ fn apply_worker_event(
             peak_rss_bytes,
             cpu_percent,
             rank: None,
+            threads,
             ..
         } => {
             worker.peak_rss_bytes = worker.peak_rss_bytes.max(*peak_rss_bytes);
             worker.series.rss_bytes.push(t, *rss_bytes as f64);
             push_some(&mut worker.series.cpu_percent, t, *cpu_percent);
+            if let Some(cpu) = cpu_percent {
+                worker.cpu_readings.add(*cpu);
+            }
+            if let Some(threads) = threads {
+                worker.peak_threads = Some(worker.peak_threads.unwrap_or(0).max(*threads));
+            }
         }
         Body::GpuProcess {
             memory_bytes,
@@ -1527,6 +1538,7 @@ mod tests {
             peak_rss_bytes: 2 << 30,
             cpu_percent: Some(0.0),
             rank: None,
+            threads: None,
         };
         let exited = Body::WorkerExited {
             exit_code: Some(0),

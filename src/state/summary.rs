@@ -285,6 +285,12 @@ pub struct WorkerSummary {
     pub peak_gpu_mem_bytes: Option<u64>,
     /// Mean of NVML's per-process SM utilisation readings for the worker's process tree.
     pub gpu_sm_percent_mean: Option<f64>,
+    /// Mean of /proc's CPU readings of the worker's process tree (100 = one core busy); absent in older summaries.
+    #[serde(default)]
+    pub host_cpu_percent_mean: Option<f64>,
+    /// The most threads the worker's process tree held at a reading; absent in older recordings' summaries.
+    #[serde(default)]
+    pub peak_host_threads: Option<u32>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
     pub gpu_breakdown: Option<golow_protocol::event::Breakdown>,
     /// Kernel launches per measured step, from the collector's records set on the steps that launched them; `null`
@@ -729,6 +735,8 @@ impl WorkerSummary {
             peak_host_rss_bytes: w.peak_rss_bytes,
             peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
             gpu_sm_percent_mean: w.gpu_sm_percent_mean(),
+            host_cpu_percent_mean: w.cpu_readings.get(),
+            peak_host_threads: w.peak_threads,
             gpu_breakdown: w.gpu_activity.breakdown(),
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),
