@@ -156,6 +156,13 @@ fn headless_attach_reads_the_tree_for_its_duration_and_leaves_the_target_running
         target["host_cpu_percent_mean"].as_f64().unwrap() > 0.0,
         "{target}"
     );
+    // Its progress on stderr ends with its status.
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("target ") && l.trim_end().ends_with("detached")),
+        "{stderr}"
+    );
     assert!(
         stdout.contains(&format!("target: pid {pid} and its tree: CPU ")),
         "{stdout}"

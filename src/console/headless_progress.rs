@@ -168,7 +168,7 @@ impl Progress {
         self.reported_tenths.resize(state.workers.len(), 0);
         for (i, w) in state.workers.iter().enumerate() {
             // Past the last tenth once the process ended, so its final status gets a line too.
-            let tenth = if w.process_end.is_some() {
+            let tenth = if w.activity().is_over() {
                 11
             } else if w.hello.is_some() && total > 0 {
                 (w.steps * 10) / total
@@ -282,12 +282,19 @@ impl Observer for Progress {
         if matches!(record.body, Body::MachineLoad { .. }) {
             self.tell_busy(state);
         }
-        let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
+        let ended = matches!(
+            record.body,
+            Body::WorkerExited { .. } | Body::AttachedEnd { .. } | Body::SessionEnd
+        );
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
                 self.redraw(state)
             }
-            None if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) => {
+            None if matches!(
+                record.body,
+                Body::Step(_) | Body::WorkerExited { .. } | Body::AttachedEnd { .. }
+            ) =>
+            {
                 self.report_tenths(state)
             }
             Some(_) | None => {}
