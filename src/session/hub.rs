@@ -13,7 +13,7 @@ use super::launcher::Incoming;
 use super::observer::Observer;
 use super::schedule::{Action, Scheduler};
 use super::ticker::Ticker;
-use super::worker::{self, Worker, WorkerSpec};
+use super::worker::{Worker, WorkerSpec, is_end, never_started, not_started, start_worker};
 use crate::channels::Control;
 use crate::state::State;
 use crate::state::ranks::MAX_RANKS;
@@ -147,18 +147,18 @@ async fn run(
             match action {
                 Action::Spawn(i) if stopping => {
                     ended[i] = true;
-                    hub.publish(Some(i), worker::never_started(&workers[i].1));
+                    hub.publish(Some(i), never_started(&workers[i].1));
                 }
                 Action::Spawn(i) => {
                     let (_, spec) = &workers[i];
-                    match worker::start(i, spec, scheduler.controls_turns(), tx.clone()) {
+                    match start_worker(i, spec, scheduler.controls_turns(), tx.clone()) {
                         Ok(started) => {
                             watching.roots.insert(i, started.worker.pid());
                             hub.publish(Some(i), started.body);
                             launched[i] = Some(started.worker);
                         }
                         Err(e) => {
-                            for body in worker::not_started(spec, &e) {
+                            for body in not_started(spec, &e) {
                                 hub.publish(Some(i), body);
                             }
                             ended[i] = true;
@@ -186,7 +186,7 @@ async fn run(
                 };
                 let reaction = match &body {
                     Body::TurnEnd(_) => scheduler.on_turn_end(worker),
-                    body if worker::is_end(body) => {
+                    end if is_end(end) => {
                         ended[worker] = true;
                         launched[worker] = None;
                         watching.roots.remove(&worker);
@@ -288,7 +288,7 @@ fn stop_all(
 ) {
     for i in scheduler.cancel_pending() {
         ended[i] = true;
-        hub.publish(Some(i), worker::never_started(&workers[i].1));
+        hub.publish(Some(i), never_started(&workers[i].1));
     }
     for worker in launched.iter_mut().flatten() {
         worker.stop();

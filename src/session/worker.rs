@@ -40,7 +40,7 @@ pub struct Started {
 }
 
 /// Starts worker `index` as `spec` says; its events reach the hub on `tx`, its end among them.
-pub fn start(
+pub fn start_worker(
     index: usize,
     spec: &WorkerSpec,
     controlled: bool,
