@@ -2,6 +2,7 @@
 //! /proc and NVML. golow never signals, stops or waits for them; ending the session detaches.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
@@ -99,7 +100,7 @@ pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
         &store,
     )?;
     if let Some(path) = recorded {
-        eprintln!("{}", what_next(&path));
+        let _ = writeln!(std::io::stderr(), "{}", what_next(&path));
     }
     Ok(code)
 }

@@ -86,7 +86,13 @@ impl Progress {
                 (Shown::Line(line), Some((multi, _))) => {
                     let _ = multi.println(line);
                 }
-                (Shown::Line(line), None) => eprintln!("{line}"),
+                // A stderr nobody reads any more (closed, a full pipe's reader gone) ends no session.
+                (Shown::Line(line), None) => {
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!("{line}\n").as_bytes(),
+                    );
+                }
                 (Shown::WorkerLine(i, text), Some((multi, bars))) => {
                     while bars.len() <= i {
                         let style =
