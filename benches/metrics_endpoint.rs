@@ -190,6 +190,7 @@ fn distributed_state() -> State {
                 peak_rss_bytes: 5 << 30,
                 cpu_percent: Some(800.0),
                 rank: None,
+                threads: None,
             },
         );
         for rank in 0..8u32 {
@@ -201,6 +202,7 @@ fn distributed_state() -> State {
                     peak_rss_bytes: 600 << 20,
                     cpu_percent: Some(100.0),
                     rank: Some(rank),
+                    threads: None,
                 },
             );
         }

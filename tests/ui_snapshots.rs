@@ -351,6 +351,7 @@ fn the_header_tells_a_stalled_worker_and_a_script_golow_measured_nothing_of() {
         peak_rss_bytes: 1 << 20,
         cpu_percent: Some(1.0),
         rank: None,
+        threads: None,
     };
     at(0.0, Body::SessionStart(Box::new(config)));
     at(

@@ -325,6 +325,10 @@ pub struct SessionConfig {
     /// before golow recorded operators).
     #[serde(default)]
     pub ops_every: u32,
+    /// `golow attach`: each worker's name → the pid of the running process it watches, which golow did not start
+    /// and never signals; empty in a session that started its workers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub attached: std::collections::BTreeMap<String, u32>,
 }
 
 /// What `--ops-every` defaults to: one step in this many has its operators recorded (a `--cmd` script's fewer where

@@ -354,6 +354,9 @@ events! {
             cpu_percent: Option<f64>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
             rank: Option<u32>,
+            /// The threads of the processes read, summed; absent in older recordings.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            threads: Option<u32>,
         },
         /// The worker process ended; `signal` is set when a signal killed it.
         WorkerExited {
@@ -361,6 +364,22 @@ events! {
             signal: Option<i32>,
             /// golow asked it to stop (user interrupt); its end is then not a failure.
             stop_requested: bool,
+        },
+        /// An attached worker's process (`golow attach`) left the session. `detached`: the session stopped watching it
+        /// and it runs on. Otherwise it ended, and how is not knowable: golow is not its parent, so no exit status
+        /// reaches it.
+        AttachedEnd {
+            detached: bool,
+        },
+        /// A process in an attached worker's tree whose environment names it a rank of a distributed job (`RANK`,
+        /// as torchrun, accelerate and Lightning set it): the samplers read it as that rank.
+        RankProcess {
+            pid: u32,
+            rank: u32,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            local_rank: Option<u32>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            world_size: Option<u32>,
         },
         /// NVML cannot be used on this machine; the GPU panes say why.
         GpuUnavailable {

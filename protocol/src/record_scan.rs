@@ -472,15 +472,23 @@ impl<'a> Scan<'a> {
     }
 
     fn process(&mut self) -> Option<Body> {
-        const KEYS: [Key; 5] =
-            Key::all(["pid", "rss_bytes", "peak_rss_bytes", "cpu_percent", "rank"]);
-        let (mut pid, mut rss, mut peak, mut cpu, mut rank) = (None, None, None, None, None);
+        const KEYS: [Key; 6] = Key::all([
+            "pid",
+            "rss_bytes",
+            "peak_rss_bytes",
+            "cpu_percent",
+            "rank",
+            "threads",
+        ]);
+        let (mut pid, mut rss, mut peak, mut cpu, mut rank, mut threads) =
+            (None, None, None, None, None, None);
         self.body_fields(&KEYS, |s, key| match key {
             "pid" => once(&mut pid, s.integer()),
             "rss_bytes" => once(&mut rss, s.integer()),
             "peak_rss_bytes" => once(&mut peak, s.integer()),
             "cpu_percent" => once(&mut cpu, s.optional(Self::f64)),
             "rank" => once(&mut rank, s.optional(Self::integer)),
+            "threads" => once(&mut threads, s.optional(Self::integer)),
             _ => None,
         })?;
         Some(Body::Process {
@@ -490,6 +498,7 @@ impl<'a> Scan<'a> {
             // serde's Option fields may be missing.
             cpu_percent: cpu.flatten(),
             rank: rank.flatten(),
+            threads: threads.flatten(),
         })
     }
 

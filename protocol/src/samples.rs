@@ -213,6 +213,7 @@ pub fn every_body() -> Vec<Body> {
             command_env: [("OMP_NUM_THREADS".to_string(), "4".to_string())].into(),
             stall_after_s: 45,
             monotonic_origin_ns: Some(5_000_000_000),
+            attached: [("watched".to_string(), 4242)].into(),
         })),
         Body::WorkerStarted {
             pid: 42,
@@ -284,6 +285,7 @@ pub fn every_body() -> Vec<Body> {
             peak_rss_bytes: 2 << 30,
             cpu_percent: Some(180.5),
             rank: None,
+            threads: Some(12),
         },
         Body::Process {
             pid: 4242,
@@ -291,6 +293,7 @@ pub fn every_body() -> Vec<Body> {
             peak_rss_bytes: 700 << 20,
             cpu_percent: Some(99.5),
             rank: Some(1),
+            threads: None,
         },
         Body::OptimizerStep(OptimizerStep {
             process: 0,
@@ -474,6 +477,13 @@ pub fn every_body() -> Vec<Body> {
             signal: Some(9),
             stop_requested: false,
         },
+        Body::RankProcess {
+            pid: 4243,
+            rank: 1,
+            local_rank: Some(1),
+            world_size: Some(2),
+        },
+        Body::AttachedEnd { detached: true },
         Body::SessionEnd,
     ]
 }

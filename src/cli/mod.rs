@@ -19,6 +19,7 @@ macro_rules! sayln {
     }};
 }
 
+mod attach;
 mod compare;
 mod doctor;
 mod export;
@@ -62,6 +63,8 @@ struct Cli {
 enum Command {
     /// Run implementations side by side and report what each costs.
     Run(Box<run::RunArgs>),
+    /// Watch running processes golow did not start (their trees, CPU, memory, GPU), live or headless; never signals them.
+    Attach(attach::AttachArgs),
     /// Replay a recording in the TUI as it was seen (or a sweep directory in the sweep view); --headless prints its summary.
     Replay(replay::ReplayArgs),
     /// Write a recording as a Chrome trace (Perfetto), CSV or JSON.
@@ -182,6 +185,7 @@ pub fn main() -> i32 {
     };
     exit_code(match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Attach(args) => attach::attach(args),
         Command::Replay(args) => replay::replay(args),
         Command::Export(args) => export::export(args),
         Command::Compare(args) => compare::compare(args),

@@ -165,12 +165,7 @@ impl SessionOptions {
                 self.warmup
             )));
         }
-        if self.interval < 50 {
-            return Err(BadInput(format!(
-                "--interval must be at least 50 ms (got {})",
-                self.interval
-            )));
-        }
+        check_interval(self.interval)?;
         positive("--stall-after", self.stall_after)?;
         if self.ops_every < 2 {
             return Err(BadInput(format!(
@@ -355,6 +350,7 @@ impl SessionOptions {
             } else {
                 u32::try_from(self.ops_every).unwrap_or(u32::MAX)
             },
+            attached: Default::default(),
         };
         Ok(Plan {
             impls: workload.impls,
@@ -380,6 +376,19 @@ pub fn metrics_endpoint(addr: Option<&str>, store: &Store) -> Result<Option<Endp
         .map_err(BadInput)?;
     eprintln!("golow: metrics at http://{}/metrics", endpoint.addr());
     Ok(Some(endpoint))
+}
+
+/// The shortest sampling period: /proc's CPU ticks are hundredths of a second.
+const MIN_INTERVAL_MS: i64 = 50;
+
+/// `--interval`, checked: the sampling period.
+pub fn check_interval(ms: i64) -> Result<Duration, BadInput> {
+    if ms < MIN_INTERVAL_MS {
+        return Err(BadInput(format!(
+            "--interval must be at least {MIN_INTERVAL_MS} ms (got {ms})"
+        )));
+    }
+    Ok(Duration::from_millis(ms as u64))
 }
 
 /// More intra-op threads than any machine golow runs on has cores; beyond it a count is a typo (or wraps).
@@ -453,7 +462,7 @@ fn name_char(c: char) -> bool {
 
 /// A worker's name for a command given without one: its script's (`python train.py` → `train`, `torchrun
 /// --nproc-per-node 2 ddp.py` → `ddp`), else its module's (`python -m pkg.train` → `train`), else its program's.
-fn command_name(command: &str) -> String {
+pub fn command_name(command: &str) -> String {
     let words: Vec<&str> = command.split_whitespace().collect();
     let script = words
         .iter()

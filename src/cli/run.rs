@@ -66,15 +66,8 @@ pub struct RunArgs {
     schedule: Option<Schedule>,
     #[command(flatten)]
     session: SessionOptions,
-    /// Write the summary JSON here (docs/summary-json.md).
-    #[arg(long)]
-    summary_json: Option<PathBuf>,
-    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
-    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
-    record: Option<PathBuf>,
-    /// Do not record the session.
-    #[arg(long)]
-    no_record: bool,
+    #[command(flatten)]
+    outputs: Outputs,
     /// Headless: do not pass through what --cmd workers print (by default each line goes to stderr after the
     /// worker's name; the recording keeps it either way).
     #[arg(long)]
@@ -83,6 +76,20 @@ pub struct RunArgs {
     /// x-1.golow … x-N.golow, --summary-json likewise), so that `golow compare` can weigh the spread between sessions.
     #[arg(long, default_value_t = 1, value_name = "N")]
     repeat: i64,
+}
+
+/// Where a session's summary and recording go: `run` and `attach` share them.
+#[derive(Args)]
+pub struct Outputs {
+    /// Write the summary JSON here (docs/summary-json.md).
+    #[arg(long)]
+    pub summary_json: Option<PathBuf>,
+    /// Record the session here [default: recordings/<UTC time>-<workers>.golow].
+    #[arg(long, value_name = "PATH", conflicts_with = "no_record")]
+    pub record: Option<PathBuf>,
+    /// Do not record the session.
+    #[arg(long)]
+    pub no_record: bool,
 }
 
 /// Sessions `--repeat` runs at most.
@@ -104,13 +111,36 @@ fn numbered(path: &Path, k: u64, of: u64) -> PathBuf {
 }
 
 /// The live view's own options; without them the run is headless.
-struct LiveOptions {
-    theme: Theme,
-    compare: Option<(String, String)>,
-    frame: Duration,
+pub struct LiveOptions {
+    pub theme: Theme,
+    pub compare: Option<(String, String)>,
+    pub frame: Duration,
 }
 
 const MAX_FPS: i64 = 30;
+
+/// The live view's options, checked; `None` headless. A live view needs a terminal.
+pub fn live_options(
+    headless: bool,
+    theme: Theme,
+    compare: Option<(String, String)>,
+    fps: i64,
+) -> Result<Option<LiveOptions>, BadInput> {
+    let frame = frame_of(fps)?;
+    if headless {
+        return Ok(None);
+    }
+    if !std::io::stdout().is_terminal() {
+        return Err(BadInput(
+            "the live view needs a terminal: add --headless to run without one".into(),
+        ));
+    }
+    Ok(Some(LiveOptions {
+        theme,
+        compare,
+        frame,
+    }))
+}
 
 fn frame_of(fps: i64) -> Result<Duration, BadInput> {
     if !(1..=MAX_FPS).contains(&fps) {
@@ -169,7 +199,7 @@ fn workload(args: &RunArgs, default_resolution: u32) -> Result<Workload, BadInpu
 }
 
 /// Where each of `sessions` is recorded, checked before anything runs.
-fn record_to(
+pub fn record_to(
     record: Option<&Path>,
     no_record: bool,
     sessions: u64,
@@ -218,6 +248,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let summaries: Vec<Option<PathBuf>> = (1..=sessions)
         .map(|k| {
             let path = args
+                .outputs
                 .summary_json
                 .as_deref()
                 .map(|p| numbered(p, k, sessions));
@@ -227,29 +258,18 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             Ok(path)
         })
         .collect::<Result<_, BadInput>>()?;
-    let records = record_to(args.record.as_deref(), args.no_record, sessions)?;
+    let records = record_to(
+        args.outputs.record.as_deref(),
+        args.outputs.no_record,
+        sessions,
+    )?;
     let theme = read_theme(&args.theme)?;
     let compare = args
         .compare
         .as_deref()
         .map(|p| parse_compare(p, &workers))
         .transpose()?;
-    let frame = frame_of(args.fps)?;
-    let live = if args.headless {
-        None
-    } else {
-        if !std::io::stdout().is_terminal() {
-            return Err(BadInput(
-                "the live view needs a terminal: add --headless to run without one".into(),
-            )
-            .into());
-        }
-        Some(LiveOptions {
-            theme,
-            compare,
-            frame,
-        })
-    };
+    let live = live_options(args.headless, theme, compare, args.fps)?;
     let interval = args.session.interval();
     let plan = args.session.plan(dataset, workload, threads)?;
     args.session.pin_monitor()?;
@@ -303,7 +323,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
 }
 
 /// One line on what a recording is good for, with commands to paste.
-fn what_next(recording: &Path) -> String {
+pub fn what_next(recording: &Path) -> String {
     let path = recording.display().to_string();
     match shell_word(&path) {
         Ok(word) => {
@@ -339,12 +359,29 @@ fn one_session(
     // Before the TUI takes the terminal, so said in both modes.
     let mut announce = |what: &str| eprintln!("golow: {what}…");
     let session = Session::open(plan, record, super::command_line(), interval, &mut announce)
-        .map_err(|e| match e {
-            OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
-                BadInput(message).into()
-            }
-            OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
-        })?;
+        .map_err(open_failure)?;
+    run_opened(session, live, summary_json, pass_output, store)
+}
+
+/// Why a session could not open, as the command says it.
+pub fn open_failure(e: OpenError) -> Failure {
+    match e {
+        OpenError::Prepare(PrepareError::BadInput(message)) | OpenError::Recording(message) => {
+            BadInput(message).into()
+        }
+        OpenError::Prepare(PrepareError::Setup(message)) => failed(message),
+    }
+}
+
+/// An opened session, live or headless, to its end: its summary printed and written, its exit code and where it was
+/// recorded.
+pub fn run_opened(
+    session: Session,
+    live: Option<&LiveOptions>,
+    summary_json: Option<&Path>,
+    pass_output: bool,
+    store: &Store,
+) -> Result<(i32, Option<PathBuf>), Failure> {
     let finished = match live {
         Some(options) => watch(session, options, store)?,
         None => {

@@ -86,7 +86,13 @@ impl Progress {
                 (Shown::Line(line), Some((multi, _))) => {
                     let _ = multi.println(line);
                 }
-                (Shown::Line(line), None) => eprintln!("{line}"),
+                // A stderr nobody reads any more (closed, a full pipe's reader gone) ends no session.
+                (Shown::Line(line), None) => {
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!("{line}\n").as_bytes(),
+                    );
+                }
                 (Shown::WorkerLine(i, text), Some((multi, bars))) => {
                     while bars.len() <= i {
                         let style =
@@ -168,7 +174,7 @@ impl Progress {
         self.reported_tenths.resize(state.workers.len(), 0);
         for (i, w) in state.workers.iter().enumerate() {
             // Past the last tenth once the process ended, so its final status gets a line too.
-            let tenth = if w.process_end.is_some() {
+            let tenth = if w.activity().is_over() {
                 11
             } else if w.hello.is_some() && total > 0 {
                 (w.steps * 10) / total
@@ -235,6 +241,9 @@ fn line(state: &State, w: &WorkerState, total: u64) -> String {
         Activity::Done => "done",
         Activity::Failed => "FAILED",
         Activity::Waiting => "waiting",
+        Activity::Ended => "ended",
+        Activity::Detached => "detached",
+        Activity::Running if state.is_attached(w) && w.steps == 0 => "attached",
         Activity::Running if stalled.is_some() => stalled.as_deref().unwrap_or_default(),
         Activity::Running if state.compiling_for_s(w).is_some() => "compiling",
         Activity::Running if w.steps == 0 && passes == 0 => "loading",
@@ -279,12 +288,19 @@ impl Observer for Progress {
         if matches!(record.body, Body::MachineLoad { .. }) {
             self.tell_busy(state);
         }
-        let ended = matches!(record.body, Body::WorkerExited { .. } | Body::SessionEnd);
+        let ended = matches!(
+            record.body,
+            Body::WorkerExited { .. } | Body::AttachedEnd { .. } | Body::SessionEnd
+        );
         match &self.lines {
             Some(_) if ended || self.last_redraw.is_none_or(|t| t.elapsed() >= REDRAW) => {
                 self.redraw(state)
             }
-            None if matches!(record.body, Body::Step(_) | Body::WorkerExited { .. }) => {
+            None if matches!(
+                record.body,
+                Body::Step(_) | Body::WorkerExited { .. } | Body::AttachedEnd { .. }
+            ) =>
+            {
                 self.report_tenths(state)
             }
             Some(_) | None => {}

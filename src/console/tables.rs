@@ -48,6 +48,8 @@ pub fn table(summary: &Summary) -> String {
             WorkerStatus::Ok => "ok",
             WorkerStatus::Failed => "FAILED",
             WorkerStatus::Stopped => "stopped",
+            WorkerStatus::Ended => "ended",
+            WorkerStatus::Detached => "detached",
         };
         out.push_str(&format!(
             "{:<12} {:<8} {:>6} {:>11} {:>11} {:>11} {:>11} {:>10} {:>10} {:>9} {:>9} {:>7} {:>8}M\n",
@@ -99,6 +101,9 @@ pub fn table(summary: &Summary) -> String {
             out.push_str(&line);
         }
         if let Some(line) = w.script.as_ref().and_then(|s| script_line(w, s)) {
+            out.push_str(&line);
+        }
+        if let Some(line) = attached_line(summary, w) {
             out.push_str(&line);
         }
         if let Some(notice) = &w.notice {
@@ -486,6 +491,20 @@ pub fn sweep_table(results: &crate::sweep::Results) -> String {
         ));
     }
     out
+}
+
+/// What /proc read of an attached worker's process and its tree: its CPU, threads and memory.
+fn attached_line(summary: &Summary, w: &WorkerSummary) -> Option<String> {
+    let pid = summary.config.as_ref()?.attached.get(&w.implementation)?;
+    let cpu = w
+        .host_cpu_percent_mean
+        .map_or("-".into(), |c| format!("{c:.1}%"));
+    let threads = w.peak_host_threads.map_or("-".into(), |t| t.to_string());
+    Some(format!(
+        "{}: pid {pid} and its tree: CPU {cpu} of a core on average, {threads} threads at most, peak RSS {}\n",
+        w.implementation,
+        bytes(w.peak_host_rss_bytes as f64)
+    ))
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@ pub fn describe(c: &SummaryConfig, form: Describe) -> String {
             format!("{} {} px", b.dataset, b.resolution),
             format!("batch {}", b.batch_size),
         ]),
+        (Describe::Header { .. }, None) if !c.attached.is_empty() => {
+            let pids: Vec<String> = c.attached.values().map(u32::to_string).collect();
+            parts.push(format!("attached to {}", pids.join(", ")));
+        }
         (Describe::Header { .. }, None) => parts.push("your commands".to_string()),
         (Describe::Table, builtin) => {
             if let Some(b) = builtin {
@@ -35,6 +39,11 @@ pub fn describe(c: &SummaryConfig, form: Describe) -> String {
                 c.commands
                     .iter()
                     .map(|(name, command)| format!("{name}: {command}")),
+            );
+            parts.extend(
+                c.attached
+                    .iter()
+                    .map(|(name, pid)| format!("{name}: attached to pid {pid}")),
             );
         }
     }

@@ -45,6 +45,7 @@ fn session_start() -> Body {
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
         monotonic_origin_ns: None,
         ops_every: 10,
+        attached: Default::default(),
     }))
 }
 
@@ -111,6 +112,7 @@ fn session() -> Vec<Record> {
         peak_rss_bytes: 1 << 31,
         cpu_percent: Some(99.5),
         rank: None,
+        threads: None,
     };
     let gpu_process = Body::GpuProcess {
         pid: 40,
@@ -350,6 +352,7 @@ fn each_of_many_workers_keeps_its_own_track() {
                 peak_rss_bytes: 1 << 20,
                 cpu_percent: Some(1.0),
                 rank: None,
+                threads: None,
             },
         )
     };
@@ -548,6 +551,7 @@ fn a_scripts_processes_have_their_real_pids_and_step_slices() {
         peak_rss_bytes: 512 << 20,
         cpu_percent: Some(97.0),
         rank: Some(rank),
+        threads: None,
     };
     records.push(at(300.0, rss(4243, 1)));
     // A rank reading for a process that never said hello has no track to go on.

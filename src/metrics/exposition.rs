@@ -948,6 +948,7 @@ mod tests {
             peak_rss_bytes: mib << 20,
             cpu_percent: Some(50.0),
             rank: Some(rank),
+            threads: None,
         };
         let records = vec![
             ("ddp", hello(0, 100, 0)),

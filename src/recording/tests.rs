@@ -33,6 +33,7 @@ fn config() -> SessionConfig {
         stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
         monotonic_origin_ns: None,
         ops_every: 10,
+        attached: Default::default(),
     }
 }
 

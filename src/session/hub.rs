@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::launcher::{self, Incoming, Launched, WorkerCommand};
+use super::attached::RankFinder;
+use super::launcher::Incoming;
 use super::observer::Observer;
 use super::schedule::{Action, Scheduler};
 use super::ticker::Ticker;
+use super::worker::{Worker, WorkerSpec, is_end, never_started, not_started, start_worker};
 use crate::channels::Control;
 use crate::state::State;
 use crate::state::ranks::MAX_RANKS;
@@ -20,7 +22,7 @@ use crate::telemetry::gpu::{GpuSampler, NvmlSource, Tick};
 use crate::telemetry::load::LoadSampler;
 use crate::telemetry::procfs::{ProcSampler, Watching};
 use golow_protocol::config::SessionConfig;
-use golow_protocol::event::{Body, Name, Record, Stream};
+use golow_protocol::event::{Body, Name, Record};
 
 /// What may wait for the hub from workers, collectors and samplers together.
 const INCOMING_CAPACITY: usize = 4096;
@@ -53,8 +55,9 @@ impl Hub<'_> {
 /// and one thread wakes far less often than a pool.
 pub fn run_blocking(
     session: SessionConfig,
-    workers: Vec<(String, WorkerCommand)>,
+    workers: Vec<(String, WorkerSpec)>,
     interval: Duration,
+    stop_after: Option<Duration>,
     store: &Store,
     observer: &mut (dyn Observer + Send),
     controls: mpsc::UnboundedReceiver<Control>,
@@ -64,7 +67,8 @@ pub fn run_blocking(
         .build()?;
     runtime.block_on(async {
         let ticks = Ticker::new(interval)?;
-        run(session, workers, ticks, store, observer, controls).await;
+        let stop_at = stop_after.map(|after| tokio::time::Instant::now() + after);
+        run(session, workers, ticks, stop_at, store, observer, controls).await;
         Ok(())
     })
 }
@@ -72,8 +76,9 @@ pub fn run_blocking(
 /// Runs the workers to their end (or until the user stops them), folding into `store`.
 async fn run(
     mut session: SessionConfig,
-    workers: Vec<(String, WorkerCommand)>,
+    workers: Vec<(String, WorkerSpec)>,
     mut ticks: Ticker,
+    stop_at: Option<tokio::time::Instant>,
     store: &Store,
     observer: &mut (dyn Observer + Send),
     mut controls: mpsc::UnboundedReceiver<Control>,
@@ -123,7 +128,14 @@ async fn run(
         }
     };
 
-    let mut launched: Vec<Option<Launched>> = (0..workers.len()).map(|_| None).collect();
+    let mut launched: Vec<Option<Box<dyn Worker>>> = (0..workers.len()).map(|_| None).collect();
+    // Attached workers' trees, read for the ranks their processes' environments name.
+    let mut rank_finders: BTreeMap<usize, RankFinder> = workers
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, spec))| matches!(spec, WorkerSpec::Attach(_)))
+        .map(|(i, _)| (i, RankFinder::default()))
+        .collect();
     let mut ended = vec![false; workers.len()];
     let mut pending = scheduler.start();
     // A signal that came while the session was being prepared (a sweep catches them between its cells) stops it
@@ -135,40 +147,20 @@ async fn run(
             match action {
                 Action::Spawn(i) if stopping => {
                     ended[i] = true;
-                    hub.publish(Some(i), never_started());
+                    hub.publish(Some(i), never_started(&workers[i].1));
                 }
                 Action::Spawn(i) => {
-                    let (_, command) = &workers[i];
-                    match launcher::spawn(i, command, scheduler.controls_turns(), tx.clone()) {
-                        Ok(worker) => {
-                            watching.roots.insert(i, worker.pid);
-                            hub.publish(
-                                Some(i),
-                                Body::WorkerStarted {
-                                    pid: worker.pid,
-                                    command: command.argv(),
-                                },
-                            );
-                            launched[i] = Some(worker);
+                    let (_, spec) = &workers[i];
+                    match start_worker(i, spec, scheduler.controls_turns(), tx.clone()) {
+                        Ok(started) => {
+                            watching.roots.insert(i, started.worker.pid());
+                            hub.publish(Some(i), started.body);
+                            launched[i] = Some(started.worker);
                         }
                         Err(e) => {
-                            let line =
-                                format!("golow: cannot start {}: {e}", command.program.display());
-                            hub.publish(
-                                Some(i),
-                                Body::Output {
-                                    stream: Stream::Stderr,
-                                    line,
-                                },
-                            );
-                            hub.publish(
-                                Some(i),
-                                Body::WorkerExited {
-                                    exit_code: None,
-                                    signal: None,
-                                    stop_requested: false,
-                                },
-                            );
+                            for body in not_started(spec, &e) {
+                                hub.publish(Some(i), body);
+                            }
                             ended[i] = true;
                             pending.extend(scheduler.on_exit(i));
                         }
@@ -194,7 +186,7 @@ async fn run(
                 };
                 let reaction = match &body {
                     Body::TurnEnd(_) => scheduler.on_turn_end(worker),
-                    Body::WorkerExited { .. } => {
+                    end if is_end(end) => {
                         ended[worker] = true;
                         launched[worker] = None;
                         watching.roots.remove(&worker);
@@ -223,9 +215,19 @@ async fn run(
                 for (worker, body) in proc_sampler.sample(&watching) {
                     hub.publish(Some(worker), body);
                 }
+                let trees = proc_sampler.worker_trees(&watching);
+                for (&worker, finder) in &mut rank_finders {
+                    let Some(tree) = trees.get(&worker) else { continue };
+                    for found in finder.found(&tree.pids) {
+                        if let Body::RankProcess { pid, rank, .. } = found {
+                            watch_rank(watching.ranks.entry(worker).or_default(), rank, pid);
+                        }
+                        hub.publish(Some(worker), found);
+                    }
+                }
                 if let Some(gpu) = &gpu_sampler {
                     gpu.tick(Tick {
-                        workers: proc_sampler.worker_trees(&watching),
+                        workers: trees,
                         turn: watching.turn,
                     });
                 }
@@ -242,14 +244,18 @@ async fn run(
                         kill_all(&mut launched);
                     }
                 } else {
-                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+                    stop_all(&mut hub, &workers, &mut scheduler, &mut launched, &mut ended);
                 }
+            }
+            _ = until(stop_at), if !stopping => {
+                stopping = true;
+                stop_all(&mut hub, &workers, &mut scheduler, &mut launched, &mut ended);
             }
             Some(control) = controls.recv() => match control {
                 Control::StopAll if stopping => kill_all(&mut launched),
                 Control::StopAll => {
                     stopping = true;
-                    stop_all(&mut hub, &mut scheduler, &mut launched, &mut ended);
+                    stop_all(&mut hub, &workers, &mut scheduler, &mut launched, &mut ended);
                 }
                 Control::Stop(i) => {
                     if let Some(worker) = launched.get_mut(i).and_then(Option::as_mut) {
@@ -275,13 +281,14 @@ fn watch_rank(ranks: &mut BTreeMap<u32, u32>, rank: u32, pid: u32) {
 /// started.
 fn stop_all(
     hub: &mut Hub<'_>,
+    workers: &[(String, WorkerSpec)],
     scheduler: &mut Scheduler,
-    launched: &mut [Option<Launched>],
+    launched: &mut [Option<Box<dyn Worker>>],
     ended: &mut [bool],
 ) {
     for i in scheduler.cancel_pending() {
         ended[i] = true;
-        hub.publish(Some(i), never_started());
+        hub.publish(Some(i), never_started(&workers[i].1));
     }
     for worker in launched.iter_mut().flatten() {
         worker.stop();
@@ -289,17 +296,16 @@ fn stop_all(
 }
 
 /// Ends every running worker's process group at once.
-fn kill_all(launched: &mut [Option<Launched>]) {
+fn kill_all(launched: &mut [Option<Box<dyn Worker>>]) {
     for worker in launched.iter_mut().flatten() {
         worker.kill();
     }
 }
 
-/// A worker the session was stopped before starting.
-fn never_started() -> Body {
-    Body::WorkerExited {
-        exit_code: None,
-        signal: None,
-        stop_requested: true,
+/// Waits for `at`; for ever without one.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -74,17 +74,22 @@ pub struct Launched {
     stopping_since: Option<Instant>,
 }
 
-impl Launched {
-    /// Grants the worker `steps` more steps. A worker that cannot hear it is dying, and its exit,
-    /// reported like any other, moves the turn on.
-    pub async fn grant(&mut self, steps: u64) {
-        if let Some(c) = self.control.as_mut() {
-            let _ = c.write_all(Grant::Steps(steps).line().as_bytes()).await;
-        }
+impl super::worker::Worker for Launched {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// A worker that cannot hear it is dying, and its exit, reported like any other, moves the turn on.
+    fn grant(&mut self, steps: u64) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            if let Some(c) = self.control.as_mut() {
+                let _ = c.write_all(Grant::Steps(steps).line().as_bytes()).await;
+            }
+        })
     }
 
     /// Asks the worker's process group to end; its end is then reported as stopped, not failed.
-    pub fn stop(&mut self) {
+    fn stop(&mut self) {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since.get_or_insert_with(Instant::now);
@@ -93,7 +98,7 @@ impl Launched {
 
     /// Ends the worker's process group at once: a worker that ignored `stop` for `STOP_GRACE`, or a second
     /// interrupt.
-    pub fn kill(&mut self) {
+    fn kill(&mut self) {
         self.stop_requested.store(true, Ordering::SeqCst);
         self.control = None;
         self.stopping_since = None;
@@ -101,7 +106,7 @@ impl Launched {
     }
 
     /// Whether the worker was asked to stop more than `STOP_GRACE` ago and is still here.
-    pub fn overdue(&self) -> bool {
+    fn overdue(&self) -> bool {
         self.stopping_since
             .is_some_and(|since| since.elapsed() >= STOP_GRACE)
     }

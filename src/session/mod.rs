@@ -5,6 +5,7 @@
 //! of its own for the live view).
 
 pub mod affinity;
+mod attached;
 mod hub;
 pub mod keeper;
 mod launcher;
@@ -16,6 +17,7 @@ pub mod programs;
 pub mod python;
 mod schedule;
 mod ticker;
+mod worker;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+pub use attached::{Target, command_line as process_command_line};
 pub use observer::{Observer, TickBell};
 pub use prepare::{Length, Plan, PrepareError};
 
@@ -52,8 +55,12 @@ pub enum OpenError {
 /// A session ready to run: its workers prepared, its recording open.
 pub struct Session {
     prepared: prepare::Prepared,
+    /// Running processes it watches (`golow attach`), after the workers it starts.
+    attached: Vec<(String, Target)>,
     recording: Option<(Recorder, Sink)>,
     interval: Duration,
+    /// The session stops by itself this long after it starts (`--duration`).
+    stop_after: Option<Duration>,
 }
 
 /// How a session ended.
@@ -76,6 +83,38 @@ impl Session {
         announce: &mut dyn FnMut(&str),
     ) -> Result<Session, OpenError> {
         let prepared = prepare::prepare(plan, announce).map_err(OpenError::Prepare)?;
+        Session::with_recording(prepared, Vec::new(), record_to, command_line, interval)
+    }
+
+    /// A session of running processes golow did not start (`golow attach`), watched as the workers `session`
+    /// names, each named in `session.attached` with its pid, and its recording open.
+    pub fn attach(
+        session: golow_protocol::config::SessionConfig,
+        targets: Vec<(String, Target)>,
+        record_to: &RecordTo,
+        command_line: Vec<String>,
+        interval: Duration,
+    ) -> Result<Session, OpenError> {
+        let dir = prepare::SessionDir::create().map_err(|e| {
+            OpenError::Prepare(PrepareError::Setup(format!(
+                "cannot create the session directory: {e}"
+            )))
+        })?;
+        let prepared = prepare::Prepared {
+            _dir: dir,
+            session,
+            workers: Vec::new(),
+        };
+        Session::with_recording(prepared, targets, record_to, command_line, interval)
+    }
+
+    fn with_recording(
+        prepared: prepare::Prepared,
+        attached: Vec<(String, Target)>,
+        record_to: &RecordTo,
+        command_line: Vec<String>,
+        interval: Duration,
+    ) -> Result<Session, OpenError> {
         let recording = match record_path(record_to, &prepared.session.workers)? {
             Some(path) => {
                 let machine = crate::telemetry::machine::describe();
@@ -92,9 +131,17 @@ impl Session {
         };
         Ok(Session {
             prepared,
+            attached,
             recording,
             interval,
+            stop_after: None,
         })
+    }
+
+    /// Stops the session `after` this long, as Ctrl-C would.
+    pub fn stop_after(mut self, after: Option<Duration>) -> Session {
+        self.stop_after = after;
+        self
     }
 
     /// The file the session is recorded to.
@@ -112,8 +159,10 @@ impl Session {
     ) -> Finished {
         let Session {
             prepared,
+            attached,
             recording,
             interval,
+            stop_after,
         } = self;
         let (recorder, sink) = recording.unzip();
         let prepare::Prepared {
@@ -128,13 +177,19 @@ impl Session {
             .into_iter()
             .map(|(name, mut command)| {
                 command.env.push((orphans::MARK_ENV.into(), mark.clone()));
-                (name, command)
+                (name, worker::WorkerSpec::Launch(command))
             })
+            .chain(
+                attached
+                    .into_iter()
+                    .map(|(name, target)| (name, worker::WorkerSpec::Attach(target))),
+            )
             .collect();
         let ran = hub::run_blocking(
             session,
             workers,
             interval,
+            stop_after,
             store,
             &mut (observer, sink),
             controls,

@@ -122,6 +122,15 @@ pub struct GpuState {
     pub devices: Vec<GpuDeviceState>,
 }
 
+/// How an attached worker's process left the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachedEnd {
+    /// It ended; how is not knowable (golow is not its parent).
+    Ended,
+    /// The session stopped watching it; it runs on.
+    Detached,
+}
+
 /// How a worker process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcessEnd {
@@ -160,6 +169,8 @@ pub struct WorkerState {
     pub series: WorkerSeries,
     pub exit: Option<WorkerExit>,
     pub process_end: Option<ProcessEnd>,
+    /// How an attached worker's process left the session (`golow attach`).
+    pub attached_end: Option<AttachedEnd>,
     pub stderr_tail: VecDeque<String>,
     /// Lines from the worker that were refused (not JSON, not the schema), and why the first was.
     pub protocol_errors: u64,
@@ -168,6 +179,9 @@ pub struct WorkerState {
     pub gpu_activity: kernels::GpuActivity,
     /// Every per-process SM reading of the session (the series keeps only the recent ones).
     pub gpu_sm_readings: Mean,
+    /// Every CPU reading of its process tree (100 = one core), and the most threads the tree held at a reading.
+    pub cpu_readings: Mean,
+    pub peak_threads: Option<u32>,
     /// A `--cmd` worker's script, as golow's hook sees it; `None` before it reports.
     pub script: Option<script::ScriptState>,
     /// When the worker's process started, and when it last showed progress (a step or a forward pass), in seconds
@@ -563,6 +577,11 @@ impl WorkerState {
 
     /// Where the worker's process is in its life, as status displays show it.
     pub fn activity(&self) -> Activity {
+        match self.attached_end {
+            Some(AttachedEnd::Ended) => return Activity::Ended,
+            Some(AttachedEnd::Detached) => return Activity::Detached,
+            None => {}
+        }
         match (&self.process_end, self.pid) {
             (Some(end), _) if end.stop_requested => Activity::Stopped,
             (Some(end), _) if end.exit_code == Some(0) => Activity::Done,
@@ -582,6 +601,17 @@ pub enum Activity {
     Stopped,
     Done,
     Failed,
+    /// An attached process that ended, how golow cannot know.
+    Ended,
+    /// An attached process the session stopped watching, which runs on.
+    Detached,
+}
+
+impl Activity {
+    /// The worker's process is no longer watched: it ended, or the session let it go.
+    pub fn is_over(self) -> bool {
+        !matches!(self, Activity::Waiting | Activity::Running)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -613,6 +643,12 @@ impl State {
     /// Why a worker that ran shows no step: a `--cmd` worker whose script stepped no optimiser and ran no model golow
     /// could see. `None` once anything was measured.
     pub fn unmeasured(&self, worker: &WorkerState) -> Option<&'static str> {
+        if self.is_attached(worker) {
+            return (worker.steps == 0).then_some(
+                "attached: /proc and NVML readings only; steps, phases and loss need golow's step hook inside the \
+                 process, which golow attach does not load yet",
+            );
+        }
         let command = self
             .session
             .as_ref()
@@ -624,12 +660,22 @@ impl State {
         )
     }
 
+    /// Whether `worker` watches a process golow did not start (`golow attach`).
+    pub fn is_attached(&self, worker: &WorkerState) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| s.attached.contains_key(&worker.name))
+    }
+
     /// How long a running worker has shown no progress (no step, no forward pass, no compilation), once that is
     /// `stall_after_s` or more; `None` while it progresses, or when it is not running. A worker waiting for its turn
     /// progresses while the session does: its quiet time is the whole session's.
     pub fn stalled_for_s(&self, worker: &WorkerState) -> Option<f64> {
+        // An attached process shows steps only once a hook reports them: before, its quiet is no news.
+        let unhooked = self.is_attached(worker) && worker.steps == 0;
         if worker.activity() != Activity::Running
             || self.ended
+            || unhooked
             || self.compiling_for_s(worker).is_some()
         {
             return None;
@@ -902,6 +948,7 @@ fn apply_worker_event(
             peak_rss_bytes,
             cpu_percent,
             rank: Some(rank),
+            ..
         } => {
             if let Some(script) = &mut worker.script {
                 let reading = script::RankReading::Host {
@@ -932,11 +979,18 @@ fn apply_worker_event(
             peak_rss_bytes,
             cpu_percent,
             rank: None,
+            threads,
             ..
         } => {
             worker.peak_rss_bytes = worker.peak_rss_bytes.max(*peak_rss_bytes);
             worker.series.rss_bytes.push(t, *rss_bytes as f64);
             push_some(&mut worker.series.cpu_percent, t, *cpu_percent);
+            if let Some(cpu) = cpu_percent {
+                worker.cpu_readings.add(*cpu);
+            }
+            if let Some(threads) = threads {
+                worker.peak_threads = Some(worker.peak_threads.unwrap_or(0).max(*threads));
+            }
         }
         Body::GpuProcess {
             memory_bytes,
@@ -981,6 +1035,22 @@ fn apply_worker_event(
                 stop_requested: *stop_requested,
             });
         }
+        Body::AttachedEnd { detached } => {
+            worker.attached_end = Some(if *detached {
+                AttachedEnd::Detached
+            } else {
+                AttachedEnd::Ended
+            });
+        }
+        Body::RankProcess {
+            pid,
+            rank,
+            local_rank,
+            world_size,
+        } => worker
+            .script
+            .get_or_insert_with(Default::default)
+            .rank_process(*pid, *rank, *local_rank, *world_size),
         Body::SessionStart(_)
         | Body::SessionEnd
         | Body::GpuUnavailable { .. }
@@ -1468,6 +1538,7 @@ mod tests {
             peak_rss_bytes: 2 << 30,
             cpu_percent: Some(0.0),
             rank: None,
+            threads: None,
         };
         let exited = Body::WorkerExited {
             exit_code: Some(0),

@@ -317,6 +317,28 @@ impl ScriptState {
         }
     }
 
+    /// A rank's process that /proc found (an attached job's, with no hook to say hello): read as that rank from now
+    /// on. Numbered past every number the monitor gives a hook's connection, one number per rank, so that a restarted
+    /// rank's process replaces the one before.
+    pub fn rank_process(
+        &mut self,
+        pid: u32,
+        rank: u32,
+        local_rank: Option<u32>,
+        world_size: Option<u32>,
+    ) {
+        if rank >= super::ranks::MAX_RANKS {
+            return;
+        }
+        let process = golow_protocol::script::MAX_PROCESSES + rank;
+        if let Some(p) = self.process_mut(process) {
+            p.pid = Some(pid);
+            p.rank = Some(rank);
+            p.local_rank = local_rank;
+            p.world_size = world_size;
+        }
+    }
+
     /// An optimiser, said at its first step: its process trains.
     pub fn optimizer(&mut self, optimizer: &Optimizer) {
         if let Some(p) = self.process_mut(optimizer.process) {

@@ -11,7 +11,7 @@ use super::operators::Operators;
 use super::phases::{Phase, PhasesState};
 use super::ratio::{Basis, Pairing};
 use super::script::ScriptState;
-use super::{Percentiles, ProcessEnd, State, WorkerState};
+use super::{AttachedEnd, Percentiles, ProcessEnd, State, WorkerState};
 use golow_protocol::config::{GpuPolicy, Mode, Model, Schedule, SessionConfig};
 use golow_protocol::event::ExitStatus;
 
@@ -23,6 +23,10 @@ pub enum WorkerStatus {
     Ok,
     Failed,
     Stopped,
+    /// An attached process that ended during the session; how is not knowable (golow is not its parent).
+    Ended,
+    /// An attached process the session stopped watching; it runs on.
+    Detached,
 }
 
 /// What the session ran: the built-in workers' settings only where a built-in worker ran (a `--cmd` script has its
@@ -37,6 +41,9 @@ pub struct SummaryConfig {
     /// What golow set in the `--cmd` workers' environment (`--threads`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub command_env: BTreeMap<String, String>,
+    /// `golow attach`: worker name → the pid of the process it watched.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attached: BTreeMap<String, u32>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -54,20 +61,25 @@ pub struct BuiltinConfig {
 
 impl From<&SessionConfig> for SummaryConfig {
     fn from(c: &SessionConfig) -> SummaryConfig {
-        let builtin = (c.workers.len() > c.commands.len()).then(|| BuiltinConfig {
-            model: c.model,
-            dataset: c.dataset.clone(),
-            mode: c.mode,
-            batch_size: c.batch_size,
-            resolution: c.resolution,
-            device: c.device.clone(),
-            gpu_policy: c.gpu_policy,
-        });
+        let builtin = c
+            .workers
+            .iter()
+            .any(|w| !c.commands.contains_key(w) && !c.attached.contains_key(w))
+            .then(|| BuiltinConfig {
+                model: c.model,
+                dataset: c.dataset.clone(),
+                mode: c.mode,
+                batch_size: c.batch_size,
+                resolution: c.resolution,
+                device: c.device.clone(),
+                gpu_policy: c.gpu_policy,
+            });
         SummaryConfig {
             builtin,
             schedule: c.schedule,
             commands: c.commands.clone(),
             command_env: c.command_env.clone(),
+            attached: c.attached.clone(),
         }
     }
 }
@@ -273,6 +285,12 @@ pub struct WorkerSummary {
     pub peak_gpu_mem_bytes: Option<u64>,
     /// Mean of NVML's per-process SM utilisation readings for the worker's process tree.
     pub gpu_sm_percent_mean: Option<f64>,
+    /// Mean of /proc's CPU readings of the worker's process tree (100 = one core busy); absent in older summaries.
+    #[serde(default)]
+    pub host_cpu_percent_mean: Option<f64>,
+    /// The most threads the worker's process tree held at a reading; absent in older recordings' summaries.
+    #[serde(default)]
+    pub peak_host_threads: Option<u32>,
     /// Shares of GPU time (HTA's definitions) from the CUPTI collector's windows; `null` without them.
     pub gpu_breakdown: Option<golow_protocol::event::Breakdown>,
     /// Kernel launches per measured step, from the collector's records set on the steps that launched them; `null`
@@ -632,7 +650,13 @@ impl ComparisonSummary {
 
 /// The first worker against each of the others.
 fn comparisons(state: &State) -> Vec<ComparisonSummary> {
-    let Some((first, others)) = state.workers.split_first() else {
+    // An attached process shows no step until a hook reports them: there is nothing of it to compare.
+    let measurable: Vec<&WorkerState> = state
+        .workers
+        .iter()
+        .filter(|w| !(state.is_attached(w) && w.steps == 0))
+        .collect();
+    let Some((first, others)) = measurable.split_first() else {
         return Vec::new();
     };
     others
@@ -659,6 +683,11 @@ impl Summary {
 }
 
 fn status(worker: &WorkerState) -> WorkerStatus {
+    match worker.attached_end {
+        Some(AttachedEnd::Ended) => return WorkerStatus::Ended,
+        Some(AttachedEnd::Detached) => return WorkerStatus::Detached,
+        None => {}
+    }
     let end = worker.process_end;
     let own = worker.exit.as_ref().map(|e| e.status);
     if end.is_some_and(|e| e.stop_requested) || own == Some(ExitStatus::Stopped) {
@@ -706,6 +735,8 @@ impl WorkerSummary {
             peak_host_rss_bytes: w.peak_rss_bytes,
             peak_gpu_mem_bytes: w.peak_gpu_memory_bytes,
             gpu_sm_percent_mean: w.gpu_sm_percent_mean(),
+            host_cpu_percent_mean: w.cpu_readings.get(),
+            peak_host_threads: w.peak_threads,
             gpu_breakdown: w.gpu_activity.breakdown(),
             kernel_launches_per_step: w.gpu_activity.per_step.kernel_launches(),
             cupti_h2d_bytes_per_step: w.gpu_activity.per_step.h2d_bytes(),

@@ -40,6 +40,7 @@ struct Stat {
     /// When the process started, in clock ticks after boot: with the pid, it names one process, as a pid alone does
     /// not once it is taken again.
     start: u64,
+    threads: u64,
 }
 
 fn parse_member(stat: &[u8]) -> Option<Stat> {
@@ -48,6 +49,7 @@ fn parse_member(stat: &[u8]) -> Option<Stat> {
         ticks: stat.utime.saturating_add(stat.stime),
         pages: stat.rss,
         start: stat.starttime,
+        threads: u64::try_from(stat.num_threads).unwrap_or(0),
     })
 }
 
@@ -111,6 +113,43 @@ impl StatFiles {
 
 fn read_peak(pid: u32, buf: &mut Vec<u8>) -> Option<u64> {
     parse_peak(read_once(&format!("/proc/{pid}/status"), buf)?)
+}
+
+/// What `/proc/PID/stat` says of a process that names it for good: when it started (the pid with it names one
+/// process, as a pid alone does not once it is taken again), its parent, and whether it is a kernel thread or has
+/// ended and waits to be reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub start: u64,
+    pub parent: u32,
+    pub kernel_thread: bool,
+    pub zombie: bool,
+}
+
+/// The kernel's flag for its own threads (`PF_KTHREAD`, include/linux/sched.h).
+const PF_KTHREAD: u32 = 0x0020_0000;
+
+/// `pid`'s identity, as /proc says now; `None` when it is gone.
+pub fn identity(pid: u32) -> Option<Identity> {
+    let mut buf = Vec::new();
+    let stat = proc_stat(read_once(&format!("/proc/{pid}/stat"), &mut buf)?)?;
+    Some(Identity {
+        start: stat.starttime,
+        parent: u32::try_from(stat.ppid).ok()?,
+        kernel_thread: stat.flags & PF_KTHREAD != 0,
+        zombie: matches!(stat.state, 'Z' | 'X'),
+    })
+}
+
+/// The process `pid` is a thread of (`Tgid` in `/proc/PID/status`): `pid` itself for a process, another for one of
+/// its threads, which /proc also lists by its own ID.
+pub fn thread_group(pid: u32) -> Option<u32> {
+    let mut buf = Vec::new();
+    let status = read_once(&format!("/proc/{pid}/status"), &mut buf)?;
+    let line = status
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Tgid:"))?;
+    std::str::from_utf8(line).ok()?.trim().parse().ok()
 }
 
 /// The parent pid from a `/proc/PID/stat` line.
@@ -271,19 +310,30 @@ struct Member {
     used: u64,
 }
 
+/// What a reading says of some members of a tree together.
+#[derive(Default)]
+struct Totals {
+    /// Resident memory, summed.
+    rss: u64,
+    /// The highest of the members' own peaks.
+    peak: u64,
+    /// CPU ticks used, summed.
+    used: u64,
+    threads: u64,
+}
+
 impl TreeReading {
-    /// Resident memory, the highest of the members' own peaks, and the CPU ticks used, of the members in `pids`.
-    fn of(&self, pids: &[u32], page: u64) -> (u64, u64, u64) {
-        self.members.iter().filter(|m| pids.contains(&m.pid)).fold(
-            (0u64, 0u64, 0u64),
-            |(rss, peak, used), m| {
-                (
-                    rss.saturating_add(m.stat.pages.saturating_mul(page)),
-                    peak.max(m.peak),
-                    used.saturating_add(m.used),
-                )
-            },
-        )
+    /// The totals of the members in `pids`.
+    fn of(&self, pids: &[u32], page: u64) -> Totals {
+        self.members
+            .iter()
+            .filter(|m| pids.contains(&m.pid))
+            .fold(Totals::default(), |t, m| Totals {
+                rss: t.rss.saturating_add(m.stat.pages.saturating_mul(page)),
+                peak: t.peak.max(m.peak),
+                used: t.used.saturating_add(m.used),
+                threads: t.threads.saturating_add(m.stat.threads),
+            })
     }
 }
 
@@ -446,7 +496,12 @@ impl ProcSampler {
             for m in &mut reading.members {
                 m.used = used_since(&mut self.members, m.pid, m.stat);
             }
-            let (rss_bytes, member_peak, used) = reading.of(&tree, self.page);
+            let Totals {
+                rss: rss_bytes,
+                peak: member_peak,
+                used,
+                threads,
+            } = reading.of(&tree, self.page);
             let now = Instant::now();
             let previous = self.last.get(&pid).copied();
             let cpu_percent = previous.and_then(|(then, _)| self.cpu_percent(used, then, now));
@@ -462,6 +517,7 @@ impl ProcSampler {
                     peak_rss_bytes: *peak,
                     cpu_percent,
                     rank: None,
+                    threads: u32::try_from(threads).ok(),
                 },
             ));
             for (rank, rank_pid, rank_tree) in self.trees.rank_trees(pid, watching.ranks_of(worker))
@@ -469,7 +525,12 @@ impl ProcSampler {
                 if !reading.members.iter().any(|m| m.pid == rank_pid) {
                     continue;
                 }
-                let (rss_bytes, member_peak, used) = reading.of(&rank_tree, self.page);
+                let Totals {
+                    rss: rss_bytes,
+                    peak: member_peak,
+                    used,
+                    threads,
+                } = reading.of(&rank_tree, self.page);
                 ranks_read.insert(rank_pid);
                 let then = self.rank_last.insert(rank_pid, now);
                 let peak = self.rank_peaks.entry(rank_pid).or_insert(0);
@@ -482,6 +543,7 @@ impl ProcSampler {
                         peak_rss_bytes: *peak,
                         cpu_percent: then.and_then(|then| self.cpu_percent(used, then, now)),
                         rank: Some(rank),
+                        threads: u32::try_from(threads).ok(),
                     },
                 ));
             }
@@ -577,7 +639,8 @@ mod tests {
             Some(Stat {
                 ticks: 300,
                 pages: 789,
-                start: 4242
+                start: 4242,
+                threads: 1,
             })
         );
         assert_eq!(parent_of(stat), Some(1));
@@ -919,11 +982,14 @@ mod tests {
                     7,
                     Body::Process {
                         cpu_percent: Some(cpu),
+                        threads: Some(threads),
                         ..
                     },
                 ),
             ) => {
                 assert!(*rss_bytes > 0 && peak_rss_bytes >= rss_bytes);
+                // This test's thread, and the harness's main thread waiting for it.
+                assert!(*threads >= 2, "{threads} threads");
                 // A spinning thread is a core's worth; under a loaded machine's scheduler, still a visible share.
                 assert!(*cpu > 10.0 && *cpu < 100.0 * 64.0, "{cpu}% after spinning");
             }

@@ -709,6 +709,9 @@ impl Status {
             Activity::Done => "done".to_string(),
             Activity::Failed => "FAILED".to_string(),
             Activity::Waiting => "waiting".to_string(),
+            Activity::Ended => "ended".to_string(),
+            Activity::Detached => "detached".to_string(),
+            Activity::Running if state.is_attached(w) && w.steps == 0 => "attached".to_string(),
             Activity::Running if stalled.is_some() => {
                 format!("no step for {:.0} s", stalled.unwrap_or_default())
             }

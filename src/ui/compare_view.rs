@@ -16,7 +16,7 @@ use crate::state::operators::Operators;
 use crate::state::phases::{Phase, PhasesState};
 use crate::state::ratio::{Basis, MIN_SAMPLES, Pairing};
 use crate::state::script::ProcessState;
-use crate::state::{Activity, Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
+use crate::state::{Durations, Ratio, State, WorkerState, ratio_of_medians, verdict};
 use golow_protocol::config::Schedule;
 
 /// The pair to compare: the one asked for when both are present, else the first two workers.
@@ -400,12 +400,7 @@ struct Judged {
 
 impl Judged {
     fn of(state: &State, a: &WorkerState, b: &WorkerState) -> Judged {
-        let ended = |w: &WorkerState| {
-            matches!(
-                w.activity(),
-                Activity::Done | Activity::Failed | Activity::Stopped
-            )
-        };
+        let ended = |w: &WorkerState| w.activity().is_over();
         Judged {
             pairing: Pairing::of(state, a, b),
             parallel: state

@@ -65,6 +65,7 @@ fn session_start(workers: Vec<String>, device: &str, schedule: Schedule) -> Reco
             stall_after_s: golow_protocol::config::DEFAULT_STALL_AFTER_S,
             monotonic_origin_ns: None,
             ops_every: 10,
+            attached: Default::default(),
         })),
     )
 }
@@ -186,6 +187,7 @@ pub fn records(gpu: bool, steps: u64) -> Vec<Record> {
                         peak_rss_bytes: (2_000 + 300 * w as u64 + step) << 20,
                         cpu_percent: Some(95.0 + w as f64 * 10.0),
                         rank: None,
+                        threads: None,
                     },
                 ));
                 if gpu {
@@ -448,6 +450,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                             peak_rss_bytes: (950 + 10 * u64::from(rank)) << 20,
                             cpu_percent: Some(95.0 + f64::from(rank)),
                             rank: Some(rank),
+                            threads: None,
                         },
                     ));
                 }
@@ -462,6 +465,7 @@ pub fn distributed_records(steps: u64) -> Vec<Record> {
                         peak_rss_bytes: 4100 << 20,
                         cpu_percent: Some(390.0),
                         rank: None,
+                        threads: None,
                     },
                 ));
             }
