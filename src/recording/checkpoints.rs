@@ -53,7 +53,7 @@ impl Checkpoints {
     /// checkpoint. Past `MAX_CHECKPOINTS`, every other one is dropped and the spacing doubles: a growing file keeps
     /// as many.
     pub(super) fn keep_if_due(&mut self, frame: usize, state: &State) {
-        if self.unsaved < self.spacing || frame <= self.latest_frame() {
+        if self.unsaved < self.spacing {
             return;
         }
         self.kept.push((frame, state.clone()));
