@@ -1104,3 +1104,134 @@ class TrustTest(Monitored):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# A training loop that loads the hook as `golow attach`'s pending call does (at a bytecode boundary of the main
+# thread, between two steps) at each step in ATTACH_AT, and prints, once the hook is gone again, its losses and
+# what of the process a hook could leave changed: a run attached to prints what a run never attached to does.
+ATTACHED = """
+import importlib.machinery, os, sys, time, torch
+import torch.nn.modules.module as modules, torch.optim.optimizer as optimizers
+
+hook_file, sockets, attach_at = sys.argv[1], sys.argv[2].split(","), [int(s) for s in sys.argv[3].split(",")]
+torch.manual_seed(0)
+data = torch.utils.data.TensorDataset(torch.randn(256, 4), torch.randn(256, 1))
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+iterator = torch.utils.data.dataloader._BaseDataLoaderIter
+
+def state():
+    return {
+        "meta_path": [type(f).__qualname__ for f in sys.meta_path],
+        "optimiser hooks": (len(optimizers._global_optimizer_pre_hooks), len(optimizers._global_optimizer_post_hooks)),
+        "forward hooks": (len(modules._global_forward_pre_hooks), len(modules._global_forward_hooks)),
+        "wrapped": [f.__qualname__ for f in (torch.autograd.backward, iterator.__next__, os._exit)
+                    if hasattr(f, "__wrapped__")],
+        "modules": sorted(name for name in sys.modules if "golow" in name),
+        "descriptors": len(os.listdir("/proc/self/fd")),
+        "threads": len(os.listdir("/proc/self/task")),
+    }
+
+losses = []
+for step in range(120):
+    if step in attach_at:
+        name = "golow-step-hook"
+        module = sys.modules.get(name)
+        if module is None:
+            loader = importlib.machinery.SourceFileLoader(name, hook_file)
+            module = type(sys)(name)
+            module.__file__, module.__loader__ = hook_file, loader
+            sys.modules[name] = module
+            loader.exec_module(module)
+        print("attached", module.attach(sockets[attach_at.index(step)]), file=sys.stderr, flush=True)
+    for x, y in torch.utils.data.DataLoader(data, batch_size=64):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+    losses.append(round(loss.item(), 6))
+    time.sleep(0.01)
+deadline = time.monotonic() + 30
+while "golow-step-hook" in sys.modules and attach_at != [-1] and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(losses)
+print(state(), flush=True)
+"""
+
+
+class SessionThatLetsGo:
+    """One golow attach session's socket: takes the attached process's connection, reads it until `steps` optimiser
+    steps were said, then closes it (golow detaching); every event checked against the schema."""
+
+    def __init__(self, path, steps):
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(4)
+        self.steps, self.events = steps, []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        conn, _ = self.server.accept()
+        with conn, conn.makefile("r") as f:
+            for line in f:
+                self.events.append(event_schema.script_line(line))
+                if len(of_type(self.events, "optimizer_step")) >= self.steps:
+                    break
+        self.server.close()
+
+    def events_when_let_go(self):
+        self.thread.join(120)
+        return self.events
+
+
+class AttachTest(Monitored):
+    """`golow attach`'s hook: reports from the attach on, and once the session lets go nothing of it is left."""
+
+    def run_attached(self, attach_at, steps=5):
+        script = self.write("train.py", ATTACHED)
+        hook_file = os.path.join(HOOK_DIR, "golow-hook", "golow_step_hook.py")
+        sessions = [SessionThatLetsGo(os.path.join(self.tmp.name, f"s{i}.sock"), steps) for i in range(len(attach_at))]
+        sockets = ",".join(os.path.join(self.tmp.name, f"s{i}.sock") for i in range(len(attach_at)))
+        proc = subprocess.run(
+            [sys.executable, script, hook_file, sockets or "-", ",".join(map(str, attach_at)) or "-1"],
+            capture_output=True, text=True, timeout=300, cwd=self.tmp.name, env=self.env(pythonpath=""))
+        return proc, [s.events_when_let_go() for s in sessions]
+
+    def test_an_attached_process_reports_and_is_left_as_it_was(self):
+        never, _ = self.run_attached([])
+        self.assertEqual(never.returncode, 0, never.stderr)
+        attached, [events] = self.run_attached([10])
+        self.assertEqual(attached.returncode, 0, attached.stderr)
+        self.assertEqual(attached.stderr, "attached True\n")
+        self.assertEqual(attached.stdout, never.stdout, "same losses, nothing of the hook left")
+        self.assertEqual(events[0]["type"], "script_process")
+        steps = of_type(events, "optimizer_step")
+        self.assertEqual([s["step"] for s in steps[:5]], list(range(5)), "counted from the attach")
+        self.assertEqual([s["phases"]["samples"] for s in steps[1:5]], [64] * 4, "batches taken since the attach")
+
+    def test_a_process_can_be_attached_to_again_after_a_session_let_it_go(self):
+        never, _ = self.run_attached([])
+        again, sessions = self.run_attached([5, 60])
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stderr, "attached True\nattached True\n")
+        self.assertEqual(again.stdout, never.stdout)
+        for events in sessions:
+            self.assertGreaterEqual(len(of_type(events, "optimizer_step")), 5, events)
+
+    def test_a_process_that_reports_to_golow_already_is_not_attached_twice(self):
+        script = self.write("train.py", ATTACHED)
+        hook_file = os.path.join(HOOK_DIR, "golow-hook", "golow_step_hook.py")
+        second = os.path.join(self.tmp.name, "second.sock")
+        monitor = Monitor(self.socket_path)
+        try:
+            proc = subprocess.run(
+                [sys.executable, script, hook_file, second, "10"], capture_output=True, text=True, timeout=300,
+                cwd=self.tmp.name, env=self.env(GOLOW_EVENT_SOCKET=self.socket_path))
+        finally:
+            streams = monitor.close()
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr, "attached False\n")
+        self.assertFalse(os.path.exists(second))
+        [events] = streams
+        self.assertEqual(len(of_type(events, "optimizer_step")), 120 * 4, "reported once, to its own golow")

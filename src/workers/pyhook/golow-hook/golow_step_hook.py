@@ -54,6 +54,9 @@ _PROFILE_CHECK_NS = 20_000_000  # how often a profile's memory is read
 
 _installed = False
 _path = None        # the socket's path; None when not monitored
+_attached = False   # loaded into a running process by `golow attach`: reports only while that session holds
+_wrapped = []       # (owner, name, original) of what _wrap replaced, put back when the hook is removed
+_MAX_BACKLOG = 1 << 20  # bytes an attached process holds for a monitor that does not read: past them it lets go
 _lock = threading.RLock()  # optimisers may step, and models run, in several threads
 _module_calls = 0   # module calls the global hooks saw: each costs the dispatch of golow's hooks
 
@@ -68,6 +71,8 @@ class _Process:
         self.no_signal = 0
         self.dead = False     # the monitor went away: stay quiet
         self.unsent = []      # encoded events waiting for the next write
+        self.unwritten = b""  # the part of the last write an attached process's socket did not take
+        self.no_wait = 0
         self.unsent_bytes = 0
         self.flushed_ns = 0
         self.optimizers = None  # optimizer -> [index, steps, last_ns]; a WeakKeyDictionary once torch is in
@@ -133,22 +138,26 @@ _sequence_first = frozenset()  # ids of the model's sequence modules that take (
 _call_ns = None      # what one module call costs in golow's hooks, measured once
 
 
-def install():
-    """Start watching for torch if golow gave us a socket to report to."""
+def install(path=None):
+    """Start watching for torch if golow gave us a socket to report to (``path``, else ``GOLOW_EVENT_SOCKET``)."""
     global _installed, _path
     try:
         if _installed:  # a second copy of the hook dir must not double events
             return
         _installed = True
-        _path = os.environ.get("GOLOW_EVENT_SOCKET") or None
+        _path = path or os.environ.get("GOLOW_EVENT_SOCKET") or None
         if _path is None:
             return
         os.register_at_fork(after_in_child=_forked)
         import atexit
         atexit.register(_at_exit)
         _wrap(os, None, "_exit", _flushing_exit)
-        targets = [(_MODULE, _register_forward), (_OPTIM, _register_steps), (_DATALOADER, _register_data),
+        targets = [(_OPTIM, _register_steps), (_DATALOADER, _register_data),
                    (_SCALER, _register_scaler), (_TRANSFORMERS, _register_transformers)]
+        # Attached to a process that has compiled with torch.compile, global forward hooks would fail its compiled
+        # code's guards and recompile it: the forward passes go untimed there (their time is the step's "other").
+        if not (_attached and "torch._dynamo" in sys.modules):
+            targets.insert(0, (_MODULE, _register_forward))
         targets += [(name, _register_lightning) for name in _LIGHTNING]
         for target, register in targets:
             module = sys.modules.get(target)
@@ -160,8 +169,86 @@ def install():
         _path = None
 
 
+def attach(path):
+    """``golow attach``: starts reporting to the socket at ``path`` in a process that is already running (called
+    from a pending call, at a bytecode boundary of the main thread). The process connects at once, and a thread of
+    the hook's waits on that connection: when the session ends (golow detaches, exits or is killed) the hook removes
+    all it put in the process. True when it reports; False when the process already reports to a golow (a ``--cmd``
+    worker's, or another session's)."""
+    global _attached, _me
+    try:
+        with _lock:
+            if _installed:
+                return False
+            _attached = True
+            _me = _Process()
+            install(path)
+            if _path is None:
+                return False
+            _hold_session()
+        return True
+    except Exception:
+        uninstall()
+        return False
+
+
+def _hold_session():
+    """Connects an attached process and starts the thread that lets go of the process when the session ends. A
+    ``_thread`` of its own: it is not among the script's ``threading`` threads, and never delays the exit."""
+    import _thread
+    _connect()
+    _thread.start_new_thread(_wait_for_session_end, (_me.sock,))
+
+
+def _wait_for_session_end(sock):
+    try:
+        while sock.recv(4096):
+            pass
+    except Exception:
+        pass
+    with _lock:
+        if _me.sock is sock:
+            uninstall()
+
+
+def uninstall():
+    """Removes every hook and wrapper install() put in the process, closes its socket and forgets the module, so
+    that the process runs on as if it had never been attached to (a later attach loads the hook afresh). What
+    os.register_at_fork registered cannot be removed: it does nothing once the hook is gone."""
+    global _installed, _path, _attached
+    try:
+        with _lock:
+            if not _installed:
+                return
+            _installed = False
+            _flush_now()
+            _path, _attached, _me.dead = None, False, True
+            for finder in [f for f in sys.meta_path if isinstance(f, _Finder)]:
+                sys.meta_path.remove(finder)
+            while _step_hooks:
+                _step_hooks.pop().remove()
+            while _forward_hooks:
+                _forward_hooks.pop().remove()
+            while _wrapped:
+                owner, name, original = _wrapped.pop()
+                setattr(owner, name, original)
+            import atexit
+            atexit.unregister(_at_exit)
+            if _me.operators:
+                _looking(_me.operators.abandon)
+            if _me.sock is not None and _me.pid == os.getpid():
+                _me.sock.close()
+            sys.modules.pop(_OPERATORS, None)
+            if getattr(sys.modules.get(__name__), "__dict__", None) is globals():
+                del sys.modules[__name__]
+    except Exception:
+        pass
+
+
 def _forked():
     global _me, _lock
+    if not _installed:  # removed since: os.register_at_fork keeps its handlers for good
+        return
     _lock = threading.RLock()  # the parent's may have been held by another thread
     parent_stepped, parent_optimizing = _me.stepped, _me.optimizing_seen
     if _me.operators:
@@ -170,6 +257,11 @@ def _forked():
     _me = _Process()
     # Forward passes, and backward passes as steps, stay unsaid where the parent trains with an optimiser.
     _me.stepped, _me.optimizing_seen = parent_stepped, parent_optimizing
+    if _attached:  # the parent's connection and its thread are not the child's: it holds the session itself
+        try:
+            _hold_session()
+        except Exception:
+            uninstall()
 
 
 def _flushing_exit(original):
@@ -251,6 +343,7 @@ def _wrap(module, owner, name, make):
         wrapper = functools.wraps(original)(make(original))
         wrapper._golow = True
         setattr(owner, name, wrapper)
+        _wrapped.append((owner, name, original))
     except Exception:
         pass
 
@@ -1089,21 +1182,39 @@ def _send(event, at_once=False):
             _flush(began)
         _me.hook_ns += time.perf_counter_ns() - began
     except Exception:
-        _me.dead = True
+        _fall_silent()
 
 
 def _flush(now):
     """Writes what waits; the caller catches what fails."""
-    if not _me.unsent:
+    if not _me.unsent and not _me.unwritten:
         return
     st = os.fstat(_me.sock.fileno())
     if (st.st_dev, st.st_ino) != _me.sock_id:
         # The script closed our descriptor and its number was reused: never write JSON into its file.
         raise OSError("event socket was replaced")
-    data = "".join(_me.unsent).encode()
+    data = _me.unwritten + "".join(_me.unsent).encode()
     _me.unsent, _me.unsent_bytes, _me.flushed_ns = [], 0, now
-    # MSG_NOSIGNAL: a script that restored SIGPIPE's default must not die when the monitor goes.
-    _me.sock.sendall(data, _me.no_signal)
+    if not _attached:
+        # MSG_NOSIGNAL: a script that restored SIGPIPE's default must not die when the monitor goes.
+        _me.sock.sendall(data, _me.no_signal)
+        return
+    # An attached process never waits for golow: what the socket cannot take now waits for the next write, and a
+    # monitor that stops reading for good is let go.
+    try:
+        sent = _me.sock.send(data, _me.no_signal | _me.no_wait)
+    except BlockingIOError:
+        sent = 0
+    _me.unwritten = data[sent:]
+    if len(_me.unwritten) > _MAX_BACKLOG:
+        raise OSError("the monitor stopped reading")
+
+
+def _fall_silent():
+    """The monitor cannot be written to: a ``--cmd`` process stays quiet for good, an attached one is let go."""
+    _me.dead = True
+    if _attached:
+        uninstall()  # a no-op when called from uninstall's own last write
 
 
 def _flush_now():
@@ -1113,7 +1224,7 @@ def _flush_now():
         with _lock:
             _flush(time.perf_counter_ns())
     except Exception:
-        _me.dead = True
+        _fall_silent()
 
 
 def _connect():
@@ -1122,6 +1233,7 @@ def _connect():
     sock.connect(_path)
     st = os.fstat(sock.fileno())
     _me.sock, _me.sock_id, _me.no_signal = sock, (st.st_dev, st.st_ino), socket.MSG_NOSIGNAL
+    _me.no_wait = socket.MSG_DONTWAIT
     torch = sys.modules.get("torch")
     hello = {
         "type": "script_process",
