@@ -29,9 +29,20 @@ const ADDED_IN: [(&str, u8); 4] = [
 /// Python 2's string type, gone from Python 3.
 const PYTHON_2: &str = "PyString_FromString";
 
+/// The addresses gdb calls in the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Api {
+    pub mmap: u64,
+    pub add_pending_call: u64,
+    pub run_simple_string: u64,
+}
+
 /// The CPython a process runs.
 pub(super) struct Interpreter {
     pub version: PythonVersion,
+    /// The file exporting its C API, and that file's exports.
+    file: Mapped,
+    exports: Exports,
 }
 
 /// What a process's mapped files say of the interpreter in it, before its version is judged.
@@ -64,7 +75,11 @@ impl Interpreter {
                         ))
                     })?;
                     let version = judge(pid, found)?;
-                    return Ok(Interpreter { version });
+                    return Ok(Interpreter {
+                        version,
+                        file: file.clone(),
+                        exports,
+                    });
                 }
                 Ok(_) => {}
                 Err(why) => unreadable = unreadable.or(Some((file, why))),
@@ -86,6 +101,34 @@ impl Interpreter {
             ))),
         }
     }
+
+    /// The addresses of the functions gdb calls: the two of CPython's C API and libc's `mmap`.
+    pub fn c_api(&self, target: &Process) -> Result<Api, Refusal> {
+        let pid = target.pid;
+        let in_python = |name| self.exports.address(name, Kind::Function, self.file.start);
+        let add_pending_call =
+            in_python(ADD_PENDING_CALL).ok_or_else(|| no_c_api(pid, ADD_PENDING_CALL))?;
+        let run_simple_string =
+            in_python(RUN_SIMPLE_STRING).ok_or_else(|| no_c_api(pid, RUN_SIMPLE_STRING))?;
+        let mapped = target
+            .mapped_files()
+            .map_err(|e| Refusal(format!("cannot read the memory map of process {pid}: {e}")))?;
+        // libc's mmap, whatever else defines one; a statically linked python has its own.
+        let libc = mapped.iter().filter(|m| is_libc(&m.path));
+        let mmap = libc
+            .chain(std::iter::once(&self.file))
+            .find_map(|file| {
+                read_exports(target, file, |name| name == b"mmap")
+                    .ok()?
+                    .address("mmap", Kind::Function, file.start)
+            })
+            .ok_or_else(|| no_c_api(pid, "mmap"))?;
+        Ok(Api {
+            mmap,
+            add_pending_call,
+            run_simple_string,
+        })
+    }
 }
 
 fn no_c_api(pid: u32, missing: &str) -> Refusal {
@@ -103,6 +146,12 @@ fn is_python_name(name: &[u8]) -> bool {
 
 fn file_name(path: &[u8]) -> &[u8] {
     path.rsplit(|&b| b == b'/').next().unwrap_or(path)
+}
+
+/// glibc's `libc.so.6` (or an older `libc-2.31.so`), or musl's, which its loader is.
+fn is_libc(path: &[u8]) -> bool {
+    let name = file_name(path);
+    name.starts_with(b"libc.so") || name.starts_with(b"libc-") || name.starts_with(b"ld-musl-")
 }
 
 fn shown(path: &[u8]) -> String {
@@ -215,5 +264,14 @@ mod tests {
                 .0
                 .contains("Python 2;")
         );
+    }
+
+    #[test]
+    fn libc_is_glibcs_or_musls_and_nothing_that_merely_starts_alike() {
+        assert!(is_libc(b"/usr/lib/x86_64-linux-gnu/libc.so.6"));
+        assert!(is_libc(b"/lib/libc-2.31.so"));
+        assert!(is_libc(b"/lib/ld-musl-x86_64.so.1"));
+        assert!(!is_libc(b"/usr/lib/libcrypto.so.3"));
+        assert!(!is_libc(b"/usr/lib/libcap.so.2"));
     }
 }

@@ -5,12 +5,16 @@
 //! no stop comes first, and gdb reads no symbols: the three addresses it calls are read here from the ELF files the
 //! process maps. Why this recipe and not a direct call: docs/attach.md, "Loading the hook into a running process".
 
+mod bootstrap;
 mod cpython;
+mod gdb;
 mod permission;
 mod process;
 mod symbols;
 
 use std::fmt;
+use std::path::Path;
+use std::time::Duration;
 
 pub use process::main_thread_waits_in;
 
@@ -39,6 +43,17 @@ impl fmt::Display for PythonVersion {
     }
 }
 
+/// What scheduling a file cost the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    /// How long the target was stopped: from gdb's attach to its detach, as its markers arrived.
+    pub stopped: Duration,
+    /// gdb's whole run, from its start to its exit.
+    pub gdb: Duration,
+    /// The main thread was blocked in futex and its wait was interrupted (EINTR), so the file runs now.
+    pub nudged: bool,
+}
+
 /// The CPython in `pid`, from /proc/PID/exe and the libpython it maps (no ptrace): refused when `pid` is gone, is
 /// no CPython (the line names its program), or runs a CPython golow does not attach to.
 pub fn python_in(pid: u32) -> Result<PythonVersion, Refusal> {
@@ -47,6 +62,39 @@ pub fn python_in(pid: u32) -> Result<PythonVersion, Refusal> {
     status.refuse_exited()?;
     let access = permission::check(&target, &status)?;
     cpython::Interpreter::find(&target, &access).map(|interpreter| interpreter.version)
+}
+
+/// Schedules `file` (a Python source file, a path as the target sees it) to run in `pid`'s main thread at its next
+/// bytecode boundary, with the GIL, in a namespace of its own (`__name__` = "__golow_attach__"), every exception
+/// swallowed, and only if the process that runs it is still `pid` (a fork between queueing and running must not run
+/// it in the child). Every check comes first, and the first that fails is returned, the target untouched. On success
+/// the target runs on, gdb gone.
+pub fn schedule_file(pid: u32, file: &Path, timeout: Duration) -> Result<Scheduled, Refusal> {
+    let target = process::Process::open(pid)?;
+    let status = target.status()?;
+    status.refuse_exited()?;
+    status.refuse_stopped()?;
+    status.refuse_traced()?;
+    if pid == std::process::id() {
+        return Err(Refusal(format!(
+            "process {pid} is golow itself; name the Python process to attach to"
+        )));
+    }
+    let access = permission::check(&target, &status)?;
+    process::refuse_remote_debug_disabled(&target)?;
+    let gdb = gdb::find(std::env::var_os("PATH").as_deref())?;
+    let interpreter = cpython::Interpreter::find(&target, &access)?;
+    let api = interpreter.c_api(&target)?;
+    bootstrap::check_file(&target, file)?;
+    let boot = bootstrap::text(file, status.pid_inside())?;
+    // The descriptor names the process checked: if it ended since, its pid may be another's now.
+    target.refuse_gone()?;
+    gdb::schedule(&gdb, pid, &api, &boot, timeout).map_err(|failure| match failure {
+        gdb::Failure::Gone => Refusal(format!("process {pid} is gone")),
+        gdb::Failure::TracedBy(tracer) => process::traced_by(pid, tracer),
+        gdb::Failure::NotPermitted => permission::not_permitted(&target, &status),
+        gdb::Failure::Other(line) => Refusal(line),
+    })
 }
 
 /// `text` from outside (a program's name, gdb's words) as part of a one-line message: cut to `most` characters,

@@ -95,6 +95,19 @@ impl Process {
             .map_err(|_| gone(self.pid))?;
         Ok(Status::parse(self.pid, &text))
     }
+
+    /// Whether the variable `name` is set, not empty, in the environment the process started with.
+    pub fn environment_sets(&self, name: &str) -> io::Result<bool> {
+        let prefix = format!("{name}=");
+        // Each string is at most 128 KiB (MAX_ARG_STRLEN), so reading one at a time stays bounded.
+        for entry in BufReader::new(self.open_file("environ")?).split(0) {
+            let entry = entry?;
+            if let Some(value) = entry.strip_prefix(prefix.as_bytes()) {
+                return Ok(!value.is_empty());
+            }
+        }
+        Ok(false)
+    }
 }
 
 fn gone(pid: u32) -> Refusal {
@@ -141,6 +154,11 @@ impl Status {
         status
     }
 
+    /// The pid the process itself sees (`os.getpid()`), inside its own pid namespace.
+    pub fn pid_inside(&self) -> u32 {
+        self.namespace_pids.last().copied().unwrap_or(self.pid)
+    }
+
     pub fn refuse_exited(&self) -> Result<(), Refusal> {
         let pid = self.pid;
         if self.thread_group != 0 && self.thread_group != pid {
@@ -153,6 +171,51 @@ impl Status {
             'Z' | 'X' => Err(Refusal(format!("process {pid} has exited (zombie)"))),
             _ => Ok(()),
         }
+    }
+
+    pub fn refuse_stopped(&self) -> Result<(), Refusal> {
+        match self.state {
+            'T' => Err(Refusal(format!(
+                "process {} is stopped (SIGSTOP/Ctrl-Z); resume it and retry",
+                self.pid
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn refuse_traced(&self) -> Result<(), Refusal> {
+        match self.tracer {
+            0 => Ok(()),
+            tracer => Err(traced_by(self.pid, tracer)),
+        }
+    }
+}
+
+/// The line for a process another tracer holds.
+pub(super) fn traced_by(pid: u32, tracer: u32) -> Refusal {
+    let name = Process::open(tracer)
+        .map(|p| format!(" ({})", p.program()))
+        .unwrap_or_default();
+    Refusal(format!(
+        "process {pid} is being traced by process {tracer}{name} (a debugger, py-spy, strace?); detach it first"
+    ))
+}
+
+/// CPython 3.14 and later honour this variable (PEP 768): a process that sets it wants no debugger to run code in
+/// it. golow honours it for every version.
+const REMOTE_DEBUG_OFF: &str = "PYTHON_DISABLE_REMOTE_DEBUG";
+
+pub(super) fn refuse_remote_debug_disabled(target: &Process) -> Result<(), Refusal> {
+    match target.environment_sets(REMOTE_DEBUG_OFF) {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(Refusal(format!(
+            "process {} started with {REMOTE_DEBUG_OFF} set, which forbids running code in it; golow leaves it alone",
+            target.pid
+        ))),
+        Err(e) => Err(Refusal(format!(
+            "cannot read the environment of process {}: {e}",
+            target.pid
+        ))),
     }
 }
 
@@ -334,7 +397,8 @@ mod tests {
         assert_eq!(status.state, 'S');
         assert_eq!(status.tracer, 7);
         assert_eq!(status.uids, [1000, 1001, 1002, 1003]);
-        assert_eq!(status.namespace_pids, [42, 5]);
+        assert_eq!(status.pid_inside(), 5);
+        assert_eq!(Status::parse(42, "State:\tR (running)\n").pid_inside(), 42);
     }
 
     #[test]
