@@ -16,6 +16,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+pub use permission::attach_permission_here;
 pub use process::main_thread_waits_in;
 
 /// Why golow cannot run code in a process: one line, saying what is wrong and what fixes it.

@@ -107,3 +107,80 @@ pub(super) fn not_permitted(target: &Process, status: &Status) -> Refusal {
         "cannot attach to process {pid}: ptrace is not permitted ({reason}); {fix}"
     ))
 }
+
+/// Whether this golow may attach to other processes here, as one line for `golow doctor`: gdb found or not, Yama's
+/// ptrace_scope, CAP_SYS_PTRACE, the user golow runs as.
+pub fn attach_permission_here() -> String {
+    let gdb = super::gdb::find(std::env::var_os("PATH").as_deref()).ok();
+    describe(gdb.as_deref(), &Tracer::here())
+}
+
+fn describe(gdb: Option<&std::path::Path>, tracer: &Tracer) -> String {
+    let verdict = match (gdb, tracer.yama_scope, tracer.may_trace_anyone) {
+        (None, _, _) => "cannot load: gdb is missing (apt install gdb)",
+        (_, Some(3), _) => "cannot load: kernel.yama.ptrace_scope 3 forbids tracing",
+        (_, _, true) => "loads into any process",
+        (_, Some(2), false) => "cannot load without CAP_SYS_PTRACE (kernel.yama.ptrace_scope 2)",
+        (_, Some(1), false) => {
+            "cannot load without CAP_SYS_PTRACE: kernel.yama.ptrace_scope 1 lets a process trace its descendants \
+             only (sudo sysctl kernel.yama.ptrace_scope=0)"
+        }
+        _ => "loads into your own processes",
+    };
+    let gdb = match gdb {
+        Some(path) => format!("gdb {}", path.display()),
+        None => "no gdb on PATH".to_string(),
+    };
+    let user = match tracer.uid {
+        0 => "root".to_string(),
+        uid => format!("uid {uid}"),
+    };
+    let capability = match tracer.may_trace_anyone {
+        true => "CAP_SYS_PTRACE",
+        false => "no CAP_SYS_PTRACE",
+    };
+    let yama = match tracer.yama_scope {
+        Some(scope) => format!("Yama ptrace_scope {scope}"),
+        None => "no Yama".to_string(),
+    };
+    format!("golow attach's step hook: {verdict} ({gdb}; {user}, {capability}; {yama})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_doctors_line_says_whom_golow_may_attach_to_and_why() {
+        let gdb = Some(Path::new("/usr/bin/gdb"));
+        let tracer = |uid, may_trace_anyone, yama_scope| Tracer {
+            uid,
+            may_trace_anyone,
+            yama_scope,
+        };
+        assert_eq!(
+            describe(gdb, &tracer(0, true, None)),
+            "golow attach's step hook: loads into any process (gdb /usr/bin/gdb; root, \
+             CAP_SYS_PTRACE; no Yama)"
+        );
+        assert_eq!(
+            describe(gdb, &tracer(1000, false, Some(0))),
+            "golow attach's step hook: loads into your own processes (gdb /usr/bin/gdb; uid 1000, \
+             no CAP_SYS_PTRACE; Yama ptrace_scope 0)"
+        );
+        assert!(
+            describe(gdb, &tracer(1000, false, Some(1)))
+                .contains(": cannot load without CAP_SYS_PTRACE: ")
+        );
+        assert!(describe(gdb, &tracer(0, true, Some(1))).contains(": loads into any process ("));
+        assert!(
+            describe(gdb, &tracer(0, true, Some(3)))
+                .contains(": cannot load: kernel.yama.ptrace_scope 3")
+        );
+        assert!(
+            describe(None, &tracer(0, true, None))
+                .contains(": cannot load: gdb is missing (apt install gdb) (no gdb")
+        );
+    }
+}
