@@ -92,25 +92,10 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")
     }
 
-    #[test]
-    fn a_literal_is_read_back_by_python_as_the_text() {
-        let text = "a'b\"c\\d\ne\tf\u{1b}g\u{e9}\u{202e}h\u{1f600}";
+    /// What the venv's python writes running `code` with `argument`, which must succeed.
+    fn python_says(code: &str, argument: &str) -> Vec<u8> {
         let out = Command::new(python())
-            .args([
-                "-c",
-                &format!(
-                    "import sys; sys.stdout.write(repr({}))",
-                    python_literal(text)
-                ),
-            ])
-            .output()
-            .unwrap();
-        let echoed = Command::new(python())
-            .args([
-                "-c",
-                "import sys; sys.stdout.write(repr(sys.argv[1]))",
-                text,
-            ])
+            .args(["-c", code, argument])
             .output()
             .unwrap();
         assert!(
@@ -118,26 +103,30 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(out.stdout, echoed.stdout);
+        out.stdout
+    }
+
+    #[test]
+    fn a_literal_is_read_back_by_python_as_the_text() {
+        let text = "a'b\"c\\d\ne\tf\u{1b}g\u{e9}\u{202e}h\u{1f600}";
+        let read_back = python_says(
+            &format!(
+                "import sys; sys.stdout.write(repr({}))",
+                python_literal(text)
+            ),
+            "",
+        );
+        assert_eq!(
+            read_back,
+            python_says("import sys; sys.stdout.write(repr(sys.argv[1]))", text)
+        );
         assert!(python_literal(text).is_ascii());
     }
 
     #[test]
     fn the_bootstrap_compiles_fits_its_page_and_refuses_what_does_not() {
         let text = text(Path::new("/tmp/golow-attach-1/hook's \"file\".py"), 42).unwrap();
-        let out = Command::new(python())
-            .args([
-                "-c",
-                "import sys; compile(sys.argv[1], 'boot', 'exec')",
-                &text,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        python_says("import sys; compile(sys.argv[1], 'boot', 'exec')", &text);
         assert!(text.len() < PAGE);
         let long = format!("/tmp/{}", "d/".repeat(2000));
         assert!(

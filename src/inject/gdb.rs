@@ -702,8 +702,10 @@ mod tests {
         }
     }
 
-    fn gdb() -> PathBuf {
-        find(std::env::var_os("PATH").as_deref()).unwrap()
+    /// Schedules into `pid` with gdb's second call lasting five seconds.
+    fn schedule_lasting(pid: u32, timeout: Duration) -> Result<Scheduled, Failure> {
+        let gdb = find(std::env::var_os("PATH").as_deref()).unwrap();
+        schedule(&gdb, pid, &lasting_api(pid), "pass", timeout)
     }
 
     /// The target ended as it would have without golow: "done", nothing else, exit status 0.
@@ -720,14 +722,7 @@ mod tests {
     fn a_timeout_inside_a_call_into_the_target_interrupts_gdb_and_the_target_runs_on() {
         let target = looping_python(8);
         let pid = target.id();
-        let failure = schedule(
-            &gdb(),
-            pid,
-            &lasting_api(pid),
-            "pass",
-            Duration::from_secs(1),
-        )
-        .unwrap_err();
+        let failure = schedule_lasting(pid, Duration::from_secs(1)).unwrap_err();
         assert_eq!(
             failure,
             Failure::Other(format!(
@@ -783,13 +778,7 @@ mod tests {
     #[ignore = "run by golow_killed_during_a_call_into_the_target_interrupts_gdb_and_the_target_runs_on"]
     fn dies_in_call() {
         let pid: u32 = std::env::var(DIES_IN_CALL).unwrap().parse().unwrap();
-        let _ = schedule(
-            &gdb(),
-            pid,
-            &lasting_api(pid),
-            "pass",
-            Duration::from_secs(60),
-        );
+        let _ = schedule_lasting(pid, Duration::from_secs(60));
     }
 
     #[test]
