@@ -84,7 +84,9 @@ const BOOT_FILE: &str = "boot";
 const SCRIPT_FILE: &str = "schedule.gdb";
 
 /// The gdb script. gdb runs in the workspace, so the files it reads are named relatively (a temporary directory's
-/// path may hold characters gdb's commands would split on). Markers (`GOLOW-…`) tell golow where it stands.
+/// path may hold characters gdb's commands would split on). Nothing of the target's is loaded: neither its
+/// libraries' symbols nor the scripts gdb would auto-load from beside its files (CPython ships `python3.X-gdb.py`).
+/// Markers (`GOLOW-…`) tell golow where it stands.
 fn script(pid: u32, api: &Api) -> String {
     let Api {
         mmap,
@@ -93,6 +95,7 @@ fn script(pid: u32, api: &Api) -> String {
     } = api;
     let mut script = format!(
         "set auto-solib-add off\n\
+         set auto-load off\n\
          set pagination off\n\
          set confirm off\n\
          set print thread-events off\n\
@@ -789,7 +792,8 @@ mod tests {
             run_simple_string: 0x3000,
         };
         let script = script(42, &api);
-        assert!(script.starts_with("set auto-solib-add off\n"));
+        assert!(script.starts_with("set auto-solib-add off\nset auto-load off\n"));
+        assert!(script.find("set auto-load off") < script.find("file /proc/42/exe"));
         assert!(script.contains("attach 42\nthread 1\n"));
         assert!(script.contains(")0x1000)(0, 4096, 3, 0x22, -1, 0)"));
         assert!(script.contains(")0x2000)(0x3000, $golow_buf)"));
