@@ -217,7 +217,8 @@ impl Run {
         // SAFETY: between fork and exec only async-signal-safe calls (prctl, getppid) run.
         unsafe {
             command.pre_exec(move || {
-                // If golow ends, gdb is interrupted: it abandons a call in progress and detaches.
+                // If golow ends, gdb is interrupted: it abandons a call in progress and detaches. (The signal comes
+                // when the thread that started gdb ends, which `schedule` keeps waiting until gdb has ended.)
                 rustix::process::set_parent_process_death_signal(Some(Signal::INT))?;
                 if rustix::process::getppid() != Some(golow) {
                     return Err(io::Error::other("golow ended"));

@@ -69,7 +69,8 @@ pub fn python_in(pid: u32) -> Result<PythonVersion, Refusal> {
 /// bytecode boundary, with the GIL, in a namespace of its own (`__name__` = "__golow_attach__"), every exception
 /// swallowed, and only if the process that runs it is still `pid` (a fork between queueing and running must not run
 /// it in the child). Every check comes first, and the first that fails is returned, the target untouched. On success
-/// the target runs on, gdb gone.
+/// the target runs on, gdb gone. Blocks while gdb runs: at most `timeout`, then gdb is interrupted and given a few
+/// seconds' grace to end.
 pub fn schedule_file(pid: u32, file: &Path, timeout: Duration) -> Result<Scheduled, Refusal> {
     let target = process::Process::open(pid)?;
     let status = target.status()?;
