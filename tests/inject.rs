@@ -30,7 +30,10 @@ def main(kind, box, seconds):
         while waiting():
             for _ in range(1000):
                 n += 1
-    elif kind == "idle":
+    elif kind in ("idle", "undumpable"):
+        if kind == "undumpable":
+            import ctypes
+            ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
         while waiting():
             time.sleep(0.001)
     elif kind == "event":
@@ -112,17 +115,33 @@ impl Target {
     }
 
     fn start_with(python: &Path, kind: &str, seconds: u32, env: &[(&str, &str)]) -> Target {
+        Target::spawn(
+            Command::new(python).envs(env.iter().copied()),
+            kind,
+            seconds,
+        )
+    }
+
+    /// A target run as the user `uid`.
+    fn start_as(python: &Path, kind: &str, seconds: u32, uid: u32) -> Target {
+        use std::os::unix::process::CommandExt;
+        Target::spawn(Command::new(python).uid(uid).gid(uid), kind, seconds)
+    }
+
+    /// Runs the target with `command` (a python) in a directory any user may write to.
+    fn spawn(command: &mut Command, kind: &str, seconds: u32) -> Target {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         std::fs::write(dir.path().join("target.py"), TARGET).unwrap();
         std::fs::write(dir.path().join("snippet.py"), SNIPPET).unwrap();
-        let child = Command::new(python)
+        let child = command
             .arg(dir.path().join("target.py"))
             .args([
                 kind,
                 &dir.path().display().to_string(),
                 &seconds.to_string(),
             ])
-            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -436,19 +455,21 @@ fn a_process_that_disabled_remote_debugging_is_refused() {
     untouched(target);
 }
 
-/// The variable that hands the target's pid and file to this test binary run again without gdb on its PATH.
-const WITHOUT_GDB: &str = "GOLOW_TEST_INJECT_WITHOUT_GDB";
+/// The variable that hands a target's pid, the file and the line expected to this test binary run again in a
+/// process of its own: without gdb on its PATH, or as another user.
+const REFUSED_ELSEWHERE: &str = "GOLOW_TEST_INJECT_REFUSED";
 
-#[test]
-fn without_gdb_on_path_the_process_is_refused() {
-    let target = Target::start(&venv_python(), "idle", 3);
-    let run = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "refusal_without_gdb", "--ignored", "--nocapture"])
-        .env("PATH", "/nonexistent")
-        .env(
-            WITHOUT_GDB,
-            format!("{} {}", target.pid(), target.snippet().display()),
-        )
+/// Runs `refusal_in_a_process_of_its_own` in `command` (this test binary), which must pass.
+fn refused_elsewhere(mut command: Command, target: &Target, line: &str) {
+    let given = format!("{}\t{}\t{line}", target.pid(), target.snippet().display());
+    let run = command
+        .args([
+            "--exact",
+            "refusal_in_a_process_of_its_own",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(REFUSED_ELSEWHERE, given)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&run.stdout);
@@ -458,22 +479,88 @@ fn without_gdb_on_path_the_process_is_refused() {
         String::from_utf8_lossy(&run.stderr)
     );
     assert!(said.contains("1 passed"), "{said}");
-    untouched(target);
 }
 
-/// Run by `without_gdb_on_path_the_process_is_refused` in a process of its own, whose PATH has no gdb.
+/// Run by the tests below in a process of its own.
 #[test]
-#[ignore = "run by without_gdb_on_path_the_process_is_refused"]
-fn refusal_without_gdb() {
-    let given =
-        std::env::var(WITHOUT_GDB).expect("run by without_gdb_on_path_the_process_is_refused");
-    let (pid, snippet) = given.split_once(' ').unwrap();
-    refused(
-        pid.parse().unwrap(),
-        Path::new(snippet),
+#[ignore = "run by the tests that refuse in a process of its own"]
+fn refusal_in_a_process_of_its_own() {
+    let given = std::env::var(REFUSED_ELSEWHERE).expect("run by a test that sets it");
+    let [pid, snippet, line] = given.splitn(3, '\t').collect::<Vec<_>>()[..] else {
+        panic!("{given}");
+    };
+    refused(pid.parse().unwrap(), Path::new(snippet), line);
+}
+
+#[test]
+fn without_gdb_on_path_the_process_is_refused() {
+    let target = Target::start(&venv_python(), "idle", 3);
+    let mut without_gdb = Command::new(std::env::current_exe().unwrap());
+    without_gdb.env("PATH", "/nonexistent");
+    refused_elsewhere(
+        without_gdb,
+        &target,
         "golow attach needs gdb to load its hook into a running process (apt install gdb); showing /proc and GPU \
          data only",
     );
+    untouched(target);
+}
+
+/// The unprivileged user the tests below run golow's side as.
+const NOBODY: u32 = 65534;
+
+/// This test binary run as `nobody`, without capabilities.
+fn as_nobody() -> Command {
+    let mut command = Command::new("setpriv");
+    command
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+            "--",
+        ])
+        .arg(std::env::current_exe().unwrap());
+    command
+}
+
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn another_users_process_is_refused_with_the_reason() {
+    if !running_as_root() {
+        println!("skipped: only root can run golow's side as another user");
+        return;
+    }
+    let target = Target::start(&venv_python(), "idle", 3);
+    let pid = target.pid();
+    let line = format!(
+        "cannot attach to process {pid}: ptrace is not permitted (it runs as uid 0, golow as uid {NOBODY}); run \
+         golow as the process's user or with CAP_SYS_PTRACE"
+    );
+    refused_elsewhere(as_nobody(), &target, &line);
+    untouched(target);
+}
+
+#[test]
+fn a_process_that_made_itself_undumpable_is_refused_with_the_reason() {
+    // A python another user can run (pyenv's live in root's home).
+    let python = Path::new("/usr/bin/python3");
+    if !running_as_root() || !python.exists() {
+        println!(
+            "skipped: needs root, to run a target and golow's side as another user, and /usr/bin/python3"
+        );
+        return;
+    }
+    let target = Target::start_as(python, "undumpable", 3, NOBODY);
+    let pid = target.pid();
+    let line = format!(
+        "cannot attach to process {pid}: ptrace is not permitted (it made itself undumpable: prctl \
+         PR_SET_DUMPABLE 0, or a change of user); run golow with CAP_SYS_PTRACE"
+    );
+    refused_elsewhere(as_nobody(), &target, &line);
+    untouched(target);
 }
 
 /// A target whose main thread blocks in `read` (no bytecode runs there, so the queued call waits) while another

@@ -87,8 +87,7 @@ pub(super) fn not_permitted(target: &Process, status: &Status) -> Refusal {
         )
     } else if target.proc_owner() == Some(0) && tracer.uid != 0 {
         (
-            "it made itself not dumpable (prctl PR_SET_DUMPABLE 0, or it changed its user)"
-                .to_string(),
+            "it made itself undumpable: prctl PR_SET_DUMPABLE 0, or a change of user".to_string(),
             "run golow with CAP_SYS_PTRACE".to_string(),
         )
     } else if tracer.yama_scope == Some(1) {

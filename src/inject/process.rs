@@ -56,9 +56,11 @@ impl Process {
         self.open_file("stat").map(drop).map_err(|_| gone(self.pid))
     }
 
-    /// The uid /proc shows as the owner of the process's files: root's when the process is not dumpable.
+    /// The uid /proc shows as the owner of the files in the process's directory (not of the directory itself):
+    /// root's when the process is not dumpable.
     pub fn proc_owner(&self) -> Option<u32> {
-        rustix::fs::fstat(&self.dir).ok().map(|stat| stat.st_uid)
+        let stat = self.open_file("stat").ok()?;
+        rustix::fs::fstat(&stat).ok().map(|stat| stat.st_uid)
     }
 
     /// The path of the process's executable, as its maps name it (without the " (deleted)" of one replaced).
