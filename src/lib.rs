@@ -6,6 +6,7 @@ pub mod cli;
 pub mod compare;
 pub mod console;
 pub mod export;
+pub mod inject;
 pub mod metrics;
 pub mod output_files;
 pub mod recording;

@@ -267,6 +267,7 @@ pub fn doctor(args: DoctorArgs) -> Result<i32, Failure> {
         ),
         Err(why) => sayln!("exec interposer: missing, so --cmd cannot run: {why}"),
     }
+    sayln!("{}", crate::inject::attach_permission_here());
     match programs::cpp_compiler() {
         Ok(cxx) => sayln!(
             "C++ compiler: {} (Inductor builds --impl aoti's package and --impl compile's CPU kernels with it)",
