@@ -303,6 +303,10 @@ impl ScriptState {
     }
 
     pub fn hello(&mut self, hello: &ScriptProcess) {
+        // A process /proc found as a rank before its hook spoke (an attached job's) is the hook's from now on.
+        let found = golow_protocol::script::MAX_PROCESSES;
+        self.processes
+            .retain(|p| p.process < found || p.pid != Some(hello.pid));
         if let Some(p) = self.process_mut(hello.process) {
             p.pid = Some(hello.pid);
             p.rank = hello.rank;
@@ -331,6 +335,13 @@ impl ScriptState {
             return;
         }
         let process = golow_protocol::script::MAX_PROCESSES + rank;
+        let hooked = self
+            .processes
+            .iter()
+            .any(|p| p.process < golow_protocol::script::MAX_PROCESSES && p.pid == Some(pid));
+        if hooked {
+            return;
+        }
         if let Some(p) = self.process_mut(process) {
             p.pid = Some(pid);
             p.rank = Some(rank);
@@ -689,6 +700,34 @@ mod tests {
             optimizer,
             ..golow_protocol::samples::optimizer_step(step, interval)
         }
+    }
+
+    #[test]
+    fn a_rank_found_in_proc_and_its_hook_are_one_process_in_either_order() {
+        let found = |script: &mut ScriptState, pid| script.rank_process(pid, 1, Some(1), Some(2));
+        let said = |script: &mut ScriptState, pid| {
+            script.hello(&ScriptProcess {
+                pid,
+                ..hello(0, Some(1))
+            })
+        };
+        let mut found_first = ScriptState::default();
+        found(&mut found_first, 42);
+        said(&mut found_first, 42);
+        let mut said_first = ScriptState::default();
+        said(&mut said_first, 42);
+        found(&mut said_first, 42);
+        for script in [&found_first, &said_first] {
+            let pids: Vec<_> = script
+                .processes
+                .iter()
+                .map(|p| (p.process, p.pid))
+                .collect();
+            assert_eq!(pids, [(0, Some(42))]);
+        }
+        // Another process found as a rank stays beside the hook's.
+        found(&mut said_first, 43);
+        assert_eq!(said_first.processes.len(), 2);
     }
 
     #[test]
