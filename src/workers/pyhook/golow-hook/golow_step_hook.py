@@ -72,6 +72,7 @@ class _Process:
         self.dead = False     # the monitor went away: stay quiet
         self.unsent = []      # encoded events waiting for the next write
         self.unwritten = b""  # the part of the last write an attached process's socket did not take
+        self.greeted = False  # its hello is queued
         self.no_wait = 0
         self.unsent_bytes = 0
         self.flushed_ns = 0
@@ -156,7 +157,7 @@ def install(path=None):
                    (_SCALER, _register_scaler), (_TRANSFORMERS, _register_transformers)]
         # Attached to a process that has compiled with torch.compile, global forward hooks would fail its compiled
         # code's guards and recompile it: the forward passes go untimed there (their time is the step's "other").
-        if not (_attached and "torch._dynamo" in sys.modules):
+        if not (_attached and _compiled_already()):
             targets.insert(0, (_MODULE, _register_forward))
         targets += [(name, _register_lightning) for name in _LIGHTNING]
         for target, register in targets:
@@ -167,6 +168,16 @@ def install(path=None):
                 sys.meta_path.insert(0, _Finder(target, register))
     except Exception:
         _path = None
+
+
+def _compiled_already():
+    """Whether torch.compile has compiled a graph in this process (an optimiser's first step imports dynamo
+    without compiling anything)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return utils is not None and utils.counters["stats"]["unique_graphs"] > 0
+    except Exception:
+        return True
 
 
 def attach(path):
@@ -1174,6 +1185,8 @@ def _send(event, at_once=False):
         began = time.perf_counter_ns()
         if _me.sock is None:
             _connect()
+        if not _me.greeted:
+            _greet()
             at_once = True
         line = _encode(event) + "\n"
         _me.unsent.append(line)
@@ -1234,6 +1247,11 @@ def _connect():
     st = os.fstat(sock.fileno())
     _me.sock, _me.sock_id, _me.no_signal = sock, (st.st_dev, st.st_ino), socket.MSG_NOSIGNAL
     _me.no_wait = socket.MSG_DONTWAIT
+
+
+def _greet():
+    """Queues the process's hello first: a process is counted once it has something to say (an attached process
+    connects before, and a DataLoader worker forked from it may never say anything)."""
     torch = sys.modules.get("torch")
     hello = {
         "type": "script_process",
@@ -1246,6 +1264,7 @@ def _connect():
         "threads": _threads(torch),
     }
     _me.unsent.insert(0, _encode(hello) + "\n")
+    _me.greeted = True
 
 
 def _env_int(name):
