@@ -1114,6 +1114,7 @@ import importlib.machinery, os, sys, time, torch
 import torch.nn.modules.module as modules, torch.optim.optimizer as optimizers
 
 hook_file, sockets, attach_at = sys.argv[1], sys.argv[2].split(","), [int(s) for s in sys.argv[3].split(",")]
+detach_at = int(sys.argv[4]) if len(sys.argv) > 4 else None  # as `golow attach --detach` asks it
 torch.manual_seed(0)
 data = torch.utils.data.TensorDataset(torch.randn(256, 4), torch.randn(256, 1))
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
@@ -1144,6 +1145,8 @@ for step in range(120):
             sys.modules[name] = module
             loader.exec_module(module)
         print("attached", module.attach(sockets[attach_at.index(step)]), file=sys.stderr, flush=True)
+    if step == detach_at:
+        sys.modules["golow-step-hook"].uninstall()
     for x, y in torch.utils.data.DataLoader(data, batch_size=64):
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -1188,13 +1191,14 @@ class SessionThatLetsGo:
 class AttachTest(Monitored):
     """`golow attach`'s hook: reports from the attach on, and once the session lets go nothing of it is left."""
 
-    def run_attached(self, attach_at, steps=5):
+    def run_attached(self, attach_at, steps=5, detach_at=None):
         script = self.write("train.py", ATTACHED)
         hook_file = os.path.join(HOOK_DIR, "golow-hook", "golow_step_hook.py")
         sessions = [SessionThatLetsGo(os.path.join(self.tmp.name, f"s{i}.sock"), steps) for i in range(len(attach_at))]
         sockets = ",".join(os.path.join(self.tmp.name, f"s{i}.sock") for i in range(len(attach_at)))
         proc = subprocess.run(
-            [sys.executable, script, hook_file, sockets or "-", ",".join(map(str, attach_at)) or "-1"],
+            [sys.executable, script, hook_file, sockets or "-", ",".join(map(str, attach_at)) or "-1"]
+            + ([str(detach_at)] if detach_at is not None else []),
             capture_output=True, text=True, timeout=300, cwd=self.tmp.name, env=self.env(pythonpath=""))
         return proc, [s.events_when_let_go() for s in sessions]
 
@@ -1218,6 +1222,15 @@ class AttachTest(Monitored):
         self.assertEqual(again.stdout, never.stdout)
         for events in sessions:
             self.assertGreaterEqual(len(of_type(events, "optimizer_step")), 5, events)
+
+    def test_a_process_let_go_while_its_session_holds_on_is_left_as_it_was(self):
+        # `golow attach --detach` while the session still reads: the hook's thread, waiting on the open connection,
+        # ends too.
+        never, _ = self.run_attached([])
+        detached, [events] = self.run_attached([10], steps=10 ** 9, detach_at=40)
+        self.assertEqual(detached.returncode, 0, detached.stderr)
+        self.assertEqual(detached.stdout, never.stdout)
+        self.assertGreater(len(of_type(events, "optimizer_step")), 0)
 
     def test_a_process_that_reports_to_golow_already_is_not_attached_twice(self):
         script = self.write("train.py", ATTACHED)

@@ -248,12 +248,23 @@ def uninstall():
             if _me.operators:
                 _looking(_me.operators.abandon)
             if _me.sock is not None and _me.pid == os.getpid():
-                _me.sock.close()
+                _close_connection(_me.sock)
             sys.modules.pop(_OPERATORS, None)
             if getattr(sys.modules.get(__name__), "__dict__", None) is globals():
                 del sys.modules[__name__]
     except Exception:
         pass
+
+
+def _close_connection(sock):
+    """Closes the socket, waking the hook's thread if it waits on it (a plain close leaves a recv() in another thread
+    blocked for good)."""
+    import socket
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
 
 
 def _forked():
