@@ -22,6 +22,8 @@ run: build
 
 test: build
 	@command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux)
+	@# tests/attach.rs and tests/inject.rs: golow attach loads its step hook into running processes through gdb.
+	@command -v gdb >/dev/null || (apt-get update -qq && apt-get install -y -qq gdb)
 	@# tests/metrics.rs: a real Prometheus scrapes a session; promtool checks what golow serves.
 	@command -v prometheus >/dev/null && command -v promtool >/dev/null \
 		|| (apt-get update -qq && apt-get install -y -qq prometheus)

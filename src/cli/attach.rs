@@ -24,6 +24,13 @@ pub struct AttachArgs {
     /// later), named after its script as --cmd names it.
     #[arg(value_name = "PID")]
     pids: Vec<String>,
+    /// Read the processes from /proc and the GPU only: load no step hook into them.
+    #[arg(long)]
+    no_hook: bool,
+    /// Let go of the named processes: remove the step hook an earlier `golow attach` loaded (as it does itself when
+    /// its session ends), and exit.
+    #[arg(long, conflicts_with_all = ["no_hook", "headless", "duration"])]
+    detach: bool,
     /// No TUI: progress on stderr, summary table on stdout.
     #[arg(long)]
     headless: bool,
@@ -52,13 +59,18 @@ const MAX_DURATION_S: u64 = 365 * 24 * 3600;
 
 pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
     if args.pids.is_empty() {
-        return Err(BadInput(
-            "name a PID to attach to (pgrep -f train.py finds one); listing the Python processes here comes later"
-                .into(),
-        )
-        .into());
+        if args.detach {
+            return Err(BadInput(
+                "name the processes to let go of: golow attach --detach PID".into(),
+            )
+            .into());
+        }
+        return Ok(super::attach_list::list());
     }
-    let targets = targets(&args.pids)?;
+    let targets = targets(&args.pids, !args.no_hook && !args.detach)?;
+    if args.detach {
+        return Ok(super::attach_list::let_go(&targets));
+    }
     let interval = check_interval(args.interval)?;
     let stop_after = args
         .duration
@@ -96,7 +108,7 @@ pub fn attach(args: AttachArgs) -> Result<i32, Failure> {
         session,
         live.as_ref(),
         args.outputs.summary_json.as_deref(),
-        false,
+        true,
         &store,
     )?;
     if let Some(path) = recorded {
@@ -139,7 +151,7 @@ fn session_config(targets: &[(String, Target)]) -> SessionConfig {
 
 /// The processes the command line names, each checked and named: its script's name, with its pid where two share
 /// one.
-fn targets(pids: &[String]) -> Result<Vec<(String, Target)>, BadInput> {
+fn targets(pids: &[String], load_hook: bool) -> Result<Vec<(String, Target)>, BadInput> {
     let own = own_line();
     let mut seen = HashSet::new();
     let mut found = Vec::new();
@@ -159,7 +171,7 @@ fn targets(pids: &[String]) -> Result<Vec<(String, Target)>, BadInput> {
                 "process {pid} is named twice: name each process once"
             )));
         }
-        found.push((pid, check(pid, &own)?));
+        found.push((pid, check(pid, &own, load_hook)?));
     }
     let bases: Vec<String> = found
         .iter()
@@ -191,7 +203,7 @@ fn own_line() -> HashSet<u32> {
 }
 
 /// `pid` as a process golow can attach to, or the one line that says why not.
-fn check(pid: u32, own: &HashSet<u32>) -> Result<Target, BadInput> {
+fn check(pid: u32, own: &HashSet<u32>, load_hook: bool) -> Result<Target, BadInput> {
     let identity = procfs::identity(pid)
         .ok_or_else(|| BadInput(format!("process {pid} is gone (no /proc/{pid})")))?;
     if procfs::thread_group(pid) != Some(pid) {
@@ -219,8 +231,14 @@ fn check(pid: u32, own: &HashSet<u32>) -> Result<Target, BadInput> {
             "process {pid} is {whose}: golow cannot watch itself"
         )));
     }
+    if load_hook && let Some(why) = crate::session::watched_by_golow(pid) {
+        return Err(BadInput(format!(
+            "{why} (golow attach --no-hook {pid} reads it from /proc and the GPU alone)"
+        )));
+    }
     Ok(Target {
         pid,
         start: identity.start,
+        load_hook,
     })
 }

@@ -20,6 +20,7 @@ macro_rules! sayln {
 }
 
 mod attach;
+mod attach_list;
 mod compare;
 mod doctor;
 mod export;

@@ -49,7 +49,8 @@ enum Shown {
 }
 
 impl Progress {
-    /// `pass_output`: print what `--cmd` workers print, each line after its worker's name.
+    /// `pass_output`: print what `--cmd` workers print (and what golow says of an attached one), each line after its
+    /// worker's name.
     pub fn new(tty: bool, pass_output: bool) -> Progress {
         let mut progress =
             Progress::drawing_to(tty.then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ)));
@@ -269,11 +270,12 @@ impl Observer for Progress {
                 "golow: the recording failed ({reason}); the session goes on unrecorded"
             )),
             (Body::Output { line, .. }, Some(worker)) if self.pass_output => {
-                let command = state
-                    .session
-                    .as_ref()
-                    .is_some_and(|s| s.commands.contains_key(worker.as_str()));
-                if command {
+                // A --cmd worker's output, or golow's own lines of an attached worker (whose output is its own).
+                let passed = state.session.as_ref().is_some_and(|s| {
+                    s.commands.contains_key(worker.as_str())
+                        || s.attached.contains_key(worker.as_str())
+                });
+                if passed {
                     // Tabs stop where they would in the script's own terminal: from its line's start.
                     let line = golow_protocol::text::printable(line);
                     self.say(&format!("{worker} | {line}"));

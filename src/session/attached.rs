@@ -1,22 +1,25 @@
 //! Attached workers (`golow attach`): running processes golow did not start. golow reads them from /proc and NVML
 //! and finds their end through a pidfd, without being their parent; it never signals them, never waits for them,
-//! and stopping the session lets them go. A later step hook inside the process would report on an event socket as
-//! a `--cmd` worker's does (`launcher`'s reading of it), beside what this module watches.
+//! and stopping the session lets them go. The step hook loaded into their Python processes (`hook_loader`) reports
+//! on a socket of the worker's, read as a `--cmd` worker's is (`launcher`'s reading of it); closing it lets the
+//! processes go.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::io::{self, Read};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use rustix::process::{Pid, PidfdFlags, pidfd_open};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc::Sender;
 use tokio::sync::oneshot;
 
-use super::launcher::Incoming;
+use super::hook_loader::{HookDir, HookLoader};
+use super::launcher::{Incoming, Listening, accept_processes};
 use super::worker::Worker;
 use crate::telemetry::procfs;
-use golow_protocol::event::Body;
+use golow_protocol::event::{Body, Stream};
 
 /// A process to attach to, as the command line found it: its pid, and when it started, which tells it from a later
 /// process given the same pid.
@@ -24,6 +27,8 @@ use golow_protocol::event::Body;
 pub struct Target {
     pub pid: u32,
     pub start: u64,
+    /// Whether golow's step hook is loaded into its Python processes (else golow reads /proc and NVML only).
+    pub load_hook: bool,
 }
 
 /// An attached process the hub watches.
@@ -31,6 +36,8 @@ pub struct Attached {
     pid: u32,
     /// Lets the process go; `None` once it was.
     detach: Option<oneshot::Sender<()>>,
+    ranks: RankFinder,
+    hook: Option<HookLoader>,
 }
 
 impl Worker for Attached {
@@ -58,6 +65,13 @@ impl Worker for Attached {
     fn overdue(&self) -> bool {
         false
     }
+
+    fn tree_read(&mut self, tree: &[u32]) -> Vec<Body> {
+        if let Some(hook) = &mut self.hook {
+            hook.found(tree);
+        }
+        self.ranks.found(tree)
+    }
 }
 
 /// Starts watching `target` as worker `worker`: its end (or the session letting it go) reaches the hub as
@@ -83,11 +97,17 @@ pub fn watch(
     let ended = unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) }
         .map_err(io::Error::from)?;
     let (detach, detached) = oneshot::channel();
+    let (let_go, until) = oneshot::channel();
+    let hook = target
+        .load_hook
+        .then(|| hook_loader(worker, target.pid, until, &tx))
+        .flatten();
     tokio::spawn(async move {
         let detached = tokio::select! {
             _ = ended.readable() => false,
             _ = detached => true,
         };
+        let _ = let_go.send(());
         let _ = tx
             .send(Incoming {
                 worker: Some(worker),
@@ -99,9 +119,50 @@ pub fn watch(
         Attached {
             pid: target.pid,
             detach: Some(detach),
+            ranks: RankFinder::default(),
+            hook,
         },
         command,
     ))
+}
+
+/// The loader of the step hook into `root`'s tree, with its socket taken until the session lets the tree go; none
+/// (and a line saying why) where its directory cannot be made.
+fn hook_loader(
+    worker: usize,
+    root: u32,
+    until: oneshot::Receiver<()>,
+    tx: &Sender<Incoming>,
+) -> Option<HookLoader> {
+    let (dir, listener) = match HookDir::create(root) {
+        Ok(made) => made,
+        Err(e) => {
+            let line = format!(
+                "golow: cannot prepare the step hook for process {root} ({e}); showing what /proc and the GPU say"
+            );
+            let _ = tx.try_send(Incoming {
+                worker: Some(worker),
+                body: Body::Output {
+                    stream: Stream::Stderr,
+                    line,
+                },
+            });
+            return None;
+        }
+    };
+    let connected: Arc<Mutex<HashSet<u32>>> = Arc::default();
+    let seen = connected.clone();
+    let listening = Listening {
+        worker,
+        root,
+        until,
+        drain: false,
+        on_accept: move |pid| {
+            seen.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+        },
+    };
+    tokio::spawn(accept_processes(listener, listening, tx.clone()));
+    Some(HookLoader::new(worker, root, dir, connected, tx.clone()))
 }
 
 /// What of a process's command line or environment is read: enough for any real one's names.

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::attached::RankFinder;
 use super::launcher::Incoming;
 use super::observer::Observer;
 use super::schedule::{Action, Scheduler};
@@ -129,13 +128,6 @@ async fn run(
     };
 
     let mut launched: Vec<Option<Box<dyn Worker>>> = (0..workers.len()).map(|_| None).collect();
-    // Attached workers' trees, read for the ranks their processes' environments name.
-    let mut rank_finders: BTreeMap<usize, RankFinder> = workers
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, spec))| matches!(spec, WorkerSpec::Attach(_)))
-        .map(|(i, _)| (i, RankFinder::default()))
-        .collect();
     let mut ended = vec![false; workers.len()];
     let mut pending = scheduler.start();
     // A signal that came while the session was being prepared (a sweep catches them between its cells) stops it
@@ -216,9 +208,9 @@ async fn run(
                     hub.publish(Some(worker), body);
                 }
                 let trees = proc_sampler.worker_trees(&watching);
-                for (&worker, finder) in &mut rank_finders {
-                    let Some(tree) = trees.get(&worker) else { continue };
-                    for found in finder.found(&tree.pids) {
+                for (worker, running) in launched.iter_mut().enumerate() {
+                    let (Some(running), Some(tree)) = (running, trees.get(&worker)) else { continue };
+                    for found in running.tree_read(&tree.pids) {
                         if let Body::RankProcess { pid, rank, .. } = found {
                             watch_rank(watching.ranks.entry(worker).or_default(), rank, pid);
                         }

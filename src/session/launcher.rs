@@ -220,7 +220,14 @@ pub fn spawn(
         Events::Socket(listener) => {
             let (exited, heard) = tokio::sync::oneshot::channel();
             exit_heard = Some(exited);
-            tokio::spawn(accept_processes(listener, heard, worker, pid, tx.clone()))
+            let listening = Listening {
+                worker,
+                root: pid,
+                until: heard,
+                drain: true,
+                on_accept: |_| {},
+            };
+            tokio::spawn(accept_processes(listener, listening, tx.clone()))
         }
     };
     let mut output_tasks = Vec::new();
@@ -374,16 +381,35 @@ fn event_body(
     (body, ControlFlow::Continue(()))
 }
 
-/// Takes the connections of a `--cmd` worker's processes, numbered in the order they come, until the worker's
-/// process (`root`) has `exited`; then waits (at most `DRAIN_AFTER_EXIT`, as it is itself waited for) for what they
-/// still say. A connection from a process outside `root`'s tree is refused and takes no number.
-async fn accept_processes(
+/// How a worker's processes' connections are taken: whose tree may connect, until when, and what then.
+pub struct Listening<F> {
+    pub worker: usize,
+    /// The worker's process: only it and its descendants may connect.
+    pub root: u32,
+    /// Fires when the worker's process has exited (a launched one) or the session lets it go (an attached one).
+    pub until: tokio::sync::oneshot::Receiver<()>,
+    /// Whether the connections are read to their end after `until` (a launched worker's processes are gone, and
+    /// what they wrote is kept) or closed at once (an attached worker's processes run on: closing is letting go).
+    pub drain: bool,
+    /// Told the pid of each process that connects.
+    pub on_accept: F,
+}
+
+/// Takes the connections of a worker's processes, numbered in the order they come, until `until`; then waits for
+/// what they still say (a launched worker's: at most `DRAIN_AFTER_EXIT`, as this is itself waited for) or closes
+/// them. A connection from a process outside `root`'s tree is refused and takes no number.
+pub async fn accept_processes<F: FnMut(u32)>(
     listener: UnixListener,
-    mut exited: tokio::sync::oneshot::Receiver<()>,
-    worker: usize,
-    root: u32,
+    listening: Listening<F>,
     tx: Sender<Incoming>,
 ) {
+    let Listening {
+        worker,
+        root,
+        until: mut exited,
+        drain,
+        mut on_accept,
+    } = listening;
     let mut readers = tokio::task::JoinSet::new();
     let mut next = 0u32;
     loop {
@@ -409,6 +435,7 @@ async fn accept_processes(
                     next = next.saturating_add(1);
                     continue;
                 }
+                on_accept(pid);
                 let admission = Admission::of_process(pid);
                 readers.spawn(read_events(stream, worker, Some(next), admission, tx.clone()));
                 next += 1;
@@ -416,7 +443,9 @@ async fn accept_processes(
             Some(_) = readers.join_next(), if !readers.is_empty() => {}
         }
     }
-    while readers.join_next().await.is_some() {}
+    if drain {
+        while readers.join_next().await.is_some() {}
+    }
 }
 
 /// The pid of the process at the other end of `stream` (as the kernel says, `SO_PEERCRED`), when it is `root` or

@@ -6,6 +6,7 @@
 
 pub mod affinity;
 mod attached;
+mod hook_loader;
 mod hub;
 pub mod keeper;
 mod launcher;
@@ -27,6 +28,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 pub use attached::{Target, command_line as process_command_line};
+pub use hook_loader::{let_go, watched_by_golow};
 pub use observer::{Observer, TickBell};
 pub use prepare::{Length, Plan, PrepareError};
 

@@ -31,6 +31,11 @@ pub trait Worker: Send {
     fn kill(&mut self);
     /// Whether it was asked to stop long enough ago to be killed.
     fn overdue(&self) -> bool;
+    /// What it makes of its process tree as /proc read it this tick: a launched worker nothing; an attached one the
+    /// ranks its processes' environments name (and it loads the step hook into the new ones).
+    fn tree_read(&mut self, _tree: &[u32]) -> Vec<Body> {
+        Vec::new()
+    }
 }
 
 /// A worker as it started: the worker, and what the session records of its start.

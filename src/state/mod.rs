@@ -645,8 +645,9 @@ impl State {
     pub fn unmeasured(&self, worker: &WorkerState) -> Option<&'static str> {
         if self.is_attached(worker) {
             return (worker.steps == 0).then_some(
-                "attached: /proc and NVML readings only; steps, phases and loss need golow's step hook inside the \
-                 process, which golow attach does not load yet",
+                "attached: no step seen; steps, phases and loss come from golow's step hook, loaded into the tree's \
+                 Python processes (golow's lines say where it was and was not), from their next optimiser step on; \
+                 the rest are /proc and NVML readings",
             );
         }
         let command = self
