@@ -6,7 +6,9 @@
 //! functions back, no global hook), the first step of each block untimed. A run's ratio is the median step with the
 //! hook over the median step without.
 //!
-//! ResNet-50's target: at most 1% (≤ 1.01), as the median of `GOLOW_BENCH_RUNS` runs (default 3), with their range;
+//! ResNet-50's target: at most 1% (≤ 1.01), as the median of `GOLOW_BENCH_RUNS` runs (default 3), with their range,
+//! for the hook as a `--cmd` script gets it and as `golow attach` loads it into a running process (phase `attached`:
+//! blocks with the hook attached against blocks after it let go, so attaching and letting go are exercised too);
 //! and the process ends as soon after its last step with the hook as without (what the hook does at exit: the last
 //! run ends with it, and is set beside a run without it). The tiny step has no target: what watching it costs is
 //! said (µs a step and its share) beside what the hook says it took (the median of its steps' `hook_ms`, which the
@@ -58,6 +60,25 @@ def put_back():
     hook._register_data(dataloader)
     hook._register_scaler(grad_scaler)
 
+if len(sys.argv) > 5:  # as golow attach loads it: attached for a block, let go (uninstall) for the next
+    import importlib.machinery
+    hook_file, socket_path = sys.argv[5], sys.argv[6]
+
+    def put_back():
+        name = 'golow-step-hook'
+        loader = importlib.machinery.SourceFileLoader(name, hook_file)
+        hook = type(sys)(name)
+        hook.__file__, hook.__loader__ = hook_file, loader
+        sys.modules[name] = hook
+        loader.exec_module(hook)
+        assert hook.attach(socket_path)
+
+    def take_out():
+        sys.modules['golow-step-hook'].uninstall()
+
+    put_back()
+    hooked = True
+
 n = batch * (2 * blocks * per_block + 3)
 data = iter(torch.utils.data.DataLoader(
     torch.utils.data.TensorDataset(torch.randn(n, *shape), torch.randint(0, 10, (n,))), batch_size=batch))
@@ -106,16 +127,19 @@ impl Kind {
     }
 }
 
-/// One run of the script, `blocks` of `per_block` steps each way; with `socket`, under golow's hook reporting there.
-/// Its median step with the hook and without (ms; the same without the hook at all), and how long the process took
-/// to end after its last step (ms).
-fn run(
-    dir: &Path,
-    kind: Kind,
-    blocks: u32,
-    per_block: u32,
-    socket: Option<&Path>,
-) -> (f64, f64, f64) {
+/// How the script gets the hook: not at all, as a `--cmd` script does (golow's sitecustomize), or as `golow attach`
+/// loads it into a running process (the script loads it and calls `attach`, and lets go with `uninstall`).
+#[derive(Clone, Copy)]
+enum Hook<'a> {
+    None,
+    Command(&'a Path),
+    Attached(&'a Path),
+}
+
+/// One run of the script, `blocks` of `per_block` steps each way, with the hook as `hook` says, reporting to its
+/// socket. Its median step with the hook and without (ms; the same without the hook at all), and how long the
+/// process took to end after its last step (ms).
+fn run(dir: &Path, kind: Kind, blocks: u32, per_block: u32, hook: Hook<'_>) -> (f64, f64, f64) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut command = Command::new(root.join(".venv/bin/python"));
     command
@@ -129,10 +153,18 @@ fn run(
         .env_remove("PYTHONPATH")
         .env_remove("GOLOW_EVENT_SOCKET")
         .env_remove("GOLOW_OPS_EVERY");
-    if let Some(socket) = socket {
-        command
-            .env("PYTHONPATH", root.join("src/workers/pyhook"))
-            .env("GOLOW_EVENT_SOCKET", socket);
+    match hook {
+        Hook::None => {}
+        Hook::Command(socket) => {
+            command
+                .env("PYTHONPATH", root.join("src/workers/pyhook"))
+                .env("GOLOW_EVENT_SOCKET", socket);
+        }
+        Hook::Attached(socket) => {
+            command
+                .arg(root.join("src/workers/pyhook/golow-hook/golow_step_hook.py"))
+                .arg(socket);
+        }
     }
     let out = command.output().expect("python runs");
     let ended = monotonic_s();
@@ -194,19 +226,24 @@ fn listen(path: &Path) -> Arc<Mutex<Heard>> {
     heard
 }
 
-fn resnet(dir: &Path, socket: &Path, heard: &Mutex<Heard>, runs: u32) -> bool {
+/// ResNet-50 with the hook as `hook` gives it (a `--cmd` script's, or attached and let go block by block) against
+/// without it; whether the median ratio meets the target.
+fn resnet(dir: &Path, hook: Hook<'_>, heard: &Mutex<Heard>, runs: u32) -> bool {
     let blocks: u32 = env_or("GOLOW_BENCH_BLOCKS", 8);
     let per_block: u32 = env_or("GOLOW_BENCH_BLOCK_STEPS", 4);
+    let how = match hook {
+        Hook::Attached(_) => "attached as golow attach loads it and let go, block by block",
+        _ => "the hook as a --cmd script gets it",
+    };
     println!(
-        "ResNet-50 train, 32 px, batch 16, 1 thread; {runs} runs of {blocks} blocks of {per_block} steps each way, \
-         alternating (the first step of a block untimed)"
+        "ResNet-50 train, 32 px, batch 16, 1 thread, {how}; {runs} runs of {blocks} blocks of {per_block} steps each \
+         way, alternating (the first step of a block untimed)"
     );
     let (mut ratios, mut exit_with, mut exit_without) = (Vec::new(), Vec::new(), Vec::new());
     let started = Instant::now();
     for r in 0..runs {
-        let (with_ms, without_ms, exit_ms) =
-            run(dir, Kind::ResNet, blocks, per_block, Some(socket));
-        let (_, _, plain_exit_ms) = run(dir, Kind::ResNet, 1, 2, None);
+        let (with_ms, without_ms, exit_ms) = run(dir, Kind::ResNet, blocks, per_block, hook);
+        let (_, _, plain_exit_ms) = run(dir, Kind::ResNet, 1, 2, Hook::None);
         println!(
             "  run {}: with the hook {with_ms:.2} ms a step, without {without_ms:.2} ms: {:.4}; \
              last step to exit {exit_ms:.0} ms (without the hook at all {plain_exit_ms:.0} ms)",
@@ -245,7 +282,8 @@ fn tiny(dir: &Path, socket: &Path, heard: &Mutex<Heard>, runs: u32) {
     heard.lock().unwrap().hook_ms.clear();
     let (mut costs_us, mut shares, mut said_us) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..runs {
-        let (with_ms, without_ms, _) = run(dir, Kind::Tiny, blocks, per_block, Some(socket));
+        let (with_ms, without_ms, _) =
+            run(dir, Kind::Tiny, blocks, per_block, Hook::Command(socket));
         let said_ms = median(&mut std::mem::take(&mut heard.lock().unwrap().hook_ms));
         println!(
             "  run {}: with the hook {:.1} µs a step, without {:.1} µs: +{:.1} µs ({:.0}%); the hook says it took \
@@ -278,8 +316,17 @@ fn main() {
     std::fs::write(dir.path().join("train.py"), SCRIPT).expect("the script");
     let socket = dir.path().join("events.sock");
     let heard = listen(&socket);
-    tiny(dir.path(), &socket, &heard, runs);
-    if !resnet(dir.path(), &socket, &heard, runs) {
+    let phases = std::env::var("GOLOW_BENCH_PHASES").unwrap_or("tiny,resnet,attached".into());
+    let mut meets = true;
+    for phase in phases.split(',') {
+        match phase {
+            "tiny" => tiny(dir.path(), &socket, &heard, runs),
+            "resnet" => meets &= resnet(dir.path(), Hook::Command(&socket), &heard, runs),
+            "attached" => meets &= resnet(dir.path(), Hook::Attached(&socket), &heard, runs),
+            other => panic!("GOLOW_BENCH_PHASES: no phase {other} (tiny, resnet, attached)"),
+        }
+    }
+    if !meets {
         std::process::exit(1);
     }
 }
