@@ -483,10 +483,6 @@ print({
 }, flush=True)
 "#;
 
-fn venv_python() -> String {
-    format!("{}/.venv/bin/python", env!("CARGO_MANIFEST_DIR"))
-}
-
 /// CLOCK_MONOTONIC in seconds, as Python's time.monotonic reads it.
 fn monotonic_s() -> f64 {
     let mut now = libc::timespec {
@@ -511,7 +507,7 @@ impl Training {
         std::fs::write(dir.join("train.py"), TRAIN).unwrap();
         let command = format!(
             "sh -c '{python} train.py ready times.json {steps} {loader_workers} > out.txt 2> err.txt'",
-            python = venv_python()
+            python = common::PYTHON
         );
         let process = started_outside(&dir, &command);
         let ready = dir.join("ready");
@@ -766,7 +762,7 @@ fn a_main_thread_asleep_runs_the_hook_when_it_wakes() {
         "times, losses, step = [], [], 0\nopen(ready, 'w').write('1')\ntime.sleep(5)\n",
     );
     std::fs::write(tmp.path().join("train.py"), script).unwrap();
-    let python = venv_python();
+    let python = common::PYTHON;
     let sleeper = started_outside(
         tmp.path(),
         &format!("{python} train.py ready times.json 600 0"),
@@ -876,7 +872,7 @@ fn a_main_thread_in_a_long_c_call_runs_the_hook_when_the_call_returns() {
             "open('hooked', 'w').write(f'{returned} {hooked}')\nwith open(times_file, \"w\") as f:\n",
         );
     std::fs::write(tmp.path().join("train.py"), script).unwrap();
-    let python = venv_python();
+    let python = common::PYTHON;
     let busy = started_outside(
         tmp.path(),
         &format!("{python} train.py ready times.json 500 0"),
@@ -903,4 +899,49 @@ fn a_main_thread_in_a_long_c_call_runs_the_hook_when_the_call_returns() {
     );
     let w = worker(&summary, "train");
     assert!(w["steps"].as_u64().unwrap() > 10, "{w}");
+}
+
+/// Lightning's and Hugging Face's trainers, running for a while when golow attaches to both: each counts its optimiser
+/// steps with their two micro-batches, splits them into phases and gives the loss its framework computed.
+#[test]
+fn attached_lightning_and_hugging_face_trainers_report_their_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lightning = common::frameworks::LIGHTNING
+        .replace("max_epochs=2", "max_epochs=1000")
+        .replace(
+            "        self.losses.append(loss.item())\n",
+            "        self.losses.append(loss.item())\n        open('ready-lit', 'w').write('1')\n",
+        );
+    let hugging_face = common::frameworks::HUGGING_FACE
+        .replace("num_train_epochs=2", "num_train_epochs=1000")
+        .replace(
+            "        if 'loss' in logs:\n",
+            "        open('ready-hf', 'w').write('1')\n        if 'loss' in logs:\n",
+        );
+    std::fs::write(tmp.path().join("lit.py"), lightning).unwrap();
+    std::fs::write(tmp.path().join("hf.py"), hugging_face).unwrap();
+    let python = common::PYTHON;
+    let lit = started_outside(tmp.path(), &format!("{python} lit.py"));
+    let hf = started_outside(tmp.path(), &format!("{python} hf.py"));
+    wait_until("both trainers to train", || {
+        ["ready-lit", "ready-hf"]
+            .iter()
+            .all(|f| tmp.path().join(f).exists())
+    });
+    let (summary, stderr) = attached_headless(
+        tmp.path(),
+        &[&lit.pid.to_string(), &hf.pid.to_string(), "--duration", "8"],
+    );
+    for name in ["lit", "hf"] {
+        let w = worker(&summary, name);
+        let script = &w["script"];
+        assert!(w["steps"].as_u64().unwrap() > 3, "{name}: {w}\n{stderr}");
+        assert_eq!(script["steps_counted_by"], "optimizer", "{w}");
+        assert_eq!(script["micro_batches_per_step"], 2, "{w}");
+        for phase in ["forward", "backward", "optimizer"] {
+            let p50 = script["phases"][phase]["p50_ms"].as_f64().unwrap();
+            assert!(p50 > 0.0, "{name} {phase}: {w}");
+        }
+        assert!(w["loss"]["last"].is_number(), "{w}");
+    }
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod frameworks;
 pub mod tmux;
 pub mod trace;
 pub mod ui_session;
