@@ -550,13 +550,22 @@ fn svg(buffer: &Buffer, theme: &Theme) -> String {
     out
 }
 
-// The example of a user's own script.
+// The examples of a user's own script: run under `--cmd`, and attached to while it ran.
 
-/// A real `--cmd` session: `tests/examples/slow_data.py`, a script waiting on its DataLoader, recorded on this
-/// project's 2-core machine.
-const SCRIPT_RECORDING: &str = "recordings/20261127-cpu-slow-data.golow";
-const SCRIPT_COMMAND: &str =
-    "$ golow run --headless --warmup 5 --cmd \"slow_data=python slow_data.py\"";
+/// Real sessions of `tests/examples/slow_data.py`, a script waiting on its DataLoader, recorded on this project's
+/// 2-core machine: each recording, the command shown before what it printed, and the pages that show it.
+const SCRIPT_EXAMPLES: [(&str, &str, &[&str]); 2] = [
+    (
+        "recordings/20261127-cpu-slow-data.golow",
+        "$ golow run --headless --warmup 5 --cmd \"slow_data=python slow_data.py\"",
+        &["README.md", "docs/your-own-command.md"],
+    ),
+    (
+        "recordings/20261128-cpu-attach-slow-data.golow",
+        "$ golow attach $(pgrep -f slow_data.py) --headless --duration 6",
+        &["README.md", "docs/attach.md"],
+    ),
+];
 
 /// The lines after `command` in the code block that shows it, each with its wrapped continuation lines (indented by
 /// two spaces) joined back on.
@@ -580,33 +589,35 @@ fn shown_output(page: &str, command: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_guides_script_example_is_its_recording_replayed() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_golow"))
-        .args(["replay", "--headless"])
-        .arg(root().join(SCRIPT_RECORDING))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let replayed = String::from_utf8(out.stdout).unwrap();
-    // Past the session's title: what golow says of the script under the table.
-    let said: Vec<&str> = replayed
-        .lines()
-        .skip(1)
-        .filter(|line| line.starts_with("slow_data: "))
-        .collect();
-    assert!(
-        said.len() >= 2,
-        "the script's line and its verdict: {replayed}"
-    );
-    for page in ["README.md", "docs/your-own-command.md"] {
-        let shown = shown_output(&read(&root().join(page)), SCRIPT_COMMAND);
-        assert_eq!(
-            shown, said,
-            "{page}: the example must be what `golow replay --headless {SCRIPT_RECORDING}` prints"
+fn the_guides_script_examples_are_their_recordings_replayed() {
+    for (recording, command, pages) in SCRIPT_EXAMPLES {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_golow"))
+            .args(["replay", "--headless"])
+            .arg(root().join(recording))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
         );
+        let replayed = String::from_utf8(out.stdout).unwrap();
+        // Past the session's title: what golow says of the script under the table.
+        let said: Vec<&str> = replayed
+            .lines()
+            .skip(1)
+            .filter(|line| line.starts_with("slow_data: "))
+            .collect();
+        assert!(
+            said.len() >= 2,
+            "the script's line and its verdict: {replayed}"
+        );
+        for page in pages {
+            let shown = shown_output(&read(&root().join(page)), command);
+            assert_eq!(
+                shown, said,
+                "{page}: the example must be what `golow replay --headless {recording}` prints"
+            );
+        }
     }
 }
