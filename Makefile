@@ -33,15 +33,18 @@ test: build
 	@# whole workspace selected, as above: `-p golow` alone unifies other features and builds golow again.
 	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --lib ui::
 	GOLOW_PLAIN_RENDER=1 cargo test --release --workspace --test ui_snapshots
-	@# The step hook's tests in one process and every other module's in another, at once: each test waits mostly on
-	@# a python of its own starting and importing torch.
-	cd tests/python && { $(abspath $(PYTHON)) -m unittest test_hook & hook=$$!; \
+	@# The step hook's main tests in one process and every other test class in another, at once (about 2.5 min
+	@# each here): each test waits mostly on a python of its own starting and importing torch.
+	cd tests/python && { $(abspath $(PYTHON)) -m unittest test_hook.HookTest & hook=$$!; \
 		$(abspath $(PYTHON)) -m unittest $(PYTHON_TESTS_BESIDE_HOOK); others=$$?; \
 		wait $$hook && exit $$others; }
 	@# One make for the checks of what is shipped, so that the wheel both need is built once.
 	$(MAKE) --no-print-directory monitor-alone gpu-bundle-check publish-check wheel-check
 
-PYTHON_TESTS_BESIDE_HOOK := $(filter-out test_hook,$(basename $(notdir $(wildcard tests/python/test_*.py))))
+# Every module but the hook's, and every test class of the hook's but HookTest: whatever class is added runs.
+PYTHON_TESTS_BESIDE_HOOK := $(filter-out test_hook,$(basename $(notdir $(wildcard tests/python/test_*.py)))) \
+	$(addprefix test_hook.,$(filter-out HookTest,$(shell sed -n \
+	's/^class \([A-Za-z]*Test\)[^A-Za-z].*/\1/p' tests/python/test_hook.py)))
 
 # The monitor alone, as someone who only replays recordings installs it: it depends on no torch crate, and links no
 # torch library and no RUNPATH to one. That it builds alone, with its own features and no libtorch to be found, is
