@@ -65,7 +65,7 @@ pub(super) fn check_file(target: &Process, file: &Path) -> Result<(), Refusal> {
 }
 
 /// `text` as a Python string literal that evaluates to it: printable ASCII as itself, everything else escaped.
-fn python_literal(text: &str) -> String {
+pub fn python_literal(text: &str) -> String {
     let mut literal = String::with_capacity(text.len() + 2);
     literal.push('\'');
     for c in text.chars() {

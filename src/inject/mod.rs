@@ -16,6 +16,7 @@ use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
+pub use bootstrap::python_literal;
 pub use permission::attach_permission_here;
 pub use process::main_thread_waits_in;
 

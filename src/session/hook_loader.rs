@@ -104,9 +104,9 @@ impl Drop for HookDir {
     }
 }
 
-/// A path as a Python string literal (JSON's escapes are Python's).
+/// A path as a Python string literal.
 fn python_string(path: &Path) -> String {
-    serde_json::to_string(&path.to_string_lossy()).unwrap_or_else(|_| "''".into())
+    inject::python_literal(&path.to_string_lossy())
 }
 
 /// Loads the hook into each Python process of an attached worker's tree as it appears.
